@@ -1,0 +1,125 @@
+"""``python -m e2e.cluster``: build the binaries, start/stop/inspect a devcluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import build as build_mod
+from . import gomod, launcher
+from .constants import DEFAULT_STATE_DIR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a devcluster (build the binaries if needed)")
+    up.add_argument("--upstream-dra", action="store_true", help="keep the in-tree DRA controllers on")
+    up.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
+    up.add_argument("--fake-nodes", type=int, default=int(os.environ.get("FAKE_NODES") or 0))
+    up.add_argument("--binding-timeout", default=os.environ.get("DEVCLUSTER_BINDING_TIMEOUT") or None)
+    up.add_argument("--kcm-controllers", default=None, help="replace kube-controller-manager's --controllers")
+    up.add_argument("--extra-arg", action="append", default=[], metavar="COMPONENT=--flag=value")
+    up.add_argument("--timeout", type=float, default=float(os.environ.get("DEVCLUSTER_START_TIMEOUT", "300")))
+    for name in ("down", "env"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
+    st = sub.add_parser("status")
+    st.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
+    st.add_argument("--json", action="store_true")
+    b = sub.add_parser("build", help="build or reuse the control-plane binaries")
+    b.add_argument("--prune", action="store_true", help="remove other cache keys")
+    g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
+    g.add_argument("--k8s-version", required=True)
+    return parser
+
+
+def _extra_args(values: list[str]) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for value in values:
+        component, sep, flag = value.partition("=")
+        if not sep or component not in launcher.COMPONENTS or not flag.startswith("--"):
+            raise SystemExit(
+                f"--extra-arg {value!r}: expected COMPONENT=--flag=value, COMPONENT one of "
+                f"{', '.join(launcher.COMPONENTS)}"
+            )
+        result.setdefault(component, []).append(flag)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            result = build_mod.build()
+            if args.prune:
+                for removed in build_mod.prune(result.directory):
+                    print(f"removed {removed}")
+            print(result.directory)
+            return 0
+        if args.command == "gomod":
+            for finding in gomod.generate(args.k8s_version):
+                print(finding)
+            return 0
+        directory = args.dir.resolve()
+        if args.command == "up":
+            started = time.monotonic()
+            binaries = build_mod.build()
+            options = launcher.UpOptions(
+                directory=directory,
+                binary_dir=binaries.directory,
+                k8s_version=build_mod.k8s_version(),
+                etcd_version=build_mod.etcd_version(),
+                upstream_dra=args.upstream_dra,
+                binding_timeout=args.binding_timeout,
+                kcm_controllers=args.kcm_controllers,
+                extra_args=_extra_args(args.extra_arg),
+                fake_nodes=args.fake_nodes,
+                timeout=args.timeout,
+                verbosity=int(os.environ.get("DEVCLUSTER_VERBOSITY", "1")),
+            )
+            state, existing = launcher.up(options)
+            if existing:
+                print(f"already running ({state.mode} mode) at {state.server}")
+            else:
+                if args.fake_nodes:
+                    from .nodes import create_fake_nodes_sync
+
+                    create_fake_nodes_sync(state.kubeconfig, args.fake_nodes)
+                print(
+                    f"devcluster ({state.mode} mode) ready at {state.server} in "
+                    f"{time.monotonic() - started:.1f}s; kubeconfig: {state.kubeconfig}"
+                )
+            return 0
+        if args.command == "down":
+            print("stopped" if launcher.down(directory) else "not running")
+            return 0
+        if args.command == "status":
+            code, doc = launcher.status(directory)
+            if args.json:
+                print(json.dumps(doc, indent=2))
+            else:
+                label = {0: "running", 3: "not running", 4: "degraded"}[code]
+                print(label + (f" ({doc['mode']} mode) at {doc['server']}" if doc.get("server") else ""))
+                for name, comp in doc.get("components", {}).items():
+                    print(
+                        f"  {name:<24} pid {comp['pid']:<8} alive={comp['alive']} ready={comp['ready']} "
+                        f"port={comp['port']}"
+                    )
+            return code
+        if args.command == "env":
+            print(f"export KUBECONFIG={directory / 'kubeconfig'}")
+            print(f'export PATH="{directory / "bin"}:$PATH"')
+            return 0
+    except (launcher.ClusterError, build_mod.BuildError, gomod.GoModError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

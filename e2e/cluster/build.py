@@ -1,0 +1,281 @@
+"""Builds (or reuses) the control-plane binaries into a cache outside the repository.
+
+The cache key is the Kubernetes version plus a hash of go.sum; inside the key directory,
+``build.json`` records an ``inputs_sha256`` over go.mod, go.sum, every file under ``cmd/``, the
+build flags and ``go version``. A complete directory with matching inputs is reused without
+touching Go at all. Builds go to a temporary directory that is renamed into place only after
+the versions are verified, so a partial build is never used.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import gomod
+from .constants import BINARIES, CONTROLPLANE_DIR, SERVER_BINARIES
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+GO_MISSING = (
+    "Go toolchain not found. The e2e tier builds kube-apiserver, kube-scheduler, kube-controller-manager, "
+    "kubectl and etcd {version} from Go modules and needs Go >= 1.26 on PATH. Alternatives: "
+    "DEVCLUSTER_BIN_DIR with v1.37 binaries, or --kubeconfig for an existing cluster. Unit tests only: "
+    "make test-unit."
+)
+MIN_GO = (1, 26)
+BUILD_FLAGS = ("-trimpath", "-pgo=off", "-buildvcs=false")
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("DEVCLUSTER_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "dra-operators"
+
+
+def k8s_version() -> str:
+    return gomod.k8s_version_of((CONTROLPLANE_DIR / "go.mod").read_text())
+
+
+def etcd_version() -> str:
+    text = (CONTROLPLANE_DIR / "go.mod").read_text()
+    version = gomod.parse_upstream(text).requires.get(gomod.ETCD_SERVER)
+    if not version:
+        raise BuildError("go.mod does not require the etcd server")
+    return version
+
+
+def ldflags(version: str) -> str:
+    match = re.fullmatch(r"v(\d+)\.(\d+)\.(\d+)", version)
+    if not match:
+        raise BuildError(f"bad Kubernetes version {version}")
+    major, minor = match.group(1), match.group(2)
+    stamps = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        stamps += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+        ]
+    return " ".join(["-s -w", *stamps])
+
+
+def cache_key() -> str:
+    digest = hashlib.sha256((CONTROLPLANE_DIR / "go.sum").read_bytes()).hexdigest()[:16]
+    return f"{k8s_version()}-{digest}"
+
+
+def _go_version() -> str:
+    if shutil.which("go") is None:
+        raise BuildError(GO_MISSING.format(version=k8s_version()))
+    out = subprocess.run(
+        ["go", "version"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
+    return out
+
+
+def inputs_sha256(go_version: str) -> str:
+    digest = hashlib.sha256()
+    files = [CONTROLPLANE_DIR / "go.mod", CONTROLPLANE_DIR / "go.sum"]
+    files += sorted(p for p in (CONTROLPLANE_DIR / "cmd").rglob("*") if p.is_file())
+    for path in files:
+        digest.update(str(path.relative_to(CONTROLPLANE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(" ".join(BUILD_FLAGS).encode() + b"\0" + ldflags(k8s_version()).encode() + b"\0")
+    digest.update(go_version.encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    directory: Path
+    reused: bool
+    seconds: float
+
+
+def _complete(directory: Path, expected_inputs: str | None) -> bool:
+    info_path = directory / "build.json"
+    if not info_path.is_file():
+        return False
+    if not all(os.access(directory / name, os.X_OK) for name in BINARIES):
+        return False
+    if expected_inputs is None:
+        return True
+    return bool(json.loads(info_path.read_text()).get("inputs_sha256") == expected_inputs)
+
+
+def _check_go(go_version: str) -> None:
+    match = re.search(r"go(\d+)\.(\d+)", go_version)
+    if not match or (int(match.group(1)), int(match.group(2))) < MIN_GO:
+        raise BuildError(GO_MISSING.format(version=k8s_version()) + f" Found: {go_version}.")
+    proxy = subprocess.run(
+        ["go", "env", "GOPROXY"], capture_output=True, text=True, timeout=60
+    ).stdout.strip()
+    if proxy == "off":
+        raise BuildError("GOPROXY is off; the first build on a machine needs the Go module proxy.")
+
+
+def _tail(text: str, lines: int = 50) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def verify_versions(directory: Path, version: str, etcd: str) -> None:
+    for name in SERVER_BINARIES:
+        out = subprocess.run([str(directory / name), "--version"], capture_output=True, text=True, timeout=60)
+        if f"Kubernetes {version}" not in out.stdout:
+            raise BuildError(
+                f"{name} reports {out.stdout.strip() or out.stderr.strip()!r}, expected Kubernetes {version}"
+            )
+    out = subprocess.run(
+        [str(directory / "kubectl"), "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    client_version = json.loads(out.stdout or "{}").get("clientVersion", {}).get("gitVersion")
+    if client_version != version:
+        raise BuildError(f"kubectl reports {client_version!r}, expected {version}")
+    out = subprocess.run([str(directory / "etcd"), "--version"], capture_output=True, text=True, timeout=60)
+    if f"etcd Version: {etcd.lstrip('v')}" not in out.stdout:
+        raise BuildError(f"etcd reports {out.stdout.strip()!r}, expected {etcd}")
+
+
+def check_supplied(directory: Path) -> BuildResult:
+    missing = [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
+    if missing:
+        raise BuildError(f"DEVCLUSTER_BIN_DIR={directory} lacks {', '.join(missing)}")
+    out = subprocess.run(
+        [str(directory / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    if not re.search(r"Kubernetes v1\.37\.", out.stdout):
+        raise BuildError(
+            f"DEVCLUSTER_BIN_DIR kube-apiserver reports {out.stdout.strip()!r}, expected v1.37.x"
+        )
+    return BuildResult(directory, reused=True, seconds=0.0)
+
+
+def build(timeout: float | None = None, log: object = print) -> BuildResult:
+    """Build or reuse; returns the binary directory."""
+    say = log if callable(log) else print
+    supplied = os.environ.get("DEVCLUSTER_BIN_DIR")
+    if supplied:
+        return check_supplied(Path(supplied))
+    root = cache_root() / "k8s-bin"
+    target = root / cache_key()
+    # Fast path: no Go needed when the recorded inputs still match.
+    if _complete(target, None):
+        go_version = _go_version() if shutil.which("go") else None
+        if go_version is None or _complete(target, inputs_sha256(go_version)):
+            say(f"reusing {target}")
+            return BuildResult(target, reused=True, seconds=0.0)
+    go_version = _go_version()
+    expected = inputs_sha256(go_version)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(target, expected):
+            say(f"reusing {target}")
+            return BuildResult(target, reused=True, seconds=0.0)
+        return _build_locked(target, go_version, expected, timeout, say)
+
+
+def _build_locked(
+    target: Path, go_version: str, expected: str, timeout: float | None, say: object
+) -> BuildResult:
+    log = say if callable(say) else print
+    timeout = timeout or float(os.environ.get("DEVCLUSTER_BUILD_TIMEOUT", "2700"))
+    _check_go(go_version)
+    version, etcd = k8s_version(), etcd_version()
+    started = time.monotonic()
+    env = gomod.go_env({"GOFLAGS": "-mod=readonly"})
+    download = subprocess.run(
+        ["go", "mod", "download"],
+        cwd=CONTROLPLANE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if download.returncode != 0:
+        raise BuildError(
+            f"Cannot download Go modules via GOPROXY={os.environ.get('GOPROXY', 'default')}: "
+            f"{_tail(download.stderr, 10)}\nThe first build on a machine needs the Go module proxy; later builds "
+            "work from the module cache."
+        )
+    try:
+        gomod.check_offline((CONTROLPLANE_DIR / "go.mod").read_text())
+    except gomod.GoModError as err:
+        raise BuildError(str(err)) from err
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"building {', '.join(BINARIES)} {version} into {target} (cold builds take a while)")
+    try:
+        remaining = timeout - (time.monotonic() - started)
+        proc = subprocess.run(
+            ["go", "build", *BUILD_FLAGS, "-ldflags", ldflags(version), "-o", f"{tmp}/", "./cmd/..."],
+            cwd=CONTROLPLANE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=max(remaining, 1),
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise BuildError(f"go build failed:\n{_tail(proc.stdout + proc.stderr)}")
+        verify_versions(tmp, version, etcd)
+        seconds = round(time.monotonic() - started, 1)
+        info = {
+            "k8s_version": version,
+            "etcd_version": etcd,
+            "go_version": go_version.split()[2] if len(go_version.split()) > 2 else go_version,
+            "goos": os.uname().sysname.lower(),
+            "goarch": {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine),
+            "ldflags": ldflags(version),
+            "inputs_sha256": expected,
+            "build_seconds": seconds,
+            "built_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "binaries": {
+                name: {
+                    "size": (tmp / name).stat().st_size,
+                    "sha256": hashlib.sha256((tmp / name).read_bytes()).hexdigest(),
+                }
+                for name in BINARIES
+            },
+        }
+        (tmp / "build.json").write_text(json.dumps(info, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except subprocess.TimeoutExpired as err:
+        raise BuildError(
+            f"build exceeded DEVCLUSTER_BUILD_TIMEOUT={timeout:.0f}s:\n{_tail(str(err.output or ''))}"
+        ) from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"built in {seconds:.0f} s")
+    return BuildResult(target, reused=False, seconds=seconds)
+
+
+def prune(keep: Path) -> list[Path]:
+    removed = []
+    for entry in (cache_root() / "k8s-bin").iterdir():
+        if entry.is_dir() and entry != keep:
+            shutil.rmtree(entry)
+            removed.append(entry)
+    return removed

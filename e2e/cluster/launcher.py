@@ -1,0 +1,590 @@
+"""Starts and stops a devcluster: etcd, kube-apiserver, kube-scheduler, kube-controller-manager.
+
+Every component runs as a plain process in its own session (process group) on 127.0.0.1,
+with its output in ``<state>/logs/<component>.log``. ``state.json`` records pids, ports and
+binaries, so ``down`` (possibly from another process) signals only what it started: it checks
+that each recorded pid still runs the recorded binary before signalling its group.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import pki
+from .constants import (
+    DEFAULT_MODE_CONTROLLERS,
+    FEATURE_GATES_FLAG,
+    LOOPBACK,
+    RUNTIME_CONFIG_FLAG,
+    SERVICE_CLUSTER_IP_RANGE,
+    UPSTREAM_MODE_CONTROLLERS,
+)
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
+ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
+PORT_RETRIES = 3
+PROBE_INTERVAL = 0.3
+LOG_TAIL_LINES = 40
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class ComponentState:
+    pid: int
+    binary: str
+    port: int
+    log: str
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterState:
+    dir: str
+    mode: str
+    k8s_version: str
+    etcd_version: str
+    binary_dir: str
+    server: str
+    kubeconfig: str
+    binding_timeout: str | None
+    feature_gates: str
+    owner_pid: int
+    components: dict[str, ComponentState]
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        path = directory / "state.json"
+        if not path.is_file():
+            return None
+        raw = json.loads(path.read_text())
+        raw["components"] = {k: ComponentState(**v) for k, v in raw["components"].items()}
+        return cls(**raw)
+
+    def save(self) -> None:
+        path = Path(self.dir) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.rename(path)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def check_loopback(component: str, args: Sequence[str]) -> None:
+    """Refuse any address-carrying flag whose value is not 127.0.0.1."""
+    for arg in args:
+        if not arg.startswith("--") or "=" not in arg:
+            continue
+        flag, value = arg[2:].split("=", 1)
+        if not any(flag.endswith(suffix) for suffix in ADDRESS_FLAGS):
+            continue
+        for part in value.split(","):
+            host = part.split("://", 1)[-1].rsplit(":", 1)[0] if "://" in part or ":" in part else part
+            if "=" in host:  # --initial-cluster=name=url
+                host = host.split("=", 1)[1].split("://", 1)[-1].rsplit(":", 1)[0]
+            if host != LOOPBACK:
+                raise ClusterError(f"{component}: {flag}={value} is not on {LOOPBACK}; refusing to start")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def write_kubeconfig(
+    path: Path, server: str, ca: bytes, user: dict[str, str], name: str = "devcluster"
+) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": _b64(ca)}}],
+        "users": [{"name": f"{name}-user", "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-user"}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    os.chmod(path, 0o600)
+
+
+def _cert_user(keys: pki.Pki, stem: str) -> dict[str, str]:
+    return {
+        "client-certificate-data": _b64(keys.read(f"{stem}.crt")),
+        "client-key-data": _b64(keys.read(f"{stem}.key")),
+    }
+
+
+def _ssl_context(keys: pki.Pki, client: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(keys.path("ca.crt")))
+    if client:
+        ctx.load_cert_chain(str(keys.path("admin.crt")), str(keys.path("admin.key")))
+    return ctx
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None) -> tuple[bool, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=ctx) as resp:
+            body = resp.read(4096).decode(errors="replace")
+            return resp.status == 200, f"{resp.status} {body[:200]}"
+    except urllib.error.HTTPError as err:
+        return False, f"HTTP {err.code}"
+    except (OSError, urllib.error.URLError) as err:
+        return False, str(err)
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _proc_exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def _runs(pid: int, binary: str) -> bool:
+    exe = _proc_exe(pid)
+    if exe is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except OSError:
+        return False
+    return os.path.realpath(exe) == os.path.realpath(binary)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@dataclass
+class UpOptions:
+    directory: Path
+    binary_dir: Path
+    k8s_version: str
+    etcd_version: str
+    upstream_dra: bool = False
+    binding_timeout: str | None = None
+    kcm_controllers: str | None = None
+    extra_args: dict[str, list[str]] = field(default_factory=dict)
+    fake_nodes: int = 0
+    timeout: float = 300.0
+    verbosity: int = 1
+    # Components get a parent-death signal, so a killed owner (pytest) leaves nothing behind.
+    die_with_parent: bool = False
+
+
+class Launcher:
+    def __init__(self, options: UpOptions, say: Callable[[str], None] = print) -> None:
+        self.o = options
+        self.dir = options.directory
+        self.say = say
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.components: dict[str, ComponentState] = {}
+
+    # -- files ----------------------------------------------------------------------------
+
+    def _prepare_dir(self) -> pki.Pki:
+        logs = self.dir / "logs"
+        if logs.exists():
+            prev = self.dir / "logs.prev"
+            shutil.rmtree(prev, ignore_errors=True)
+            logs.rename(prev)
+        for sub in ("pki", "etcd", "kubeconfigs", "bin"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        logs.mkdir(parents=True)
+        keys = pki.generate(self.dir / "pki")
+        (self.dir / "bin").mkdir()
+        (self.dir / "kubeconfigs").mkdir()
+        for name in ("kubectl", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd"):
+            (self.dir / "bin" / name).symlink_to(self.o.binary_dir / name)
+        return keys
+
+    def _log(self, text: str) -> None:
+        with open(self.dir / "logs" / "launcher.log", "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+
+    # -- processes ------------------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str], port: int) -> None:
+        args = args + [a for a in self.o.extra_args.get(name, [])]
+        check_loopback(name, args)
+        binary = str(self.o.binary_dir / name)
+        log_path = self.dir / "logs" / f"{name}.log"
+        self._log(f"start {name}: {' '.join(args)}")
+        preexec = None
+        if self.o.die_with_parent:
+            preexec = _set_pdeathsig
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(
+                [binary, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=preexec,
+                cwd=self.dir,
+            )
+        self.procs[name] = proc
+        self.components[name] = ComponentState(proc.pid, binary, port, str(log_path), args)
+
+    def _wait(
+        self, name: str, check: Callable[[], tuple[bool, str]], limit: float, deadline: float, url: str
+    ) -> None:
+        end = min(time.monotonic() + limit, deadline)
+        last = "not probed"
+        while time.monotonic() < end:
+            for other, proc in self.procs.items():
+                code = proc.poll()
+                if code is not None:
+                    log_path = self.dir / "logs" / f"{other}.log"
+                    raise ClusterError(
+                        f"{other} exited with code {code} during start; last log lines:\n{_tail(log_path)}"
+                    )
+            ok, last = check()
+            if ok:
+                return
+            time.sleep(PROBE_INTERVAL)
+        raise ClusterError(
+            f"{name} not ready within {limit:.0f}s: {url}: {last}\nlast log lines:\n"
+            f"{_tail(self.dir / 'logs' / f'{name}.log')}"
+        )
+
+    def stop_started(self) -> None:
+        for name in reversed(list(self.procs)):
+            _terminate(self.procs[name].pid, self.components[name].binary, self.procs[name])
+        self.procs.clear()
+
+    # -- the sequence ---------------------------------------------------------------------
+
+    def up(self) -> ClusterState:
+        for attempt in range(PORT_RETRIES + 1):
+            try:
+                return self._up_once()
+            except ClusterError as err:
+                self.stop_started()
+                if "address already in use" in str(err) and attempt < PORT_RETRIES:
+                    self.say(f"port collision, retrying with new ports ({err.args[0].splitlines()[0]})")
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _up_once(self) -> ClusterState:
+        started = time.monotonic()
+        deadline = started + self.o.timeout
+        keys = self._prepare_dir()
+        v = f"--v={self.o.verbosity}"
+        etcd_client, etcd_peer, api_port, sched_port, kcm_port = (free_port() for _ in range(5))
+        server = f"https://{LOOPBACK}:{api_port}"
+
+        self._spawn(
+            "etcd",
+            [
+                "--name=devcluster",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls=http://{LOOPBACK}:{etcd_client}",
+                f"--advertise-client-urls=http://{LOOPBACK}:{etcd_client}",
+                f"--listen-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+                f"--initial-cluster=devcluster=http://{LOOPBACK}:{etcd_peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            etcd_client,
+        )
+        etcd_url = f"http://{LOOPBACK}:{etcd_client}/health"
+        self._wait("etcd", lambda: _http_ok(etcd_url, None), 30, deadline, etcd_url)
+
+        p = keys.path
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://{LOOPBACK}:{etcd_client}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={p('serving.crt')}",
+                f"--tls-private-key-file={p('serving.key')}",
+                f"--client-ca-file={p('ca.crt')}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={p('sa.pub')}",
+                f"--service-account-signing-key-file={p('sa.key')}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=TaintNodesByCondition",
+                "--endpoint-reconciler-type=none",
+                f"--runtime-config={RUNTIME_CONFIG_FLAG}",
+                f"--feature-gates={FEATURE_GATES_FLAG}",
+                v,
+            ],
+            api_port,
+        )
+        admin_ctx = _ssl_context(keys, client=True)
+        readyz = f"{server}/readyz"
+        self._wait("kube-apiserver", lambda: _http_ok(readyz, admin_ctx), 120, deadline, readyz)
+
+        kubeconfig = self.dir / "kubeconfig"
+        write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, "admin"))
+        for component, stem in CONTROL_PLANE_USERS.items():
+            write_kubeconfig(
+                self.dir / "kubeconfigs" / f"{stem}.kubeconfig",
+                server,
+                keys.read("ca.crt"),
+                _cert_user(keys, stem),
+            )
+        sched_kc = self.dir / "kubeconfigs" / "scheduler.kubeconfig"
+        kcm_kc = self.dir / "kubeconfigs" / "controller-manager.kubeconfig"
+        (self.dir / "scheduler.yaml").write_text(
+            yaml.safe_dump(self._scheduler_config(sched_kc), sort_keys=False)
+        )
+
+        self._spawn(
+            "kube-scheduler",
+            [
+                f"--config={self.dir / 'scheduler.yaml'}",
+                f"--authentication-kubeconfig={sched_kc}",
+                f"--authorization-kubeconfig={sched_kc}",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={sched_port}",
+                f"--tls-cert-file={p('serving.crt')}",
+                f"--tls-private-key-file={p('serving.key')}",
+                f"--feature-gates={FEATURE_GATES_FLAG}",
+                v,
+            ],
+            sched_port,
+        )
+        controllers = self.o.kcm_controllers or (
+            UPSTREAM_MODE_CONTROLLERS if self.o.upstream_dra else DEFAULT_MODE_CONTROLLERS
+        )
+        self._spawn(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kcm_kc}",
+                f"--authentication-kubeconfig={kcm_kc}",
+                f"--authorization-kubeconfig={kcm_kc}",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={kcm_port}",
+                f"--tls-cert-file={p('serving.crt')}",
+                f"--tls-private-key-file={p('serving.key')}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--root-ca-file={p('ca.crt')}",
+                f"--service-account-private-key-file={p('sa.key')}",
+                f"--controllers={controllers}",
+                f"--feature-gates={FEATURE_GATES_FLAG}",
+                v,
+            ],
+            kcm_port,
+        )
+        ca_ctx = _ssl_context(keys, client=False)
+        for name, port in (("kube-scheduler", sched_port), ("kube-controller-manager", kcm_port)):
+            url = f"https://{LOOPBACK}:{port}/healthz"
+            self._wait(name, functools.partial(_http_ok, url, ca_ctx), 60, deadline, url)
+        sa_url = f"{server}/api/v1/namespaces/default/serviceaccounts/default"
+        self._wait("kube-controller-manager", lambda: _http_ok(sa_url, admin_ctx), 60, deadline, sa_url)
+
+        state = ClusterState(
+            dir=str(self.dir),
+            mode="upstream-dra" if self.o.upstream_dra else "default",
+            k8s_version=self.o.k8s_version,
+            etcd_version=self.o.etcd_version,
+            binary_dir=str(self.o.binary_dir),
+            server=server,
+            kubeconfig=str(kubeconfig),
+            binding_timeout=self.o.binding_timeout,
+            feature_gates=FEATURE_GATES_FLAG,
+            owner_pid=os.getpid(),
+            components=self.components,
+        )
+        state.save()
+        self._log(f"ready in {time.monotonic() - started:.1f}s")
+        return state
+
+    def _scheduler_config(self, kubeconfig: Path) -> dict[str, Any]:
+        profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
+        if self.o.binding_timeout:
+            profile["pluginConfig"] = [
+                {
+                    "name": "DynamicResources",
+                    "args": {
+                        "apiVersion": "kubescheduler.config.k8s.io/v1",
+                        "kind": "DynamicResourcesArgs",
+                        "bindingTimeout": self.o.binding_timeout,
+                    },
+                }
+            ]
+        return {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [profile],
+        }
+
+
+def _set_pdeathsig() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _terminate(
+    pid: int, binary: str, proc: subprocess.Popen[bytes] | None = None, grace: float = 15.0
+) -> None:
+    if proc is None and not _runs(pid, binary):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if proc is not None:
+            if proc.poll() is not None:
+                break
+        elif not _runs(pid, binary):
+            break
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    else:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        end = time.monotonic() + 5
+        while _runs(pid, binary) and time.monotonic() < end:
+            time.sleep(0.1)
+
+
+def down(directory: Path) -> bool:
+    """Stop the devcluster in ``directory``; False when nothing was running."""
+    with _locked(directory):
+        state = ClusterState.load(directory)
+        if state is None:
+            return False
+        any_running = False
+        for name in reversed(COMPONENTS):
+            comp = state.components.get(name)
+            if comp is None:
+                continue
+            if _runs(comp.pid, comp.binary):
+                any_running = True
+                _terminate(comp.pid, comp.binary)
+        for entry in ("state.json", "pki", "etcd", "kubeconfigs", "bin", "kubeconfig", "scheduler.yaml"):
+            path = directory / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        return any_running
+
+
+def component_health(state: ClusterState) -> dict[str, dict[str, Any]]:
+    keys = pki.Pki(Path(state.dir) / "pki")
+    result: dict[str, dict[str, Any]] = {}
+    for name in COMPONENTS:
+        comp = state.components.get(name)
+        if comp is None:
+            continue
+        alive = _runs(comp.pid, comp.binary)
+        ready = False
+        if alive:
+            if name == "etcd":
+                ready = _http_ok(f"http://{LOOPBACK}:{comp.port}/health", None)[0]
+            elif name == "kube-apiserver":
+                ready = _http_ok(f"https://{LOOPBACK}:{comp.port}/readyz", _ssl_context(keys, True))[0]
+            else:
+                ready = _http_ok(f"https://{LOOPBACK}:{comp.port}/healthz", _ssl_context(keys, False))[0]
+        result[name] = {"pid": comp.pid, "alive": alive, "ready": ready, "port": comp.port, "log": comp.log}
+    return result
+
+
+def status(directory: Path) -> tuple[int, dict[str, Any]]:
+    """Exit code (0 running, 3 not running, 4 degraded) and the ``status --json`` document."""
+    state = ClusterState.load(directory)
+    if state is None:
+        return 3, {"running": False, "dir": str(directory)}
+    comps = component_health(state)
+    alive = [c["alive"] for c in comps.values()]
+    doc = {
+        "running": any(alive),
+        "mode": state.mode,
+        "dir": state.dir,
+        "kubeconfig": state.kubeconfig,
+        "server": state.server,
+        "k8s_version": state.k8s_version,
+        "etcd_version": state.etcd_version,
+        "binding_timeout": state.binding_timeout,
+        "feature_gates": state.feature_gates,
+        "components": comps,
+    }
+    if not any(alive):
+        return 3, doc
+    if not all(c["alive"] and c["ready"] for c in comps.values()):
+        return 4, doc
+    return 0, doc
+
+
+def up(options: UpOptions, say: Callable[[str], None] = print) -> tuple[ClusterState, bool]:
+    """Start, or report the healthy cluster already running in the same mode (second value True)."""
+    with _locked(options.directory):
+        code, doc = status(options.directory)
+        wanted = "upstream-dra" if options.upstream_dra else "default"
+        if code == 0:
+            if doc["mode"] != wanted:
+                raise ClusterError(
+                    f"a devcluster in {doc['mode']} mode is running in {options.directory}; run make cluster-down first"
+                )
+            existing = ClusterState.load(options.directory)
+            assert existing is not None
+            return existing, True
+        if code in (3, 4) and ClusterState.load(options.directory) is not None:
+            say("cleaning up a stale devcluster state")
+    if ClusterState.load(options.directory) is not None:
+        down(options.directory)
+    with _locked(options.directory):
+        launcher = Launcher(options, say)
+        try:
+            state = launcher.up()
+        except BaseException:
+            launcher.stop_started()
+            raise
+        return state, False

@@ -1,0 +1,162 @@
+"""Certificates and keys of a devcluster, made with ``cryptography``.
+
+One ECDSA P-256 CA signs the apiserver's serving certificate (also used by the scheduler and
+the controller manager) and the client certificates of the admin, the scheduler and the
+controller manager; an RSA key pair signs service-account tokens. Every ``up`` makes a new set.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .constants import LOOPBACK, SERVICE_CLUSTER_FIRST_IP
+
+VALIDITY = datetime.timedelta(days=365)
+BACKDATE = datetime.timedelta(minutes=5)
+SERVING_DNS = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+CLIENTS = {
+    "admin": ("devcluster-admin", "system:masters"),
+    "scheduler": ("system:kube-scheduler", None),
+    "controller-manager": ("system:kube-controller-manager", None),
+}
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+    def read(self, name: str) -> bytes:
+        return self.path(name).read_bytes()
+
+
+def _write(path: Path, data: bytes, private: bool) -> None:
+    path.write_bytes(data)
+    os.chmod(path, 0o600 if private else 0o644)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if organization:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    return x509.Name(attrs)
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + VALIDITY)
+    )
+
+
+def _leaf(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    sans: list[x509.GeneralName] | None = None,
+) -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        _builder(subject, ca_name, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def generate(directory: Path) -> Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("devcluster-ca")
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
+    _write(directory / "ca.key", _key_pem(ca_key), private=True)
+
+    sans: list[x509.GeneralName] = [
+        x509.IPAddress(ipaddress.ip_address(LOOPBACK)),
+        x509.IPAddress(ipaddress.ip_address(SERVICE_CLUSTER_FIRST_IP)),
+        *(x509.DNSName(name) for name in SERVING_DNS),
+    ]
+    crt, key = _leaf(ca_key, ca_name, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    _write(directory / "serving.crt", crt, private=False)
+    _write(directory / "serving.key", key, private=True)
+
+    for filename, (common_name, organization) in CLIENTS.items():
+        crt, key = _leaf(ca_key, ca_name, _name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)
+        _write(directory / f"{filename}.crt", crt, private=False)
+        _write(directory / f"{filename}.key", key, private=True)
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write(directory / "sa.key", _key_pem(sa_key), private=True)
+    sa_pub = sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    _write(directory / "sa.pub", sa_pub, private=False)
+    return Pki(directory)

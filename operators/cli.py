@@ -1,0 +1,104 @@
+"""Command line: ``dra-operators run <operator> [options]`` (also ``python -m operators``).
+
+Each operator package provides ``operators.<name>.operator.DEFINITION``; the options of
+``run <name> --help`` come from that operator's settings model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import OPERATOR_NAMES, __version__
+from .core import settings as settings_mod
+from .core.runtime import OperatorDefinition
+
+DESCRIPTIONS = {
+    "resourceclaim": "ResourceClaims from templates, reservations, deallocation and cleanup",
+    "devicetaint": "evicts pods from devices with NoExecute taints; DeviceTaintRule status",
+    "poolstatus": "answers ResourcePoolStatusRequests (built-in API or the project CRD)",
+    "bindingattacher": "prepares devices with binding conditions and reports readiness",
+}
+
+
+class NotImplementedOperator(Exception):
+    pass
+
+
+def load_definition(name: str) -> OperatorDefinition:
+    try:
+        module = importlib.import_module(f"operators.{name}.operator")
+    except ModuleNotFoundError as err:
+        if err.name and err.name.startswith(f"operators.{name}"):
+            raise NotImplementedOperator(name) from err
+        raise
+    definition: OperatorDefinition = module.DEFINITION
+    return definition
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:<16} {DESCRIPTIONS[name]}" for name in OPERATOR_NAMES)
+    parser = argparse.ArgumentParser(
+        prog="dra-operators",
+        description="Kubernetes DRA controllers as out-of-tree operators.",
+        epilog=f"operators:\n{listing}\n\n'dra-operators run NAME --help' lists the options of one operator.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run one operator against the current cluster", add_help=False)
+    run.add_argument("name", metavar="OPERATOR", nargs="?", help=", ".join(OPERATOR_NAMES))
+    run.add_argument("-h", "--help", action="store_true")
+    sub.add_parser("list", help="list the operators")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, rest = _top_parser().parse_known_args(argv)
+    if args.command == "list":
+        for name in OPERATOR_NAMES:
+            print(f"{name:<16} {DESCRIPTIONS[name]}")
+        return 0
+    if args.command != "run":
+        _top_parser().print_help()
+        return 2
+    if args.name is None:
+        if args.help:
+            _top_parser().print_help()
+            return 0
+        print("dra-operators run: name an operator: " + ", ".join(OPERATOR_NAMES), file=sys.stderr)
+        return 2
+    if args.name not in OPERATOR_NAMES:
+        print(
+            f"dra-operators: unknown operator {args.name!r}; choose one of: {', '.join(OPERATOR_NAMES)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        definition = load_definition(args.name)
+    except NotImplementedOperator:
+        print(f"dra-operators: the {args.name} operator is not implemented yet", file=sys.stderr)
+        return 3
+    parser = argparse.ArgumentParser(
+        prog=f"dra-operators run {args.name}", description=DESCRIPTIONS[args.name]
+    )
+    settings_mod.add_arguments(parser, definition.settings_class)
+    if args.help:
+        parser.print_help()
+        return 0
+    options = parser.parse_args(rest)
+    try:
+        settings = settings_mod.from_arguments(definition.settings_class, options)
+    except ValueError as err:
+        print(f"dra-operators run {args.name}: invalid settings:\n{err}", file=sys.stderr)
+        return 2
+    from .core.runtime import run
+
+    return asyncio.run(run(definition, settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

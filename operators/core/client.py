@@ -1,0 +1,201 @@
+"""The one Kubernetes API client of the project.
+
+kubernetes-asyncio loads the credentials (kubeconfig or in-cluster service account, with
+token refresh) and owns the aiohttp session; requests go through its ``ApiClient`` as raw
+JSON, because the operators read only a few fields of each object and the generated model
+classes would cost memory and time for nothing.
+
+Every request passes the client-side token bucket (``--kube-api-qps``/``--kube-api-burst``,
+20/30 by default like kube-controller-manager). A 429 is retried here, no sooner than its
+``Retry-After``, a bounded number of times, as client-go does; other errors are raised as
+:class:`ApiError` for the work queue to retry with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from .ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+MAX_THROTTLE_RETRIES = 10
+DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=5, sock_read=30)
+
+
+class ApiError(Exception):
+    """A non-2xx answer of kube-apiserver, or a transport failure (status 0)."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.body = dict(body or {})
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (0, 409, 429) or self.status >= 500
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+async def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
+    """Credentials from an explicit kubeconfig path, else in-cluster, never from ``$KUBECONFIG``
+    implicitly: tests run several identities in one process."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        await k8s_config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration, persist_config=False
+        )
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+class KubeClient:
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        qps: float = 20,
+        burst: int = 30,
+        user_agent: str = "dra-operators",
+        on_success: Callable[[], None] | None = None,
+    ) -> None:
+        self.configuration = configuration
+        self.api = k8s_client.ApiClient(configuration)
+        self.api.user_agent = user_agent
+        self.bucket = TokenBucket(qps, burst)
+        self._on_success = on_success
+        self.requests_total = 0
+
+    @classmethod
+    async def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
+        return cls(await load_configuration(kubeconfig), **kwargs)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    @property
+    def server(self) -> str:
+        return str(self.configuration.host)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
+    ) -> Any:
+        for attempt in range(MAX_THROTTLE_RETRIES + 1):
+            try:
+                return await self._request_once(method, path, params, body, content_type, timeout)
+            except ApiError as err:
+                if err.status != 429 or attempt == MAX_THROTTLE_RETRIES:
+                    raise
+                delay = err.retry_after if err.retry_after is not None else 1.0
+                log.info("throttled by the API server (429) on %s %s; retrying in %.1fs", method, path, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _request_once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout,
+    ) -> Any:
+        await self.bucket.acquire()
+        self.requests_total += 1
+        headers = {"Content-Type": content_type, "Accept": JSON}
+        # Authentication (bearer token with refresh) comes from kubernetes-asyncio; the body is
+        # sent as is, because ApiClient would re-serialise it through its model classes.
+        await self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        data = None if body is None else body if isinstance(body, (bytes, str)) else json.dumps(body)
+        session = self.api.rest_client.pool_manager
+        try:
+            async with session.request(
+                method,
+                self.server + path,
+                params=dict(params or {}),
+                headers=headers,
+                data=data,
+                timeout=timeout,
+            ) as response:
+                raw = await response.read()
+                status = response.status
+                retry_after = _retry_after(response.headers)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
+        parsed: Any = json.loads(raw) if raw else None
+        if 200 <= status < 300:
+            if self._on_success is not None:
+                self._on_success()
+            return parsed
+        if isinstance(parsed, dict):
+            raise ApiError(status, parsed.get("reason", ""), parsed.get("message", ""), retry_after, parsed)
+        raise ApiError(status, "", raw.decode(errors="replace"), retry_after)
+
+    async def get(self, path: str, **params: str) -> Any:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        return await self.request("POST", path, params=params, body=body)
+
+    async def replace(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        return await self.request("PUT", path, params=params, body=body)
+
+    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str, force: bool = True) -> Any:
+        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
+
+    async def patch(
+        self, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH, **params: str
+    ) -> Any:
+        return await self.request("PATCH", path, params=params, body=body, content_type=content_type)
+
+    async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", path, params=params, body=body)

@@ -1,0 +1,85 @@
+"""Kubernetes-style conditions (metav1.Condition), written once for every operator.
+
+``lastTransitionTime`` changes only when ``status`` changes, as the API conventions require;
+reason, message and observedGeneration are updated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import Field
+
+from .models import KubeModel
+
+TRUE = "True"
+FALSE = "False"
+UNKNOWN = "Unknown"
+
+
+def now_rfc3339() -> str:
+    return format_time(datetime.now(UTC))
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class Condition(KubeModel):
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: str = Field(default_factory=now_rfc3339)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
+    for cond in conditions or ():
+        if cond.get("type") == type_:
+            return cond
+    return None
+
+
+def merge(
+    existing: Iterable[Mapping[str, Any]] | None,
+    new: Condition,
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """Return ``existing`` with ``new`` set, keeping the transition time when status is unchanged."""
+    result: list[dict[str, Any]] = []
+    replaced = False
+    for cond in existing or ():
+        if cond.get("type") != new.type:
+            result.append(dict(cond))
+            continue
+        replaced = True
+        entry = new.to_dict()
+        if cond.get("status") == new.status and cond.get("lastTransitionTime"):
+            entry["lastTransitionTime"] = cond["lastTransitionTime"]
+        elif now is not None:
+            entry["lastTransitionTime"] = now
+        result.append(entry)
+    if not replaced:
+        entry = new.to_dict()
+        if now is not None:
+            entry["lastTransitionTime"] = now
+        result.append(entry)
+    return result
+
+
+def same_content(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two conditions differ only in lastTransitionTime (so a write can be skipped)."""
+    if a is None or b is None:
+        return a is b
+    keys = ("type", "status", "reason", "message", "observedGeneration")
+    return all(a.get(k) == b.get(k) for k in keys)

@@ -1,0 +1,79 @@
+"""API-version discovery: which version of a resource the cluster serves.
+
+Operators name the versions they understand in order of preference; the first one whose
+discovery document lists the resource wins. Sub-resources (``status``) are reported too, so
+an operator can tell whether it may write status through that version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .client import ApiError, KubeClient
+
+
+@dataclass(frozen=True)
+class ServedResource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    subresources: frozenset[str]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, name: str | None = None, namespace: str | None = None, subresource: str | None = None
+    ) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            root += f"/namespaces/{namespace}"
+        path = f"{root}/{self.plural}"
+        if name is not None:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+async def resources_of(client: KubeClient, group: str, version: str) -> dict[str, ServedResource]:
+    """The resources of one group version, or an empty mapping when it is not served."""
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    try:
+        doc = await client.get(path)
+    except ApiError as err:
+        if err.status in (404, 503):
+            return {}
+        raise
+    served: dict[str, ServedResource] = {}
+    subresources: dict[str, set[str]] = {}
+    for entry in doc.get("resources", []):
+        name = entry.get("name", "")
+        if "/" in name:
+            parent, sub = name.split("/", 1)
+            subresources.setdefault(parent, set()).add(sub)
+            continue
+        served[name] = ServedResource(
+            group, version, name, entry.get("kind", ""), bool(entry.get("namespaced")), frozenset()
+        )
+    return {
+        name: ServedResource(
+            r.group, r.version, r.plural, r.kind, r.namespaced, frozenset(subresources.get(name, ()))
+        )
+        for name, r in served.items()
+    }
+
+
+async def find_served(
+    client: KubeClient, group: str, plural: str, versions: Sequence[str]
+) -> ServedResource | None:
+    """The first of ``versions`` (in order of preference) that serves ``plural``."""
+    for version in versions:
+        resource = (await resources_of(client, group, version)).get(plural)
+        if resource is not None:
+            return resource
+    return None

@@ -1,0 +1,108 @@
+"""Core v1 Events with client-go's de-duplication.
+
+An identical Event (same involved object UID, type, reason and message) is not created
+again: the existing one gets its ``count`` incremented and ``lastTimestamp`` set, as
+client-go's recorder does. The recorder remembers the Events it created in a bounded LRU; after
+a restart the first repetition creates a new Event, like a restarted kube-controller-manager.
+
+Posting an Event never fails the caller: Events are diagnostics, and a lost one must not block
+or retry the reconciliation that emitted it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import string
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from .client import ApiError, KubeClient, MERGE_PATCH
+from .conditions import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+REMEMBERED_EVENTS = 4096
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None
+    uid: str
+
+    def to_dict(self) -> dict[str, Any]:
+        ref = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
+        if self.namespace:
+            ref["namespace"] = self.namespace
+        return ref
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass
+class _Posted:
+    namespace: str
+    name: str
+    count: int
+
+
+def _suffix() -> str:
+    return "".join(random.choices(string.ascii_lowercase + string.digits, k=10))
+
+
+class EventRecorder:
+    def __init__(self, client: KubeClient, component: str, instance: str = "") -> None:
+        self.client = client
+        self.component = component
+        self.instance = instance
+        self._posted: OrderedDict[tuple[str, str, str, str], _Posted] = OrderedDict()
+
+    async def emit(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        key = (obj.uid, type_, reason, message)
+        now = now_rfc3339()
+        namespace = obj.namespace or "default"
+        try:
+            posted = self._posted.get(key)
+            if posted is not None:
+                posted.count += 1
+                await self.client.patch(
+                    f"/api/v1/namespaces/{posted.namespace}/events/{posted.name}",
+                    {"count": posted.count, "lastTimestamp": now},
+                    content_type=MERGE_PATCH,
+                )
+                self._posted.move_to_end(key)
+                return
+            name = f"{obj.name}.{_suffix()}"[:253]
+            await self.client.create(
+                f"/api/v1/namespaces/{namespace}/events",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "involvedObject": obj.to_dict(),
+                    "type": type_,
+                    "reason": reason,
+                    "message": message,
+                    "count": 1,
+                    "firstTimestamp": now,
+                    "lastTimestamp": now,
+                    "source": {"component": self.component},
+                    "reportingComponent": self.component,
+                    "reportingInstance": self.instance or self.component,
+                },
+            )
+            self._posted[key] = _Posted(namespace, name, 1)
+            while len(self._posted) > REMEMBERED_EVENTS:
+                self._posted.popitem(last=False)
+        except ApiError as err:
+            if err.not_found:
+                # The Event expired (TTL) or was deleted: start a new one next time.
+                self._posted.pop(key, None)
+            log.warning("could not post Event %s %s on %s: %s", type_, reason, obj, err)

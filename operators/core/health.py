@@ -1,0 +1,104 @@
+"""Liveness, readiness and the metrics endpoint, served by aiohttp.
+
+- ``/healthz`` (liveness): the process runs and the API server has answered within
+  ``api_unreachable_timeout`` seconds. A longer silence makes the kubelet restart us, which
+  re-establishes every watch from scratch.
+- ``/readyz`` (readiness): every readiness gate is true: the informers' initial listing is
+  complete, the APIs the operator needs are served (discovery), and this replica holds the
+  leader Lease (or leader election is off).
+- ``/metrics``: Prometheus text format.
+
+Metrics and probes may share one listener or use two, as the flags say.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from . import metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Health:
+    api_unreachable_timeout: float = 60.0
+    gates: dict[str, bool] = field(default_factory=dict)
+    last_api_success: float = field(default_factory=time.monotonic)
+
+    def api_ok(self) -> None:
+        self.last_api_success = time.monotonic()
+
+    def set_gate(self, name: str, value: bool) -> None:
+        if self.gates.get(name) != value:
+            log.info("readiness gate %s is now %s", name, value)
+        self.gates[name] = value
+
+    def alive(self) -> tuple[bool, str]:
+        silence = time.monotonic() - self.last_api_success
+        if silence > self.api_unreachable_timeout:
+            return False, f"API server unreachable for {silence:.0f}s"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        waiting = sorted(name for name, value in self.gates.items() if not value)
+        if waiting:
+            return False, "waiting for: " + ", ".join(waiting)
+        return True, "ok"
+
+
+def _probe(check: tuple[bool, str]) -> web.Response:
+    ok, text = check
+    return web.Response(status=200 if ok else 503, text=text + "\n")
+
+
+def build_app(health: Health, *, probes: bool = True, metrics_endpoint: bool = True) -> web.Application:
+    app = web.Application()
+    if probes:
+        app.router.add_get("/healthz", lambda _: _async(_probe(health.alive())))
+        app.router.add_get("/livez", lambda _: _async(_probe(health.alive())))
+        app.router.add_get("/readyz", lambda _: _async(_probe(health.ready())))
+    if metrics_endpoint:
+        app.router.add_get(
+            "/metrics",
+            lambda _: _async(
+                web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8")
+            ),
+        )
+    return app
+
+
+async def _async(response: web.Response) -> web.Response:
+    return response
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return (host or "0.0.0.0"), int(port)
+
+
+async def serve(health: Health, metrics_address: str, probe_address: str) -> list[web.AppRunner]:
+    """Start the listeners: one when both addresses are equal, else one each."""
+    if metrics_address == probe_address:
+        apps = [(build_app(health), metrics_address)]
+    else:
+        apps = [
+            (build_app(health, metrics_endpoint=False), probe_address),
+            (build_app(health, probes=False), metrics_address),
+        ]
+    runners = []
+    for app, address in apps:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, *split_address(address)).start()
+        runners.append(runner)
+    return runners
+
+
+async def stop(runners: list[web.AppRunner]) -> None:
+    for runner in runners:
+        await runner.cleanup()

@@ -1,0 +1,100 @@
+"""Prometheus metrics shared by all operators, and the registry they are served from.
+
+Names follow Prometheus conventions with the project prefix ``dra_operators_``. The work-queue
+family mirrors client-go's ``workqueue_*`` metrics (same meaning, same buckets), labelled with
+the queue ``name``; each operator adds its domain metrics in its own package.
+
+Gauges that describe current state (queue depth, unfinished work) are computed at scrape time
+from the live queues, so they can never drift from the truth.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .workqueue import WorkQueue
+
+PREFIX = "dra_operators_"
+# client-go's work-queue histograms: 1e-8 s .. 10 s, x10.
+WORKQUEUE_BUCKETS = tuple(10.0**exp for exp in range(-8, 2))
+
+registry: CollectorRegistry = REGISTRY
+
+_adds = Counter(f"{PREFIX}workqueue_adds", "Total number of adds handled by a work queue.", ["name"])
+_retries = Counter(f"{PREFIX}workqueue_retries", "Total number of retries handled by a work queue.", ["name"])
+_queue_duration = Histogram(
+    f"{PREFIX}workqueue_queue_duration_seconds",
+    "How long in seconds an item stays in a work queue before being requested.",
+    ["name"],
+    buckets=WORKQUEUE_BUCKETS,
+)
+_work_duration = Histogram(
+    f"{PREFIX}workqueue_work_duration_seconds",
+    "How long in seconds processing an item from a work queue takes.",
+    ["name"],
+    buckets=WORKQUEUE_BUCKETS,
+)
+
+_live_queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
+
+
+class WorkQueueMetrics:
+    def __init__(self, name: str) -> None:
+        self._adds = _adds.labels(name=name)
+        self._retries = _retries.labels(name=name)
+        self._queue_duration = _queue_duration.labels(name=name)
+        self._work_duration = _work_duration.labels(name=name)
+
+    def bind(self, queue: WorkQueue[Any]) -> None:
+        _live_queues.add(queue)
+
+    def added(self) -> None:
+        self._adds.inc()
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def taken(self, waited: float) -> None:
+        self._queue_duration.observe(waited)
+
+    def worked(self, took: float) -> None:
+        self._work_duration.observe(took)
+
+
+class _WorkQueueStateCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily(
+            f"{PREFIX}workqueue_depth", "Current depth of a work queue.", labels=["name"]
+        )
+        unfinished = GaugeMetricFamily(
+            f"{PREFIX}workqueue_unfinished_work_seconds",
+            "Seconds of work in progress that has not been observed by work_duration yet.",
+            labels=["name"],
+        )
+        longest = GaugeMetricFamily(
+            f"{PREFIX}workqueue_longest_running_processor_seconds",
+            "Seconds the longest running processor of a work queue has been running.",
+            labels=["name"],
+        )
+        for queue in list(_live_queues):
+            running = queue.running_times()
+            depth.add_metric([queue.name], len(queue))
+            unfinished.add_metric([queue.name], sum(running))
+            longest.add_metric([queue.name], max(running, default=0.0))
+        yield depth
+        yield unfinished
+        yield longest
+
+
+registry.register(_WorkQueueStateCollector())
+
+
+def exposition() -> bytes:
+    return generate_latest(registry)

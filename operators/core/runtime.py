@@ -1,0 +1,359 @@
+"""Runs one operator process: kopf informers, our work queue, probes, metrics, leader election.
+
+This is the only core module that imports kopf. The division of labour:
+
+- **kopf** lists and watches the kinds an operator reads. Each kind gets an ``@kopf.index``
+  handler and an ``@kopf.on.event`` handler (see :func:`watch`); neither stores anything on
+  the watched objects, so Pods, ResourceClaims and slices never carry kopf annotations or
+  finalizers.
+- The **index handler** updates the operator's own cache and enqueues work. kopf runs index
+  handlers for the whole initial listing of *every* indexed kind before it calls any event
+  handler, so the first event-handler call proves that the caches are complete: that call
+  opens the work queue (:meth:`Runtime.listed`). If every kind was empty at startup there is
+  no such call, so an empty initial listing also opens it.
+- The **event handler** handles deletions (kopf's index drops deleted objects without calling
+  the index handler).
+- The **work queue** is level-triggered: every sync recomputes from the cache.
+
+Leader election: a replica that does not hold the Lease starts no watch and no worker; it
+only serves probes (not ready). Losing the Lease ends the process with exit code 1, so a
+fresh process, with a fresh cache, competes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import kopf
+
+from . import health as health_server
+from . import logs
+from .client import ApiError, KubeClient
+from .events import EventRecorder
+from .health import Health
+from .settings import OperatorSettings
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_RETRY_SECONDS = 30.0
+EMPTY_LISTING_RECHECK_SECONDS = 5.0
+API_PING_SECONDS = 10.0
+
+
+class Controller(Protocol):
+    """What an operator implements; kopf never appears in it."""
+
+    async def prepare(self) -> bool:
+        """Discovery and other start checks; False means 'not ready, ask again later'."""
+
+    async def sync(self, key: Any) -> None:
+        """Reconcile one work-queue key from the cache."""
+
+    def listing_paths(self) -> Sequence[str]:
+        """Collection paths of the watched kinds, for the empty-initial-listing check."""
+
+
+@dataclass(frozen=True)
+class OperatorDefinition:
+    name: str
+    registry: kopf.OperatorRegistry
+    settings_class: type[OperatorSettings]
+    default_workers: int
+    make_controller: Callable[[Runtime], Controller]
+    # Component name in Events, field manager of writes, Lease name.
+    component: str = ""
+
+    @property
+    def component_name(self) -> str:
+        return self.component or f"dra-operators-{self.name}"
+
+
+@dataclass
+class Runtime:
+    """Everything a controller and its handlers share; kopf hands it over as ``memo.runtime``."""
+
+    name: str
+    settings: OperatorSettings
+    client: KubeClient
+    events: EventRecorder
+    health: Health
+    queue: WorkQueue[Any]
+    controller: Any = None
+    field_manager: str = ""
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def listed(self) -> None:
+        if not self.queue.is_open:
+            self.queue.open()
+            self.health.set_gate("initial-listing", True)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+
+def watch(
+    registry: kopf.OperatorRegistry,
+    group: str,
+    version: str,
+    plural: str,
+    *,
+    upsert: Callable[[Any, Mapping[str, Any]], None],
+    delete: Callable[[Any, Mapping[str, Any]], None],
+) -> None:
+    """Register the cache-and-route handlers of one watched kind (see the module docstring).
+
+    ``upsert(controller, body)`` and ``delete(controller, body)`` must be synchronous, quick,
+    and never raise on odd input; an exception is logged with the object's reference.
+    """
+
+    def _ref(body: Mapping[str, Any]) -> str:
+        meta = body.get("metadata", {})
+        ns = meta.get("namespace")
+        return f"{plural} {ns + '/' if ns else ''}{meta.get('name')}"
+
+    @kopf.index(group, version, plural, registry=registry, id=f"cache-{plural}")
+    def _cache(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        try:
+            upsert(memo.runtime.controller, body)
+        except Exception:
+            log.exception("could not process %s", _ref(body), extra={"object": _ref(body)})
+
+    @kopf.on.event(group, version, plural, registry=registry, id=f"route-{plural}")
+    def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        runtime: Runtime = memo.runtime
+        runtime.listed()
+        if event.get("type") == "DELETED":
+            try:
+                delete(runtime.controller, body)
+            except Exception:
+                log.exception(
+                    "could not process the deletion of %s", _ref(body), extra={"object": _ref(body)}
+                )
+
+
+def install_login(registry: kopf.OperatorRegistry) -> None:
+    """kopf connects with the same credentials as our client (never with $KUBECONFIG)."""
+
+    @kopf.on.login(registry=registry)
+    async def _login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+        runtime: Runtime = memo.runtime
+        cfg = runtime.client.configuration
+        auth: dict[str, Any] = await cfg.auth_settings() or {}
+        header = str(auth.get("BearerToken", {}).get("value", ""))
+        scheme, _sep, credential = header.partition(" ")
+        return kopf.ConnectionInfo(
+            server=str(cfg.host),
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+            scheme=scheme or None,
+            token=credential or None,
+            default_namespace=runtime.settings.namespace,
+        )
+
+
+def kopf_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # No namespace or CRD scanning: no RBAC for them, and the watched set is fixed.
+    settings.scanning.disabled = True
+    # Our Events come from EventRecorder, with our reporting component and de-duplication.
+    settings.posting.enabled = False
+    # kopf batches an object's events for this long before handling them; our handlers only
+    # update a cache, so waiting buys nothing and costs latency.
+    settings.batching.batch_window = 0.01
+    settings.watching.connect_timeout = 10
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.reconnect_backoff = 1.0
+    settings.networking.request_timeout = 60
+    return settings
+
+
+async def _until_prepared(controller: Controller, health: Health, stop: asyncio.Event) -> bool:
+    while not stop.is_set():
+        try:
+            if await controller.prepare():
+                health.set_gate("apis-served", True)
+                return True
+        except ApiError as err:
+            log.warning("start checks failed: %s", err)
+        log.warning("required APIs are not served yet; checking again in %.0fs", DISCOVERY_RETRY_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), DISCOVERY_RETRY_SECONDS)
+    return False
+
+
+async def _open_when_empty(runtime: Runtime, paths: Sequence[str]) -> None:
+    """Open the queue if no watched kind has any object (kopf then calls no event handler)."""
+    while not runtime.queue.is_open:
+        try:
+            lists = [await runtime.client.get(path, limit="1") for path in paths]
+            if all(not page.get("items") for page in lists):
+                log.info("every watched kind is empty; the initial listing is complete")
+                runtime.listed()
+                return
+        except ApiError as err:
+            log.warning("initial listing check failed: %s", err)
+        await asyncio.sleep(EMPTY_LISTING_RECHECK_SECONDS)
+
+
+async def _ping(runtime: Runtime) -> None:
+    """Keep /healthz honest when the operator has nothing to do: an idle process still needs
+    to know whether it can reach kube-apiserver."""
+    while True:
+        await asyncio.sleep(API_PING_SECONDS)
+        with contextlib.suppress(ApiError):
+            await runtime.client.get("/version")
+
+
+async def _lead(
+    settings: OperatorSettings,
+    client: KubeClient,
+    lease_name: str,
+    acquired: asyncio.Event,
+    lost: asyncio.Event,
+) -> None:
+    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    async def started() -> None:
+        acquired.set()
+        await asyncio.Event().wait()
+
+    async def stopped() -> None:
+        lost.set()
+
+    lock = LeaseLock(lease_name, settings.namespace, settings.identity, client.api)
+    config = electionconfig.Config(
+        lock,
+        settings.leader_elect_lease_duration,
+        settings.leader_elect_renew_deadline,
+        settings.leader_elect_retry_period,
+        started,
+        stopped,
+    )
+    await leaderelection.LeaderElection(config).run()
+    lost.set()
+
+
+async def run(definition: OperatorDefinition, settings: OperatorSettings) -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or loss of the Lease (exit 1)."""
+    logs.setup(settings.log_level, settings.log_format)
+    health = Health(api_unreachable_timeout=settings.api_unreachable_timeout)
+    health.set_gate("apis-served", False)
+    health.set_gate("initial-listing", False)
+    health.set_gate("leader", not settings.leader_elect)
+    client = await KubeClient.from_kubeconfig(
+        settings.kubeconfig,
+        qps=settings.kube_api_qps,
+        burst=settings.kube_api_burst,
+        user_agent=f"{definition.component_name}/{settings.identity}",
+        on_success=health.api_ok,
+    )
+    runners = await health_server.serve(
+        health, settings.metrics_bind_address, settings.health_probe_bind_address
+    )
+    stop = asyncio.Event()
+    lost = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        log.info("stop requested; finishing running syncs")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+
+    queue: WorkQueue[Any] = WorkQueue(definition.name)
+    runtime = Runtime(
+        name=definition.name,
+        settings=settings,
+        client=client,
+        events=EventRecorder(client, definition.component_name, settings.identity),
+        health=health,
+        queue=queue,
+        field_manager=definition.component_name,
+        _stop=stop,
+    )
+    tasks: list[asyncio.Task[Any]] = []
+    exit_code = 0
+    try:
+        if settings.leader_elect:
+            acquired = asyncio.Event()
+            tasks.append(
+                asyncio.create_task(_lead(settings, client, definition.component_name, acquired, lost))
+            )
+            await _first(acquired.wait(), stop.wait(), lost.wait())
+            if not acquired.is_set():
+                return 1 if lost.is_set() else 0
+            log.info(
+                "acquired the Lease %s/%s as %s",
+                settings.namespace,
+                definition.component_name,
+                settings.identity,
+            )
+            health.set_gate("leader", True)
+        runtime.controller = definition.make_controller(runtime)
+        if not await _until_prepared(runtime.controller, health, stop):
+            return 0
+        kopf_stop: asyncio.Future[None] = loop.create_future()
+        kopf_ready: asyncio.Future[None] = loop.create_future()
+        operator = asyncio.create_task(
+            kopf.operator(
+                registry=definition.registry,
+                settings=kopf_settings(),
+                standalone=True,
+                clusterwide=True,
+                memo=kopf.Memo(runtime=runtime),
+                stop_flag=kopf_stop,
+                ready_flag=kopf_ready,
+            ),
+            name="kopf",
+        )
+        await _first(kopf_ready, operator)
+        # kopf installs its own signal handlers; ours decide how the process stops.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_signal)
+        workers = settings.workers or definition.default_workers
+        tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))
+        tasks.append(asyncio.create_task(_open_when_empty(runtime, runtime.controller.listing_paths())))
+        tasks.append(asyncio.create_task(_ping(runtime)))
+        await _first(stop.wait(), lost.wait(), operator)
+        if lost.is_set():
+            log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)
+            exit_code = 1
+        elif operator.done():
+            log.error("the watch machinery stopped unexpectedly: %r", operator.exception())
+            exit_code = 1
+        await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
+        if not kopf_stop.done():
+            kopf_stop.set_result(None)
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(operator, 10)
+        return exit_code
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await health_server.stop(runners)
+        await client.close()
+
+
+async def _first(*awaitables: Any) -> None:
+    tasks = [a if isinstance(a, asyncio.Future) else asyncio.ensure_future(a) for a in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            if isinstance(task, asyncio.Task) and task.get_name() != "kopf" and not task.done():
+                task.cancel()

@@ -1,0 +1,121 @@
+"""Typed process settings: one pydantic model per operator, exposed as flags and env vars.
+
+Every field ``some_option`` is the flag ``--some-option`` and the environment variable
+``DRA_OPERATORS_SOME_OPTION``; a flag wins over the variable, the variable over the default.
+The field's description is its ``--help`` text and says why the default was chosen.
+Operators subclass :class:`OperatorSettings` to add their own options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_PREFIX = "DRA_OPERATORS_"
+
+
+class OperatorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    kubeconfig: str | None = Field(
+        None, description="Path of a kubeconfig. Unset: the in-cluster service account (a Pod's default)."
+    )
+    namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "dra-operators"),
+        description="Namespace of the leader-election Lease; defaults to $POD_NAMESPACE, where the "
+        "Deployment runs.",
+    )
+    leader_elect: bool = Field(
+        False,
+        description="Hold a coordination.k8s.io Lease and act only while holding it (needed with >1 replica).",
+    )
+    leader_elect_lease_duration: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a Lease stays valid without renewal (kube-controller-manager's default).",
+    )
+    leader_elect_renew_deadline: float = Field(
+        10.0, gt=0, description="Seconds the leader keeps trying to renew before it gives up and exits."
+    )
+    leader_elect_retry_period: float = Field(
+        2.0, gt=0, description="Seconds between attempts to acquire or renew the Lease."
+    )
+    identity: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAME", socket.gethostname()),
+        description="This replica's name in the Lease and in Events; defaults to $POD_NAME or the host name.",
+    )
+    metrics_bind_address: str = Field(
+        "0.0.0.0:8080", description="host:port of the Prometheus /metrics endpoint."
+    )
+    health_probe_bind_address: str = Field(
+        "0.0.0.0:8081", description="host:port of /healthz and /readyz (may equal the metrics address)."
+    )
+    workers: int = Field(0, ge=0, description="Concurrent syncs; 0 means the operator's upstream default.")
+    kube_api_qps: float = Field(
+        20.0,
+        description="Client-side API requests per second (kube-controller-manager's default); <= 0 is unlimited.",
+    )
+    kube_api_burst: int = Field(
+        30, ge=1, description="Client-side request burst (kube-controller-manager's default)."
+    )
+    api_unreachable_timeout: float = Field(
+        60.0, gt=0, description="Seconds without any answer from kube-apiserver before /healthz fails."
+    )
+    shutdown_grace_period: float = Field(
+        20.0,
+        ge=0,
+        description="Seconds running syncs get to finish after SIGTERM (fits a 30 s Pod grace period).",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text for humans, json for log collectors."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Lowest level logged."
+    )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _env(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def add_arguments(parser: argparse.ArgumentParser, model: type[OperatorSettings]) -> None:
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        help_text = f"{info.description} [env {_env(name)}]"
+        default = None if info.default_factory is not None else info.default
+        if default is not None:
+            help_text += f" (default: {default})"
+        if annotation is bool:
+            parser.add_argument(
+                _flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+            continue
+        choices = get_args(annotation) if get_origin(annotation) is Literal else None
+        parser.add_argument(_flag(name), dest=name, default=None, choices=choices, help=help_text)
+
+
+def from_arguments(
+    model: type[OperatorSettings], namespace: argparse.Namespace, environ: dict[str, str] | None = None
+) -> OperatorSettings:
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    for name in model.model_fields:
+        flag_value = getattr(namespace, name, None)
+        if flag_value is not None:
+            values[name] = flag_value
+        elif _env(name) in environ:
+            raw = environ[_env(name)]
+            values[name] = (
+                raw.lower() in ("1", "true", "yes", "on")
+                if model.model_fields[name].annotation is bool
+                else raw
+            )
+    return model.model_validate(values)

@@ -1,0 +1,235 @@
+"""A rate-limited, de-duplicating work queue with delayed adds, as client-go's.
+
+Contract (the controllers rely on it):
+
+- A key waiting in the queue is held once, however often it is added.
+- A key is never handed to two workers at once. A key added while it is being processed
+  is queued again when its worker calls :meth:`WorkQueue.done`, so no change is lost.
+- :meth:`add_after` keeps the earliest pending time per key, so a far-future re-check never
+  postpones a sooner one.
+- :meth:`add_rate_limited` applies client-go's default controller limiter: the larger of a
+  per-key exponential backoff (5 ms x 2^(failures-1), capped at 1000 s) and an overall token
+  bucket (10/s, burst 100). :meth:`forget` resets the key's failures after a success.
+- The queue is *gated*: workers receive nothing until :meth:`open` is called. Controllers open
+  it when the informers' initial listing is complete, so no decision is made on a partial view.
+
+All methods are synchronous and must be called from the event loop that runs the workers;
+watch handlers call them without awaiting anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+from .metrics import WorkQueueMetrics
+from .ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Retry(Exception):
+    """Raised by a sync to be called again after ``after`` seconds (not counted as a failure)."""
+
+    def __init__(self, after: float, why: str = "") -> None:
+        super().__init__(why or f"retry after {after:.3f}s")
+        self.after = after
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_delay: float = 0.005,
+        max_delay: float = 1000.0,
+        overall_qps: float = 10.0,
+        overall_burst: int = 100,
+    ) -> None:
+        self.name = name
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._failures: dict[K, int] = {}
+        self._waiting: dict[K, float] = {}
+        self._heap: list[tuple[float, int, K]] = []
+        self._seq = itertools.count()
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._bucket = TokenBucket(overall_qps, overall_burst)
+        self._nonempty = asyncio.Event()
+        self._timer_wakeup = asyncio.Event()
+        self._open = asyncio.Event()
+        self._shutting_down = False
+        self.metrics = WorkQueueMetrics(name)
+        self.metrics.bind(self)
+
+    # -- adding ---------------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        if self._shutting_down or key in self._dirty:
+            return
+        self.metrics.added()
+        self._dirty.add(key)
+        self._added_at.setdefault(key, time.monotonic())
+        if key in self._processing:
+            return
+        self._queue.append(key)
+        self._notify()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        if self._shutting_down:
+            return
+        due = time.monotonic() + delay
+        current = self._waiting.get(key)
+        if current is not None and current <= due:
+            return
+        self._waiting[key] = due
+        heapq.heappush(self._heap, (due, next(self._seq), key))
+        self._timer_wakeup.set()
+
+    def add_rate_limited(self, key: K, at_least: float = 0.0) -> None:
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        per_key = min(self._max_delay, self._base_delay * (2 ** min(failures - 1, 62)))
+        self.metrics.retried()
+        self.add_after(key, max(per_key, self._bucket.reserve(), at_least))
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    # -- taking ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Let workers take keys: the initial listing of every watched kind is complete."""
+        if not self._open.is_set():
+            log.info("work queue %s opened with %d keys", self.name, len(self._queue))
+            self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    async def get(self) -> K:
+        await self._open.wait()
+        while not self._queue:
+            if self._shutting_down:
+                raise asyncio.CancelledError
+            self._nonempty.clear()
+            await self._nonempty.wait()
+        key = self._queue.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        now = time.monotonic()
+        self._started_at[key] = now
+        self.metrics.taken(now - self._added_at.pop(key, now))
+        return key
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self.metrics.worked(time.monotonic() - started)
+        if key in self._dirty:
+            self._queue.append(key)
+            self._notify()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def idle(self) -> bool:
+        return not self._queue and not self._processing
+
+    def running_times(self) -> list[float]:
+        now = time.monotonic()
+        return [now - t for t in self._started_at.values()]
+
+    def _notify(self) -> None:
+        self._nonempty.set()
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def _timer(self) -> None:
+        while True:
+            now = time.monotonic()
+            while self._heap and self._heap[0][0] <= now:
+                due, _, key = heapq.heappop(self._heap)
+                if self._waiting.get(key) == due:
+                    del self._waiting[key]
+                    self.add(key)
+            timeout = self._heap[0][0] - now if self._heap else None
+            self._timer_wakeup.clear()
+            try:
+                await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def run(self, workers: int, sync: Callable[[K], Awaitable[None]]) -> None:
+        """Run the delay timer and ``workers`` workers until cancelled."""
+        tasks = [asyncio.create_task(self._timer(), name=f"{self.name}-timer")]
+        tasks += [
+            asyncio.create_task(self._worker(sync), name=f"{self.name}-worker-{i}") for i in range(workers)
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop handing out keys and give running syncs up to ``grace`` seconds to finish."""
+        self._shutting_down = True
+        self._nonempty.set()
+        deadline = time.monotonic() + grace
+        while self._processing and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def _worker(self, sync: Callable[[K], Awaitable[None]]) -> None:
+        while not self._shutting_down:
+            try:
+                key = await self.get()
+            except asyncio.CancelledError:
+                if self._shutting_down:
+                    return
+                raise
+            try:
+                await sync(key)
+            except Retry as retry:
+                self.add_after(key, retry.after)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a failed sync is retried, never fatal to the worker
+                after = getattr(err, "retry_after", None) or 0.0
+                log.warning(
+                    "sync of %s failed (attempt %d): %s",
+                    key,
+                    self.failures(key) + 1,
+                    err,
+                    exc_info=not getattr(err, "retryable", False),
+                )
+                self.add_rate_limited(key, at_least=after)
+            else:
+                self.forget(key)
+            finally:
+                self.done(key)
