@@ -36,6 +36,7 @@ class Kube:
         self._run(self.client.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
 
     def get(self, path: str, **params: str) -> Any:
         return self._run(self.client.get(path, **params))

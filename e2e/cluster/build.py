@@ -214,8 +214,8 @@ def _build_locked(
     if download.returncode != 0:
         raise BuildError(
             f"Cannot download Go modules via GOPROXY={os.environ.get('GOPROXY', 'default')}: "
-            f"{_tail(download.stderr, 10)}\nThe first build on a machine needs the Go module proxy; later builds "
-            "work from the module cache."
+            f"{_tail(download.stderr, 10)}\nThe first build on a machine needs the Go module proxy; "
+            "later builds work from the module cache."
         )
     try:
         gomod.check_offline((CONTROLPLANE_DIR / "go.mod").read_text())

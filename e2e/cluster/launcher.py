@@ -51,6 +51,11 @@ class ClusterError(RuntimeError):
     pass
 
 
+# Components outlive the Launcher object; their Popen handles stay here so that the process
+# that started them can reap them in ``down`` (and Python does not warn about lost children).
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
 @dataclass
 class ComponentState:
     pid: int
@@ -260,6 +265,7 @@ class Launcher:
                 cwd=self.dir,
             )
         self.procs[name] = proc
+        _children[proc.pid] = proc
         self.components[name] = ComponentState(proc.pid, binary, port, str(log_path), args)
 
     def _wait(
@@ -360,7 +366,7 @@ class Launcher:
 
         kubeconfig = self.dir / "kubeconfig"
         write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, "admin"))
-        for component, stem in CONTROL_PLANE_USERS.items():
+        for stem in CONTROL_PLANE_USERS.values():
             write_kubeconfig(
                 self.dir / "kubeconfigs" / f"{stem}.kubeconfig",
                 server,
@@ -486,6 +492,7 @@ def _terminate(
     if proc is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+        _children.pop(pid, None)
     else:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
@@ -505,8 +512,8 @@ def down(directory: Path) -> bool:
             comp = state.components.get(name)
             if comp is None:
                 continue
-            if _runs(comp.pid, comp.binary):
-                any_running = True
+            if _runs(comp.pid, comp.binary) or comp.pid in _children:
+                any_running = any_running or _runs(comp.pid, comp.binary)
                 _terminate(comp.pid, comp.binary)
         for entry in ("state.json", "pki", "etcd", "kubeconfigs", "bin", "kubeconfig", "scheduler.yaml"):
             path = directory / entry
@@ -571,7 +578,8 @@ def up(options: UpOptions, say: Callable[[str], None] = print) -> tuple[ClusterS
         if code == 0:
             if doc["mode"] != wanted:
                 raise ClusterError(
-                    f"a devcluster in {doc['mode']} mode is running in {options.directory}; run make cluster-down first"
+                    f"a devcluster in {doc['mode']} mode is running in {options.directory}; "
+                    "run make cluster-down first"
                 )
             existing = ClusterState.load(options.directory)
             assert existing is not None

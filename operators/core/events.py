@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from .client import ApiError, KubeClient, MERGE_PATCH
+from .client import MERGE_PATCH, ApiError, KubeClient
 from .conditions import now_rfc3339
 
 log = logging.getLogger(__name__)

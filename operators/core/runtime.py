@@ -244,9 +244,20 @@ async def _lead(
     lost.set()
 
 
-async def run(definition: OperatorDefinition, settings: OperatorSettings) -> int:
-    """Run until SIGTERM/SIGINT (exit 0) or loss of the Lease (exit 1)."""
-    logs.setup(settings.log_level, settings.log_format)
+async def run(
+    definition: OperatorDefinition,
+    settings: OperatorSettings,
+    *,
+    stop: asyncio.Event | None = None,
+    configure_logging: bool = True,
+) -> int:
+    """Run until SIGTERM/SIGINT or ``stop`` (exit 0), or loss of the Lease (exit 1).
+
+    ``stop`` and ``configure_logging=False`` serve in-process runs (tests), where the caller
+    owns logging and signals.
+    """
+    if configure_logging:
+        logs.setup(settings.log_level, settings.log_format)
     health = Health(api_unreachable_timeout=settings.api_unreachable_timeout)
     health.set_gate("apis-served", False)
     health.set_gate("initial-listing", False)
@@ -261,7 +272,7 @@ async def run(definition: OperatorDefinition, settings: OperatorSettings) -> int
     runners = await health_server.serve(
         health, settings.metrics_bind_address, settings.health_probe_bind_address
     )
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     lost = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -270,7 +281,7 @@ async def run(definition: OperatorDefinition, settings: OperatorSettings) -> int
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, on_signal)
 
     queue: WorkQueue[Any] = WorkQueue(definition.name)
@@ -322,7 +333,7 @@ async def run(definition: OperatorDefinition, settings: OperatorSettings) -> int
         await _first(kopf_ready, operator)
         # kopf installs its own signal handlers; ours decide how the process stops.
         for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, on_signal)
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))

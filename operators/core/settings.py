@@ -31,7 +31,7 @@ class OperatorSettings(BaseModel):
     )
     leader_elect: bool = Field(
         False,
-        description="Hold a coordination.k8s.io Lease and act only while holding it (needed with >1 replica).",
+        description="Hold a coordination.k8s.io Lease and act only while holding it (for >1 replica).",
     )
     leader_elect_lease_duration: float = Field(
         15.0,
@@ -57,7 +57,7 @@ class OperatorSettings(BaseModel):
     workers: int = Field(0, ge=0, description="Concurrent syncs; 0 means the operator's upstream default.")
     kube_api_qps: float = Field(
         20.0,
-        description="Client-side API requests per second (kube-controller-manager's default); <= 0 is unlimited.",
+        description="Client-side API requests per second (as kube-controller-manager); <= 0: no limit.",
     )
     kube_api_burst: int = Field(
         30, ge=1, description="Client-side request burst (kube-controller-manager's default)."

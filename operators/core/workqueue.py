@@ -20,6 +20,7 @@ watch handlers call them without awaiting anything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -68,6 +69,7 @@ class WorkQueue(Generic[K]):
         self._max_delay = max_delay
         self._bucket = TokenBucket(overall_qps, overall_burst)
         self._nonempty = asyncio.Event()
+        self._drained = asyncio.Event()
         self._timer_wakeup = asyncio.Event()
         self._open = asyncio.Event()
         self._shutting_down = False
@@ -143,6 +145,8 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        if not self._processing:
+            self._drained.set()
         started = self._started_at.pop(key, None)
         if started is not None:
             self.metrics.worked(time.monotonic() - started)
@@ -179,10 +183,8 @@ class WorkQueue(Generic[K]):
                     self.add(key)
             timeout = self._heap[0][0] - now if self._heap else None
             self._timer_wakeup.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
-            except TimeoutError:
-                pass
 
     async def run(self, workers: int, sync: Callable[[K], Awaitable[None]]) -> None:
         """Run the delay timer and ``workers`` workers until cancelled."""
@@ -201,9 +203,10 @@ class WorkQueue(Generic[K]):
         """Stop handing out keys and give running syncs up to ``grace`` seconds to finish."""
         self._shutting_down = True
         self._nonempty.set()
-        deadline = time.monotonic() + grace
-        while self._processing and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        if self._processing:
+            self._drained.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), grace)
 
     async def _worker(self, sync: Callable[[K], Awaitable[None]]) -> None:
         while not self._shutting_down:

@@ -1,0 +1,90 @@
+# dra-operators: see README.md. `make run` and `make test` are the two entry points.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+K8S_VERSION ?= v1.37.2
+UPSTREAM_DRA ?=
+FAKE_NODES ?=
+BINDING_TIMEOUT ?=
+PYTEST_ARGS ?=
+
+CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
+	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
+
+# Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
+LIMIT_VENV := 300
+LIMIT_UNIT := 300
+LIMIT_BIN := 2700
+LIMIT_E2E := 1500
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,lint]'
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## create the virtualenv with every Python dependency
+
+.PHONY: lint
+lint: $(STAMP) ## ruff (lint and format check)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+.PHONY: typecheck
+typecheck: $(STAMP) ## mypy --strict
+	$(VENV)/bin/mypy operators e2e tests conftest.py
+
+.PHONY: test-unit
+test-unit: $(STAMP) ## unit tests (no cluster)
+	timeout $(LIMIT_UNIT) $(PY) -m pytest -m unit -q --durations=15 tests $(PYTEST_ARGS)
+
+.PHONY: k8s-bin
+k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd
+	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build
+
+.PHONY: k8s-gomod
+k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
+	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION)
+
+.PHONY: test-e2e
+test-e2e: k8s-bin ## e2e tests against a private devcluster (started and stopped by pytest)
+	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
+
+.PHONY: test
+test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
+	@scripts/phases venv:$(LIMIT_VENV):"$(MAKE) --no-print-directory venv" \
+		lint::"$(MAKE) --no-print-directory lint" \
+		typecheck::"$(MAKE) --no-print-directory typecheck" \
+		test-unit::"$(MAKE) --no-print-directory test-unit" \
+		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
+		test-e2e::"$(MAKE) --no-print-directory test-e2e"
+
+.PHONY: cluster-up
+cluster-up: k8s-bin ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers)
+	$(PY) -m e2e.cluster up $(CLUSTER_FLAGS)
+
+.PHONY: cluster-down
+cluster-down: $(STAMP) ## stop the devcluster in .cluster/
+	$(PY) -m e2e.cluster down
+
+.PHONY: cluster-status
+cluster-status: $(STAMP) ## state of the devcluster in .cluster/
+	$(PY) -m e2e.cluster status
+
+.PHONY: run
+run: $(STAMP) ## the main job: local control plane (unless KUBECONFIG names a cluster), CRDs, all operators
+	$(PY) -m e2e.run
+
+.PHONY: clean
+clean: ## remove the virtualenv and test artifacts (the binary cache stays)
+	rm -rf $(VENV) test-artifacts .pytest_cache .mypy_cache .ruff_cache

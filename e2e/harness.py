@@ -1,0 +1,317 @@
+"""The e2e environment: cluster backends, restricted identities, and running operators.
+
+Backends (chosen once per run, see ``e2e/conftest.py``): a private devcluster (default), an
+existing cluster (``--kubeconfig``), or kind (``--e2e-cluster=kind``, machines with Docker).
+Operators under test run either in-process (a thread with its own event loop) or as a
+subprocess, and by default under the ServiceAccount identity that ``manifests/`` grants them,
+so the shipped RBAC is what the tests exercise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.cluster import launcher
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+
+OPERATOR_NAMESPACE = "dra-operators"
+RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+STOP_GRACE = 20.0
+
+
+@dataclass
+class Cluster:
+    kubeconfig: str
+    server: str
+    mode: str
+    backend: str
+    kubectl_path: str
+    binding_timeout: str | None = None
+    state: launcher.ClusterState | None = None
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="dra-e2e-")))
+
+    def kubectl(
+        self,
+        *args: str,
+        timeout: float = 60,
+        check: bool = True,
+        input: str | None = None,
+        kubeconfig: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [self.kubectl_path, f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc
+
+    @property
+    def logs(self) -> dict[str, Path]:
+        if self.state is None:
+            return {}
+        return {name: Path(comp.log) for name, comp in self.state.components.items()}
+
+
+def free_port() -> int:
+    return launcher.free_port()
+
+
+def http_get(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except (OSError, urllib.error.URLError) as err:
+        return 0, str(err)
+
+
+# -- restricted identities ------------------------------------------------------------------
+
+
+def rbac_objects(cluster: Cluster, overlay: str = "") -> list[dict[str, Any]]:
+    target = REPO_ROOT / "manifests" / overlay if overlay else REPO_ROOT / "manifests"
+    rendered = cluster.kubectl("kustomize", str(target)).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") in RBAC_KINDS]
+
+
+def service_account_of(objects: Sequence[dict[str, Any]], operator: str) -> tuple[str, str]:
+    for obj in objects:
+        if obj["kind"] == "ServiceAccount" and operator in obj["metadata"]["name"]:
+            return obj["metadata"].get("namespace", OPERATOR_NAMESPACE), obj["metadata"]["name"]
+    raise AssertionError(f"manifests/ defines no ServiceAccount for {operator}")
+
+
+def apply_rbac(cluster: Cluster, objects: Sequence[dict[str, Any]]) -> None:
+    docs = "\n---\n".join(yaml.safe_dump(o) for o in objects)
+    cluster.kubectl(
+        "apply", "--server-side", "--field-manager=e2e-rbac", "--force-conflicts", "-f", "-", input=docs
+    )
+
+
+def token_kubeconfig(cluster: Cluster, api: Kube, namespace: str, service_account: str) -> str:
+    """A kubeconfig with a fresh TokenRequest token (1 h) for the ServiceAccount."""
+    review = api.create(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    cluster_entry = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster_entry],
+        "users": [{"name": service_account, "user": {"token": review["status"]["token"]}}],
+        "contexts": [
+            {"name": service_account, "context": {"cluster": cluster_entry["name"], "user": service_account}}
+        ],
+        "current-context": service_account,
+    }
+    path = cluster.workdir / f"{namespace}-{service_account}-{time.monotonic_ns()}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+# -- running operators ------------------------------------------------------------------------
+
+
+@dataclass
+class RunningOperator:
+    name: str
+    mode: str
+    metrics_url: str
+    health_url: str
+    log_path: Path
+    kubeconfig: str
+    process: subprocess.Popen[bytes] | None = None
+    thread: threading.Thread | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    stop_event: asyncio.Event | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+    stopped_by_fixture: bool = False
+
+    def metrics(self) -> str:
+        status, text = http_get(self.metrics_url)
+        assert status == 200, f"metrics endpoint answered {status}: {text[:200]}"
+        return text
+
+    def ready(self) -> bool:
+        return http_get(self.health_url.replace("/healthz", "/readyz"))[0] == 200
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return self.thread is not None and self.thread.is_alive()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (subprocess mode only): the crash tests."""
+        assert self.process is not None, "kill() needs subprocess mode"
+        self.stopped_by_fixture = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> int | None:
+        self.stopped_by_fixture = True
+        if self.process is not None:
+            if self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGTERM)
+                try:
+                    self.process.wait(STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait(10)
+            return self.process.returncode
+        if self.thread is not None and self.loop is not None and self.stop_event is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+            self.thread.join(STOP_GRACE + 10)
+            assert not self.thread.is_alive(), f"in-process {self.name} did not stop"
+            if "error" in self.result:
+                raise AssertionError(f"in-process {self.name} failed: {self.result['error']!r}")
+            return int(self.result.get("exit_code", 0))
+        return None
+
+
+def _common_args(name: str, kubeconfig: str, port: int, extra: Sequence[str]) -> list[str]:
+    address = f"127.0.0.1:{port}"
+    return [
+        "run",
+        name,
+        "--kubeconfig",
+        kubeconfig,
+        "--metrics-bind-address",
+        address,
+        "--health-probe-bind-address",
+        address,
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        *extra,
+    ]
+
+
+def start_operator(
+    name: str,
+    kubeconfig: str,
+    workdir: Path,
+    mode: str = "subprocess",
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> RunningOperator:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = workdir / f"operator-{name}-{time.monotonic_ns()}.log"
+    args = _common_args(name, kubeconfig, port, extra_args)
+    op = RunningOperator(name, mode, f"{base}/metrics", f"{base}/healthz", log_path, kubeconfig)
+    if mode == "subprocess":
+        with open(log_path, "wb") as out:
+            op.process = subprocess.Popen(
+                [sys.executable, "-m", "operators", *args, "--log-format=json"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=REPO_ROOT,
+                env={**os.environ, **(env or {})},
+            )
+    else:
+        _start_in_process(op, args)
+    try:
+        wait_for(lambda: op.ready() or not op.alive(), 60, f"{name} operator to become ready")
+    except AssertionError:
+        op.stop()
+        raise AssertionError(f"{name} did not become ready; its log:\n{op.log()[-5000:]}") from None
+    if not op.alive():
+        raise AssertionError(f"{name} exited during start; its log:\n{op.log()[-5000:]}")
+    return op
+
+
+def _start_in_process(op: RunningOperator, args: list[str]) -> None:
+    import argparse
+    import logging
+
+    from operators.cli import load_definition
+    from operators.core import runtime
+    from operators.core import settings as settings_mod
+
+    definition = load_definition(op.name)
+    parser = argparse.ArgumentParser()
+    settings_mod.add_arguments(parser, definition.settings_class)
+    settings = settings_mod.from_arguments(definition.settings_class, parser.parse_args(args[2:]), environ={})
+    handler = logging.FileHandler(op.log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.INFO)
+    ready = threading.Event()
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        op.loop = loop
+        asyncio.set_event_loop(loop)
+        op.stop_event = asyncio.Event()
+        ready.set()
+        try:
+            op.result["exit_code"] = loop.run_until_complete(
+                runtime.run(definition, settings, stop=op.stop_event, configure_logging=False)
+            )
+        except BaseException as err:  # reported by stop()
+            op.result["error"] = err
+        finally:
+            loop.close()
+            logging.getLogger().removeHandler(handler)
+
+    op.thread = threading.Thread(target=main, name=f"operator-{op.name}", daemon=True)
+    op.thread.start()
+    ready.wait(10)
+
+
+@contextlib.contextmanager
+def operator_running(
+    name: str, kubeconfig: str, workdir: Path, mode: str = "subprocess", extra_args: Sequence[str] = ()
+) -> Iterator[RunningOperator]:
+    op = start_operator(name, kubeconfig, workdir, mode, extra_args)
+    try:
+        yield op
+    finally:
+        crashed = op.process is not None and op.process.poll() is not None and not op.stopped_by_fixture
+        code = op.stop()
+        if crashed:
+            raise AssertionError(f"{name} exited on its own with code {code}; its log:\n{op.log()[-5000:]}")
+
+
+def load_json_lines(text: str) -> list[dict[str, Any]]:
+    result = []
+    for line in text.splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            result.append(json.loads(line))
+    return result

@@ -1,0 +1,180 @@
+"""``make run``: the main job on the embedded default.
+
+1. Use the cluster that ``$KUBECONFIG`` names, or else start (or reuse) the local devcluster in
+   ``.cluster/`` with two fake nodes.
+2. Install ``crds/``.
+3. Start every implemented operator as its own process, with readiness and metrics on
+   127.0.0.1, and a small demo workload (a fake driver's devices and a pod whose claim comes
+   from a template) so there is something to see.
+4. Stream the operators' logs until Ctrl-C, then stop them (the devcluster keeps running;
+   ``make cluster-down`` stops it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from e2e.cluster import build as build_mod
+from e2e.cluster import launcher
+from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
+from operators import OPERATOR_NAMES
+from operators.cli import NotImplementedOperator, load_definition
+
+DEMO_DRIVER = "gpu.demo.dra-operators.io"
+
+
+def _kubeconfig() -> tuple[str, str]:
+    explicit = os.environ.get("KUBECONFIG")
+    own = str(DEFAULT_STATE_DIR / "kubeconfig")
+    if explicit and Path(explicit).resolve() != Path(own).resolve():
+        return explicit, "kubectl"
+    binaries = build_mod.build()
+    options = launcher.UpOptions(
+        directory=DEFAULT_STATE_DIR,
+        binary_dir=binaries.directory,
+        k8s_version=build_mod.k8s_version(),
+        etcd_version=build_mod.etcd_version(),
+    )
+    state, existing = launcher.up(options)
+    print(f"devcluster {'reused' if existing else 'started'} at {state.server}")
+    return state.kubeconfig, str(binaries.directory / "kubectl")
+
+
+def _kubectl(kubectl: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run(
+        [kubectl, f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _demo_workload(kubectl: str, kubeconfig: str) -> None:
+    import yaml
+
+    from e2e.cluster.nodes import make_devices, node_body, slice_body
+
+    docs = [node_body("demo-node-0"), slice_body("demo-node-0", DEMO_DRIVER, make_devices(4, prefix="gpu"))]
+    docs.append(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "demo-gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DEMO_DRIVER}"'}}]},
+        }
+    )
+    docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra-demo"}})
+    docs.append(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "dra-demo"},
+            "spec": {
+                "spec": {
+                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "demo-gpu"}}]}
+                }
+            },
+        }
+    )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "demo-pod", "namespace": "dra-demo"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.invalid/pause:none",
+                        "resources": {"claims": [{"name": "gpu"}]},
+                    }
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            },
+        }
+    )
+    stream = "\n---\n".join(yaml.safe_dump(d) for d in docs)
+    print(
+        _kubectl(
+            kubectl, kubeconfig, "apply", "--server-side", "--field-manager=dra-demo", "-f", "-", stdin=stream
+        )
+    )
+
+
+def _pump(name: str, proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(f"[{name}] {line}", end="")
+
+
+def main() -> int:
+    kubeconfig, kubectl = _kubeconfig()
+    crds = sorted((REPO_ROOT / "crds").glob("*.yaml"))
+    if crds:
+        args = ["apply", "--server-side", "--field-manager=dra-operators"] + [f"-f={c}" for c in crds]
+        print(_kubectl(kubectl, kubeconfig, *args), end="")
+    implemented = []
+    for name in OPERATOR_NAMES:
+        try:
+            load_definition(name)
+            implemented.append(name)
+        except NotImplementedOperator:
+            print(f"{name}: not implemented yet, skipped")
+    _demo_workload(kubectl, kubeconfig)
+    procs: dict[str, subprocess.Popen[str]] = {}
+    for index, name in enumerate(implemented):
+        address = f"127.0.0.1:{18080 + index}"
+        procs[name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "operators",
+                "run",
+                name,
+                f"--kubeconfig={kubeconfig}",
+                f"--metrics-bind-address={address}",
+                f"--health-probe-bind-address={address}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        print(f"{name}: running, metrics and probes on http://{address}")
+        threading.Thread(target=_pump, args=(name, procs[name]), daemon=True).start()
+    print(
+        f"\nKUBECONFIG={kubeconfig} kubectl get resourceclaims,pods -n dra-demo  # the demo; Ctrl-C stops"
+    )
+    try:
+        while all(p.poll() is None for p in procs.values()) or not procs:
+            time.sleep(1)
+            if not procs:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    failed = [n for n, p in procs.items() if p.returncode not in (0, -signal.SIGTERM)]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

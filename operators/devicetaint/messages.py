@@ -1,0 +1,186 @@
+"""The ``EvictionInProgress`` condition of a DeviceTaintRule: its content and when to write it (spec §10).
+
+Reasons and message texts are API: users script ``kubectl wait`` on them, and the differential tests
+compare them with upstream word for word. The value 1 takes the singular, every other value (0 too)
+the plural.
+
+Writing is throttled by the condition itself: ``lastTransitionTime`` is bumped on *every* change, even
+of the message alone, so "less than 10 s since the last write" can be read from the cached rule without
+remembering anything. That also delays the final ``False`` until the informer-style cache has seen the
+last pods go, instead of flapping back to ``True`` on a stale view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from operators.core.conditions import FALSE, TRUE, Condition, format_time
+from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
+
+from .models import EVICTION_IN_PROGRESS, ObservedCondition
+
+RULE_STATUS_PERIOD = timedelta(seconds=10)
+
+REASON_PENDING = "PodsPendingEviction"
+REASON_COMPLETED = "Completed"
+REASON_NOT_STARTED = "NotStarted"
+REASON_NO_EFFECT = "NoEffect"
+REASON_OTHER_EFFECT = "OtherEffect"
+
+OTHER_EFFECT_TEXT = "Eviction only happens for the NoExecute effect."
+DRY_RUN_TAIL = (
+    "if the effect was NoExecute. This information will not be updated again. "
+    "Recreate the DeviceTaintRule to trigger an update."
+)
+
+
+@dataclass(frozen=True)
+class RuleCounts:
+    """What the condition reports. Device counts are only computed for the dry run of ``effect: None``."""
+
+    pending_pods: int = 0
+    pending_namespaces: int = 0
+    evicted_pods: int = 0
+    published_devices: int = 0
+    allocated_devices: int = 0
+
+
+@dataclass(frozen=True)
+class ConditionContent:
+    status: str
+    reason: str
+    message: str
+
+
+def _count(number: int, singular: str, plural: str) -> str:
+    return f"1 {singular}" if number == 1 else f"{number} {plural}"
+
+
+def pending_text(pods: int, namespaces: int) -> str:
+    verb = "pod needs" if pods == 1 else "pods need"
+    return f"{pods} {verb} to be evicted in {_count(namespaces, 'namespace.', 'different namespaces.')}"
+
+
+def dry_run_text(counts: RuleCounts) -> str:
+    return " ".join(
+        (
+            _count(counts.published_devices, "published device selected.", "published devices selected."),
+            _count(counts.allocated_devices, "allocated device selected.", "allocated devices selected."),
+            _count(counts.pending_pods, "pod would be evicted in", "pods would be evicted in"),
+            _count(counts.pending_namespaces, "namespace", "different namespaces"),
+            DRY_RUN_TAIL,
+        )
+    )
+
+
+def with_evicted_suffix(message: str, evicted: int) -> str:
+    if evicted <= 0:
+        return message
+    suffix = _count(
+        evicted, "pod evicted since starting the controller.", "pods evicted since starting the controller."
+    )
+    return f"{message} {suffix}" if message else suffix
+
+
+def eviction_in_progress(effect: str, counts: RuleCounts) -> ConditionContent:
+    """Status, reason and message for a rule with this taint effect (spec §10.1)."""
+    if effect == EFFECT_NO_EXECUTE:
+        if counts.pending_pods > 0:
+            status, reason = TRUE, REASON_PENDING
+            message = pending_text(counts.pending_pods, counts.pending_namespaces)
+        elif counts.evicted_pods > 0:
+            status, reason, message = FALSE, REASON_COMPLETED, ""
+        else:
+            status, reason, message = FALSE, REASON_NOT_STARTED, ""
+    elif effect == EFFECT_NONE:
+        status, reason, message = FALSE, REASON_NO_EFFECT, dry_run_text(counts)
+    else:
+        status, reason, message = FALSE, REASON_OTHER_EFFECT, OTHER_EFFECT_TEXT
+    return ConditionContent(status, reason, with_evicted_suffix(message, counts.evicted_pods))
+
+
+# --- When to write -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleDrop:
+    """The rule is gone or was replaced; the item is obsolete."""
+
+
+@dataclass(frozen=True)
+class RuleRequeue:
+    """Throttled: look again after ``delay`` seconds."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
+class RuleUnchanged:
+    """The condition already says this; nothing to write."""
+
+
+@dataclass(frozen=True)
+class RuleWrite:
+    condition: Condition
+
+
+RuleDecision = RuleDrop | RuleRequeue | RuleUnchanged | RuleWrite
+
+
+def throttle_delay(existing: ObservedCondition | None, generation: int, now: datetime) -> float | None:
+    """Seconds to wait before the condition may change again, or None if it may change now.
+
+    A spec change (new generation) is never throttled: its first report is immediate.
+    """
+    if (
+        existing is None
+        or existing.last_transition_time is None
+        or existing.observed_generation != generation
+    ):
+        return None
+    since = now - existing.last_transition_time
+    if since >= RULE_STATUS_PERIOD:
+        return None
+    # A transition time in the future (clock skew) must not stall the rule beyond one period.
+    return min(RULE_STATUS_PERIOD - since, RULE_STATUS_PERIOD).total_seconds()
+
+
+def status_decision(
+    existing: ObservedCondition | None, content: ConditionContent, generation: int, now: datetime
+) -> RuleUnchanged | RuleWrite:
+    """Write only when type, status, reason, message or observedGeneration differ (spec §10.3 step 3)."""
+    if (
+        existing is not None
+        and existing.status == content.status
+        and existing.reason == content.reason
+        and existing.message == content.message
+        and existing.observed_generation == generation
+    ):
+        return RuleUnchanged()
+    condition = Condition(
+        type=EVICTION_IN_PROGRESS,
+        status=content.status,
+        reason=content.reason,
+        message=content.message,
+        observed_generation=generation,
+        last_transition_time=format_time(now),
+    )
+    return RuleWrite(condition)
+
+
+def rule_status_apply_body(name: str, uid: str, api_version: str, condition: Condition) -> dict[str, Any]:
+    """The server-side-apply body of spec §10.4; ``metadata.uid`` makes a replaced rule answer 409.
+
+    ``api_version`` is the discovered one, e.g. ``resource.k8s.io/v1``.
+    """
+    # An empty message stays in the body: omitted, a message owned by another manager (say, the in-tree
+    # controller before the handover) would survive our apply.
+    entry = condition.to_dict()
+    return {
+        "apiVersion": api_version,
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name, "uid": uid},
+        "status": {"conditions": [entry]},
+    }

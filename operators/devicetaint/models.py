@@ -1,0 +1,277 @@
+"""Typed projections of the objects the devicetaint operator watches, and its work items.
+
+Only the fields of spec §4 are modelled, so the cache holds projections rather than whole objects:
+labels, annotations, managed fields and most of the status are dropped at parse time. Pod conditions
+are reduced to ``DisruptionTarget`` and rule conditions to ``EvictionInProgress`` for the same reason.
+
+Kubernetes omits empty lists, but a hand-written object may carry ``null``; such lists read as empty
+instead of making the whole object unparsable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BeforeValidator, ValidationError, field_validator
+
+from operators.core.models import KubeModel, OwnerReference
+from operators.core.taints import DeviceTaint, DeviceTaintSelector, DeviceToleration
+
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_IN_PROGRESS = "EvictionInProgress"
+
+
+def _none_as_empty(value: Any) -> Any:
+    return () if value is None else value
+
+
+NoneAsEmpty = BeforeValidator(_none_as_empty)
+
+
+class Meta(KubeModel):
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    generation: int = 0
+    deletion_timestamp: str | None = None
+    owner_references: Annotated[tuple[OwnerReference, ...], NoneAsEmpty] = ()
+
+    def controlled_by(self, uid: str) -> bool:
+        return any(ref.controller and ref.uid == uid for ref in self.owner_references)
+
+
+# --- Pod ---------------------------------------------------------------------------------------------
+
+
+class PodResourceClaim(KubeModel):
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(KubeModel):
+    name: str
+    resource_claim_name: str | None = None
+
+
+class PodExtendedResourceClaimStatus(KubeModel):
+    resource_claim_name: str = ""
+
+
+class PodCondition(KubeModel):
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+
+
+class PodSpec(KubeModel):
+    node_name: str = ""
+    resource_claims: Annotated[tuple[PodResourceClaim, ...], NoneAsEmpty] = ()
+
+
+class PodStatus(KubeModel):
+    resource_claim_statuses: Annotated[tuple[PodResourceClaimStatus, ...], NoneAsEmpty] = ()
+    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+    conditions: Annotated[tuple[PodCondition, ...], NoneAsEmpty] = ()
+
+    @field_validator("conditions", mode="after")
+    @classmethod
+    def _keep_disruption_target(cls, conditions: tuple[PodCondition, ...]) -> tuple[PodCondition, ...]:
+        return tuple(condition for condition in conditions if condition.type == DISRUPTION_TARGET)
+
+
+class Pod(KubeModel):
+    metadata: Meta
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+    @property
+    def uses_claims(self) -> bool:
+        """Whether the pod can reference a claim at all; other pods need not be cached."""
+        extended = self.status.extended_resource_claim_status
+        return bool(self.spec.resource_claims) or bool(extended and extended.resource_claim_name)
+
+    def claim_inputs(self) -> tuple[object, ...]:
+        """The fields whose change makes a re-evaluation necessary (spec §8, Pod MODIFIED)."""
+        extended = self.status.extended_resource_claim_status
+        return (
+            self.spec.node_name,
+            self.status.resource_claim_statuses,
+            extended.resource_claim_name if extended else None,
+        )
+
+
+# --- ResourceClaim -----------------------------------------------------------------------------------
+
+
+class DeviceAllocationResult(KubeModel):
+    driver: str
+    pool: str
+    device: str
+    tolerations: Annotated[tuple[DeviceToleration, ...], NoneAsEmpty] = ()
+
+
+class DeviceAllocation(KubeModel):
+    results: Annotated[tuple[DeviceAllocationResult, ...], NoneAsEmpty] = ()
+
+
+class AllocationResult(KubeModel):
+    devices: DeviceAllocation = DeviceAllocation()
+
+
+class ConsumerReference(KubeModel):
+    api_group: str = ""
+    resource: str = ""
+    name: str = ""
+    uid: str = ""
+
+    @property
+    def is_pod(self) -> bool:
+        # PodGroup consumers (scheduling.k8s.io/podgroups) are out of scope (spec §7).
+        return self.api_group == "" and self.resource == "pods"
+
+
+class ClaimStatus(KubeModel):
+    allocation: AllocationResult | None = None
+    reserved_for: Annotated[tuple[ConsumerReference, ...], NoneAsEmpty] = ()
+
+
+class ResourceClaim(KubeModel):
+    metadata: Meta
+    status: ClaimStatus = ClaimStatus()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+    @property
+    def results(self) -> tuple[DeviceAllocationResult, ...]:
+        allocation = self.status.allocation
+        return allocation.devices.results if allocation else ()
+
+    def reserved_pod_names(self) -> set[str]:
+        return {consumer.name for consumer in self.status.reserved_for if consumer.is_pod}
+
+
+# --- ResourceSlice -----------------------------------------------------------------------------------
+
+
+class SliceDevice(KubeModel):
+    name: str
+    taints: Annotated[tuple[DeviceTaint, ...], NoneAsEmpty] = ()
+
+
+class SlicePool(KubeModel):
+    name: str
+    generation: int = 0
+
+
+class SliceSpec(KubeModel):
+    driver: str
+    pool: SlicePool
+    devices: Annotated[tuple[SliceDevice, ...], NoneAsEmpty] = ()
+
+
+class ResourceSlice(KubeModel):
+    metadata: Meta
+    spec: SliceSpec
+
+
+# --- DeviceTaintRule ---------------------------------------------------------------------------------
+
+
+class ObservedCondition(KubeModel):
+    """A condition as read back from the API, where any field may be missing."""
+
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: datetime | None = None
+
+
+class RuleSpec(KubeModel):
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint
+
+
+class RuleStatus(KubeModel):
+    conditions: Annotated[tuple[ObservedCondition, ...], NoneAsEmpty] = ()
+
+    @field_validator("conditions", mode="after")
+    @classmethod
+    def _keep_eviction_in_progress(
+        cls, conditions: tuple[ObservedCondition, ...]
+    ) -> tuple[ObservedCondition, ...]:
+        return tuple(condition for condition in conditions if condition.type == EVICTION_IN_PROGRESS)
+
+
+class DeviceTaintRule(KubeModel):
+    metadata: Meta
+    spec: RuleSpec
+    status: RuleStatus = RuleStatus()
+
+    @property
+    def eviction_condition(self) -> ObservedCondition | None:
+        return self.status.conditions[0] if self.status.conditions else None
+
+
+# --- Work items --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodItem:
+    """Check whether this pod instance must be evicted now."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodItem:
+        return cls(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid)
+
+
+@dataclass(frozen=True)
+class RuleItem:
+    """Check whether this rule instance's ``EvictionInProgress`` condition must be written."""
+
+    name: str
+    uid: str
+
+
+WorkItem = PodItem | RuleItem
+
+
+# --- Parsing -----------------------------------------------------------------------------------------
+
+Model = TypeVar("Model", bound=KubeModel)
+
+
+class UnparsableObject(ValueError):
+    """A watched object that does not fit its projection; the watch handler logs and skips it."""
+
+
+def parse(model: type[Model], body: Mapping[str, Any]) -> Model:
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise UnparsableObject(f"{describe(body)}: {error.error_count()} invalid field(s): {error}") from None
+
+
+def describe(body: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` for logs, from whatever the body still provides."""
+    metadata = body.get("metadata")
+    meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    return f"{body.get('kind', 'object')} {name}"

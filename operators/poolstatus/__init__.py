@@ -1,0 +1,23 @@
+"""The pool-status operator: answers ResourcePoolStatusRequests once, pool by pool.
+
+A user creates a request naming a driver (and optionally a pool and a limit); the
+operator counts that driver's devices per pool as total, allocated, available and
+unavailable, adds partition and sharing summaries, writes the answer into ``status``
+once, and deletes the request after a TTL. Requests are served on the built-in
+``resource.k8s.io/v1alpha3`` API when the cluster enables it and on the project CRD
+``dra-operators.io/v1alpha1``, with one algorithm for both.
+
+Module map (everything listed is pure: no kopf, no API calls):
+
+* ``models``: typed projections of ResourceSlice, ResourceClaim, DeviceTaintRule and
+  the request;
+* ``pools``: grouping slices into pools at their newest generation, completeness;
+* ``counts``: allocation results in use, taints, the device classes and counts;
+* ``compatibility``: compatibility-group admission per counter set;
+* ``partitions``: ``partitionSummary``;
+* ``shareable``: ``shareableSummary``;
+* ``messages``: exact validationError and condition texts, Go quoting, truncation;
+* ``status``: the whole status, the grace-period decision and the entry point
+  ``evaluate``;
+* ``ttl``: when a request is deleted.
+"""

@@ -1,0 +1,132 @@
+"""Which published devices are allocated, unavailable or available (decision D6).
+
+Every published device entry lands in exactly one class, so the status always satisfies
+``totalDevices = allocatedDevices + availableDevices + unavailableDevices``:
+
+* *allocated*: named by at least one allocation result that is not admin access;
+* *unavailable*: not allocated, and tainted ``NoSchedule``/``NoExecute`` by the device
+  itself or by a DeviceTaintRule;
+* *available*: everything else.
+
+An allocation result counts only when it names a device the pool publishes at its newest
+generation; results naming vanished devices would describe devices that do not exist.
+Many results (or shares) on one device count once.
+
+Claims are visited in (namespace, name, uid) order, so the sums built from their results
+later on do not depend on the order in which the cache delivered them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .models import Device, DeviceRequestAllocationResult, DeviceTaintRule, ResourceClaim
+from .pools import Pool
+
+UNAVAILABLE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+PoolKey = tuple[str, str]
+"""(driver, pool name)."""
+
+
+class DeviceClass(enum.Enum):
+    ALLOCATED = "allocated"
+    UNAVAILABLE = "unavailable"
+    AVAILABLE = "available"
+
+
+@dataclass(frozen=True)
+class DeviceCounts:
+    total: int
+    allocated: int
+    available: int
+    unavailable: int
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    in_use: frozenset[str]
+    """Published device names held by at least one considered result."""
+    results: tuple[DeviceRequestAllocationResult, ...]
+    """Considered results, in claim order: they name published devices of the pool."""
+
+
+def index_results(claims: Iterable[ResourceClaim]) -> dict[PoolKey, list[DeviceRequestAllocationResult]]:
+    """Non-admin allocation results of allocated claims, grouped by pool, in claim order."""
+    by_pool: dict[PoolKey, list[DeviceRequestAllocationResult]] = defaultdict(list)
+    ordered = sorted(claims, key=lambda c: (c.metadata.namespace or "", c.metadata.name, c.metadata.uid))
+    for claim in ordered:
+        allocation = claim.status.allocation
+        if allocation is None:
+            continue
+        for result in allocation.devices.results or ():
+            if result.admin_access:  # observers, not consumers
+                continue
+            by_pool[(result.driver, result.pool)].append(result)
+    return by_pool
+
+
+def pool_usage(pool: Pool, pool_results: Sequence[DeviceRequestAllocationResult]) -> PoolUsage:
+    published = pool.device_names
+    considered = tuple(r for r in pool_results if r.device in published)
+    return PoolUsage(in_use=frozenset(r.device for r in considered), results=considered)
+
+
+def rules_for_driver(rules: Iterable[DeviceTaintRule], driver: str) -> list[DeviceTaintRule]:
+    """The rules that can make some device of ``driver`` unavailable."""
+    relevant = []
+    for rule in rules:
+        selector = rule.spec.device_selector
+        if rule.spec.taint.effect not in UNAVAILABLE_EFFECTS or selector is None:
+            continue  # a nil selector matches nothing
+        if selector.device_class_name is not None or selector.selectors:
+            continue  # needs CEL or class lookups; treating it as empty would match everything
+        if selector.driver is not None and selector.driver != driver:
+            continue
+        relevant.append(rule)
+    return relevant
+
+
+def _rule_selects(rule: DeviceTaintRule, pool: str, device: str) -> bool:
+    selector = rule.spec.device_selector
+    assert selector is not None  # rules_for_driver dropped the others
+    if selector.pool is not None and selector.pool != pool:
+        return False
+    return selector.device is None or selector.device == device
+
+
+def is_tainted(device: Device, pool: str, driver_rules: Sequence[DeviceTaintRule]) -> bool:
+    """Whether ``device`` carries, or is given by a rule, a taint that blocks scheduling."""
+    if any(taint.effect in UNAVAILABLE_EFFECTS for taint in device.taints or ()):
+        return True
+    return any(_rule_selects(rule, pool, device.name) for rule in driver_rules)
+
+
+def classify_devices(
+    pool: Pool, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
+) -> tuple[DeviceClass, ...]:
+    """The class of each entry of ``pool.devices``, index for index."""
+    return tuple(_classify(published.device, pool.name, in_use, driver_rules) for published in pool.devices)
+
+
+def _classify(
+    device: Device, pool: str, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
+) -> DeviceClass:
+    # Allocation wins over taints, so a device is never subtracted twice (decision D6).
+    if device.name in in_use:
+        return DeviceClass.ALLOCATED
+    if is_tainted(device, pool, driver_rules):
+        return DeviceClass.UNAVAILABLE
+    return DeviceClass.AVAILABLE
+
+
+def count_classes(classes: Sequence[DeviceClass]) -> DeviceCounts:
+    return DeviceCounts(
+        total=len(classes),
+        allocated=sum(1 for c in classes if c is DeviceClass.ALLOCATED),
+        available=sum(1 for c in classes if c is DeviceClass.AVAILABLE),
+        unavailable=sum(1 for c in classes if c is DeviceClass.UNAVAILABLE),
+    )

@@ -1,0 +1,159 @@
+"""The exact texts the operator writes: ``validationError`` values and condition messages.
+
+Every ``validationError`` starts with one of six stable prefixes (spec section 8) so that
+scripts can match on them; the rest of each text is fixed too, because users compare it.
+Names inside texts are quoted like Go's ``%q`` so that the same pool reads the same way
+whether upstream or this operator wrote it.
+
+The API bounds ``validationError`` at 256 bytes and condition messages at 1024 bytes
+(our own limit, well below the API's); both are cut on a UTF-8 character boundary so the
+result is still valid text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+PREFIX_POOL_INCOMPLETE = "PoolIncomplete:"
+PREFIX_PARTITION_TYPE_MISSING = "PartitionTypeMissing:"
+PREFIX_PARTITION_COST_MISMATCH = "PartitionCostMismatch:"
+PREFIX_PARTITION_SUMMARY_OVER_CAP = "PartitionSummaryOverCap:"
+PREFIX_SHAREABLE_SUMMARY_OVER_CAP = "ShareableSummaryOverCap:"
+VALIDATION_PREFIXES = (
+    PREFIX_POOL_INCOMPLETE,
+    PREFIX_PARTITION_TYPE_MISSING,
+    PREFIX_PARTITION_COST_MISMATCH,
+    PREFIX_PARTITION_SUMMARY_OVER_CAP,
+    PREFIX_SHAREABLE_SUMMARY_OVER_CAP,
+)
+
+MAX_VALIDATION_ERROR_BYTES = 256
+MAX_CONDITION_MESSAGE_BYTES = 1024
+# Status lists are capped at 32 entries by the API; exceeding it is reported, not truncated.
+MAX_SUMMARY_ENTRIES = 32
+
+_GO_SHORT_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` that fits in ``max_bytes`` bytes of UTF-8."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    # A cut inside a multi-byte character leaves an incomplete tail, which "ignore" drops.
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def _go_printable(char: str) -> bool:
+    # Go's unicode.IsPrint: categories L, M, N, P, S plus the ASCII space.
+    return char == " " or unicodedata.category(char)[0] in "LMNPS"
+
+
+def go_quote(text: str) -> str:
+    """Quote ``text`` exactly as Go's ``strconv.Quote`` (and so ``%q``) does."""
+    parts = ['"']
+    for char in text:
+        code = ord(char)
+        if char in _GO_SHORT_ESCAPES:
+            parts.append(_GO_SHORT_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            parts.append(f"\\x{code:02x}")
+        elif _go_printable(char):
+            parts.append(char)
+        elif code < 0x10000:
+            parts.append(f"\\u{code:04x}")
+        else:
+            parts.append(f"\\U{code:08x}")
+    parts.append('"')
+    return "".join(parts)
+
+
+def validation_error(text: str) -> str:
+    return truncate_utf8(text, MAX_VALIDATION_ERROR_BYTES)
+
+
+def prefix_of(validation_error_text: str) -> str:
+    """The machine-readable prefix of a validationError, e.g. ``PoolIncomplete:``."""
+    for prefix in VALIDATION_PREFIXES:
+        if validation_error_text.startswith(prefix):
+            return prefix
+    return validation_error_text.split(" ", 1)[0]
+
+
+def pool_incomplete(driver: str, pool: str, observed: int, expected: int, generation: int) -> str:
+    return validation_error(
+        f"{PREFIX_POOL_INCOMPLETE} pool {driver}/{pool} is incomplete: "
+        f"observed {observed}/{expected} slices at generation {generation}"
+    )
+
+
+def partitions_without_counters(driver: str, pool: str) -> str:
+    # Wording kept from upstream even when the attribute came from the request.
+    return validation_error(
+        f"{PREFIX_PARTITION_TYPE_MISSING} pool {driver}/{pool} declares partitionTypeAttribute "
+        "but publishes no sharedCounters"
+    )
+
+
+def partition_type_missing(driver: str, pool: str, device: str, attribute: str) -> str:
+    return validation_error(
+        f"{PREFIX_PARTITION_TYPE_MISSING} device {go_quote(device)} in pool {driver}/{pool} "
+        f"does not carry partition type attribute {go_quote(attribute)}"
+    )
+
+
+def partition_cost_mismatch(driver: str, pool: str, partition_type: str) -> str:
+    return validation_error(
+        f"{PREFIX_PARTITION_COST_MISMATCH} devices of partition type {go_quote(partition_type)} "
+        f"in pool {driver}/{pool} consume different counters"
+    )
+
+
+def partition_summary_over_cap(driver: str, pool: str, count: int) -> str:
+    return validation_error(
+        f"{PREFIX_PARTITION_SUMMARY_OVER_CAP} pool {driver}/{pool} has {count} partition types, "
+        f"exceeding the maximum of {MAX_SUMMARY_ENTRIES}"
+    )
+
+
+def shareable_summary_over_cap(driver: str, pool: str, count: int) -> str:
+    return validation_error(
+        f"{PREFIX_SHAREABLE_SUMMARY_OVER_CAP} pool {driver}/{pool} has {count} shareable capacity keys, "
+        f"exceeding the maximum of {MAX_SUMMARY_ENTRIES}"
+    )
+
+
+def complete_message(listed: int, incomplete: int) -> str:
+    # "pools" stays plural even for one pool, as upstream writes it.
+    if incomplete > 0:
+        return f"Calculated status for {listed} pools ({incomplete} incomplete)"
+    return f"Calculated status for {listed} pools"
+
+
+def list_failed_message(kind: str, error: str) -> str:
+    """``kind`` is ResourceSlices, DeviceTaintRules or ResourceClaims."""
+    return condition_message(f"Failed to list {kind}: {error}")
+
+
+def write_failed_message(error: str) -> str:
+    return condition_message(f"Failed to write status: {error}")
+
+
+def status_too_large_message(size: int, limit: int) -> str:
+    return write_failed_message(
+        f"status is {size} bytes, above the limit of {limit} bytes; lower spec.limit or set spec.poolName"
+    )
+
+
+def condition_message(text: str) -> str:
+    return truncate_utf8(text, MAX_CONDITION_MESSAGE_BYTES)

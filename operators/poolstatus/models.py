@@ -1,0 +1,158 @@
+"""Typed projections of the objects the pool-status computation reads.
+
+Only the fields of spec section 6.2 are modelled; everything else is ignored on parse, so
+the caches stay small. The models mirror the API's nesting (``metadata``/``spec``/``status``)
+so a watch-event body validates directly: ``ResourceSlice.model_validate(body)``.
+
+Quantities are parsed when a model is built, so a malformed value fails at the cache
+boundary rather than in the middle of an evaluation.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from operators.core.models import KubeModel, ObjectMeta
+from operators.core.quantity import Quantity
+
+# ResourceSlice (resource.k8s.io/v1) ----------------------------------------------------
+
+
+class ResourcePool(KubeModel):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 0
+
+
+class Counter(KubeModel):
+    value: Quantity
+
+
+class CounterSet(KubeModel):
+    name: str
+    counters: dict[str, Counter] = Field(default_factory=dict)
+
+
+class DeviceAttribute(KubeModel):
+    # Only string values can name a partition type; other value kinds count as missing.
+    string: str | None = Field(default=None, alias="string")
+
+
+class DeviceCapacity(KubeModel):
+    value: Quantity
+
+
+class DeviceCounterConsumption(KubeModel):
+    counter_set: str
+    counters: dict[str, Counter] = Field(default_factory=dict)
+    compatibility_groups: tuple[str, ...] | None = None
+
+
+class DeviceTaint(KubeModel):
+    effect: str = ""
+
+
+class Device(KubeModel):
+    name: str
+    attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
+    capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
+    consumes_counters: tuple[DeviceCounterConsumption, ...] | None = None
+    taints: tuple[DeviceTaint, ...] | None = None
+    allow_multiple_allocations: bool | None = None
+
+
+class ResourceSliceSpec(KubeModel):
+    driver: str = ""
+    pool: ResourcePool = ResourcePool()
+    node_name: str | None = None
+    partition_type_attribute: str | None = None
+    shared_counters: tuple[CounterSet, ...] | None = None
+    devices: tuple[Device, ...] | None = None
+
+
+class ResourceSlice(KubeModel):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ResourceSliceSpec = ResourceSliceSpec()
+
+
+# ResourceClaim (resource.k8s.io/v1) ----------------------------------------------------
+
+
+class DeviceRequestAllocationResult(KubeModel):
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+    admin_access: bool | None = None
+    consumed_capacity: dict[str, Quantity] | None = None
+
+
+class DeviceAllocationResult(KubeModel):
+    results: tuple[DeviceRequestAllocationResult, ...] | None = None
+
+
+class AllocationResult(KubeModel):
+    devices: DeviceAllocationResult = DeviceAllocationResult()
+
+
+class ResourceClaimStatus(KubeModel):
+    allocation: AllocationResult | None = None
+
+
+class ResourceClaim(KubeModel):
+    metadata: ObjectMeta = ObjectMeta()
+    status: ResourceClaimStatus = ResourceClaimStatus()
+
+
+# DeviceTaintRule (resource.k8s.io/v1; older versions carry two more selector fields) ----
+
+
+class DeviceTaintSelector(KubeModel):
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    # Only in v1alpha3/v1beta2. A selector using them needs CEL or class lookups, which
+    # this operator does not do, so such a rule is ignored (spec section 6.1).
+    device_class_name: str | None = None
+    selectors: tuple[object, ...] | None = None
+
+
+class DeviceTaintRuleSpec(KubeModel):
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint = DeviceTaint()
+
+
+class DeviceTaintRule(KubeModel):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: DeviceTaintRuleSpec = DeviceTaintRuleSpec()
+
+
+# ResourcePoolStatusRequest (both surfaces) ----------------------------------------------
+
+DEFAULT_LIMIT = 100
+
+
+class RequestSpec(KubeModel):
+    driver: str
+    pool_name: str | None = None
+    limit: int | None = None
+    default_partition_type_attribute: str | None = None
+
+    @property
+    def effective_limit(self) -> int:
+        # The API server defaults the field, but an absent value still means 100.
+        return DEFAULT_LIMIT if self.limit is None else self.limit
+
+
+class ConditionTime(KubeModel):
+    type: str = ""
+    last_transition_time: str | None = None
+
+
+class RequestStatus(KubeModel):
+    conditions: tuple[ConditionTime, ...] | None = None
+
+
+class ResourcePoolStatusRequest(KubeModel):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: RequestSpec
+    status: RequestStatus | None = None

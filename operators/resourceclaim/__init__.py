@@ -1,0 +1,19 @@
+"""The resourceclaim operator: kube-controller-manager's ``resourceclaim-controller``, out of tree.
+
+It creates ResourceClaims from the ResourceClaimTemplates that pods reference, reserves
+allocated claims for pods that bypass the scheduler, and releases, deallocates and deletes
+claims whose consumers are gone (spec: ``resourceclaim.md``).
+
+Layout, from the bottom up; nothing below ``handlers`` imports kopf or talks to the API:
+
+- ``constants``: names, annotations, limits shared by every module.
+- ``models``: typed projections of Pods, ResourceClaims and ResourceClaimTemplates.
+- ``naming``: the proportional ``generateName`` truncation.
+- ``resolution``: the definitions D1-D6 and the routing of pod events to work keys.
+- ``cache``: the watch caches, their lookup maps, the just-created record and the
+  deleted-pod LRU; applying a watch event returns the keys to enqueue.
+- ``plan``: the step protocol between the pure planners and the I/O layer.
+- ``bodies``: the request bodies the planners send.
+- ``pod_sync`` and ``claim_sync``: the ``pod:`` and ``claim:`` syncs as planners.
+- ``metric_labels``: label values of the operator's metrics.
+"""

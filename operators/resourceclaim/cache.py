@@ -1,0 +1,251 @@
+"""In-memory state of the resourceclaim operator (spec sections 3, 5 and 7.3).
+
+One :class:`ClusterCache` holds the projections of the watched Pods, ResourceClaims and
+ResourceClaimTemplates, the lookup maps kept in step with them, the record of claims this
+process created and the LRU of deleted pod UIDs. Applying a watch event updates all of
+that and returns the work keys (``pod:<ns>/<name>``, ``claim:<ns>/<name>``) to enqueue;
+the caller owns the queue.
+
+Concurrency contract: the cache has no locks. Every method must be called from one thread
+(the operator's event loop), and no method awaits, so each call is atomic with respect to
+the watch handlers and the workers. A sync that reads the cache, awaits an API call and
+reads it again may see a newer state the second time, which is what a level-triggered
+controller wants.
+
+Nothing here does I/O. Time enters only through the injected ``clock`` (monotonic
+seconds), which the just-created record uses for its 60 s confirmation rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from .constants import DELETED_POD_MEMORY, JUST_CREATED_CONFIRMATION_SECONDS, POD_CLAIM_NAME_ANNOTATION
+from .models import Pod, ResourceClaim, ResourceClaimTemplate
+from .resolution import claim_key, owning_pod, pod_has_claims, resolved_claim_names, route_pod
+
+DELETED = "DELETED"
+
+
+def object_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def _pod_owner_key(claim: ResourceClaim) -> str | None:
+    """claims-by-owner key: the controlling ``v1`` Pod reference's UID."""
+    owner = owning_pod(claim)
+    return object_key(claim.namespace, owner.uid) if owner is not None else None
+
+
+class _MultiMap:
+    """key -> set of values; empty sets are dropped so the map never grows with history."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, set[str]] = {}
+
+    def add(self, keys: Iterable[str], value: str) -> None:
+        for key in keys:
+            self._entries.setdefault(key, set()).add(value)
+
+    def discard(self, keys: Iterable[str], value: str) -> None:
+        for key in keys:
+            values = self._entries.get(key)
+            if values is None:
+                continue
+            values.discard(value)
+            if not values:
+                del self._entries[key]
+
+    def get(self, key: str) -> frozenset[str]:
+        return frozenset(self._entries.get(key, ()))
+
+
+@dataclass
+class _JustCreated:
+    claim: ResourceClaim
+    owner_key: str
+    check_at: float
+
+
+class ClusterCache:
+    """The operator's view of the cluster; see the module docstring for the contract."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._pods: dict[str, Pod] = {}
+        self._claims: dict[str, ResourceClaim] = {}
+        self._templates: dict[str, ResourceClaimTemplate] = {}
+        self._pods_by_claim = _MultiMap()
+        self._pods_by_template = _MultiMap()
+        self._claims_by_owner = _MultiMap()
+        self._just_created: dict[str, _JustCreated] = {}
+        self._deleted_pod_uids: OrderedDict[str, None] = OrderedDict()
+
+    # Reads.
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self._pods.get(object_key(namespace, name))
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self._claims.get(object_key(namespace, name))
+
+    def template(self, namespace: str, name: str) -> ResourceClaimTemplate | None:
+        return self._templates.get(object_key(namespace, name))
+
+    def claims(self) -> Iterator[ResourceClaim]:
+        return iter(list(self._claims.values()))
+
+    def is_deleted_pod(self, uid: str) -> bool:
+        return uid in self._deleted_pod_uids
+
+    def pods_using_claim(self, namespace: str, name: str) -> frozenset[str]:
+        """Object keys (``ns/name``) of the pods whose entries resolve to this claim."""
+        return self._pods_by_claim.get(object_key(namespace, name))
+
+    def pods_using_template(self, namespace: str, name: str) -> frozenset[str]:
+        return self._pods_by_template.get(object_key(namespace, name))
+
+    def find_generated_claim(self, namespace: str, pod_uid: str, entry_name: str) -> ResourceClaim | None:
+        """The claim already generated for (pod, entry), from the watch or this process (7.3).
+
+        Several matches are only possible after an outside actor or an older controller
+        created extras; the oldest wins so that every retry picks the same one.
+        """
+        owner_key = object_key(namespace, pod_uid)
+        candidates: dict[str, ResourceClaim] = {}
+        for key in self._claims_by_owner.get(owner_key):
+            claim = self._claims[key]
+            candidates[claim.uid] = claim
+        for record in self._just_created.values():
+            if record.owner_key == owner_key:
+                candidates.setdefault(record.claim.uid, record.claim)
+        matches = [
+            claim
+            for claim in candidates.values()
+            if claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION) == entry_name
+        ]
+        if not matches:
+            return None
+        # RFC 3339 timestamps in the API's fixed UTC format sort correctly as strings.
+        return min(matches, key=lambda claim: (claim.metadata.creation_timestamp or "\uffff", claim.name))
+
+    # Watch events. ``event_type`` is the watch type; anything but DELETED (including the
+    # initial listing, which kopf reports without a type) adds or replaces the object.
+
+    def apply_pod_event(self, event_type: str | None, pod: Pod) -> list[str]:
+        key = object_key(pod.namespace, pod.name)
+        removed = event_type == DELETED
+        stored = self._pods.get(key)
+        if stored is not None and (not removed or stored.uid == pod.uid):
+            self._unindex_pod(key, stored)
+            del self._pods[key]
+        if not pod_has_claims(pod):
+            return []
+        if removed:
+            self._remember_deleted_pod(pod.uid)
+        else:
+            self._pods[key] = pod
+            self._index_pod(key, pod)
+        return route_pod(pod, removed=removed, lookup_claim=self.claim)
+
+    def apply_claim_event(self, event_type: str | None, claim: ResourceClaim) -> list[str]:
+        key = object_key(claim.namespace, claim.name)
+        removed = event_type == DELETED
+        stored = self._claims.get(key)
+        if stored is not None and (not removed or stored.uid == claim.uid):
+            self._claims_by_owner.discard(self._owner_keys(stored), key)
+            del self._claims[key]
+        if not removed:
+            self._claims[key] = claim
+            self._claims_by_owner.add(self._owner_keys(claim), key)
+        # The watch has now seen this claim (or its end): the record has done its job.
+        self._just_created.pop(claim.uid, None)
+
+        keys = [] if removed else [claim_key(claim.namespace, claim.name)]
+        keys.extend(self._route_pods(self._pods_by_claim.get(key)))
+        return keys
+
+    def apply_template_event(self, event_type: str | None, template: ResourceClaimTemplate) -> list[str]:
+        key = object_key(template.namespace, template.name)
+        if event_type == DELETED:
+            self._templates.pop(key, None)
+            return []
+        self._templates[key] = template
+        return self._route_pods(self._pods_by_template.get(key))
+
+    # The just-created record (7.3).
+
+    def record_created(self, claim: ResourceClaim) -> None:
+        """Remember a claim this process created until the watch delivers it."""
+        owner_key = _pod_owner_key(claim)
+        if owner_key is None:
+            return
+        cached = self._claims.get(object_key(claim.namespace, claim.name))
+        if cached is not None and cached.uid == claim.uid:
+            # The watch was faster than the create response; nothing left to bridge.
+            return
+        self._just_created[claim.uid] = _JustCreated(
+            claim, owner_key, self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
+        )
+
+    def unconfirmed_created_claims(self) -> list[ResourceClaim]:
+        """Recorded claims the watch has not confirmed within 60 s: they need a live GET."""
+        now = self._clock()
+        return [record.claim for record in self._just_created.values() if record.check_at <= now]
+
+    def confirm_created(self, claim_uid: str, live_uid: str | None) -> None:
+        """Apply a live GET by name: ``live_uid`` is the UID found, or None on 404."""
+        record = self._just_created.get(claim_uid)
+        if record is None:
+            return
+        if live_uid == claim_uid:
+            record.check_at = self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
+        else:
+            del self._just_created[claim_uid]
+
+    def just_created_count(self) -> int:
+        return len(self._just_created)
+
+    # Internals.
+
+    def _route_pods(self, keys: Iterable[str]) -> list[str]:
+        routed: list[str] = []
+        for key in sorted(keys):
+            pod = self._pods.get(key)
+            if pod is not None:
+                routed.extend(route_pod(pod, removed=False, lookup_claim=self.claim))
+        return routed
+
+    def _remember_deleted_pod(self, uid: str) -> None:
+        self._deleted_pod_uids[uid] = None
+        self._deleted_pod_uids.move_to_end(uid)
+        while len(self._deleted_pod_uids) > DELETED_POD_MEMORY:
+            self._deleted_pod_uids.popitem(last=False)
+
+    @staticmethod
+    def _owner_keys(claim: ResourceClaim) -> list[str]:
+        owner_key = _pod_owner_key(claim)
+        return [owner_key] if owner_key is not None else []
+
+    def _index_pod(self, key: str, pod: Pod) -> None:
+        self._pods_by_claim.add(self._claim_keys_of(pod), key)
+        self._pods_by_template.add(self._template_keys_of(pod), key)
+
+    def _unindex_pod(self, key: str, pod: Pod) -> None:
+        self._pods_by_claim.discard(self._claim_keys_of(pod), key)
+        self._pods_by_template.discard(self._template_keys_of(pod), key)
+
+    @staticmethod
+    def _claim_keys_of(pod: Pod) -> set[str]:
+        return {object_key(pod.namespace, name) for name in resolved_claim_names(pod)}
+
+    @staticmethod
+    def _template_keys_of(pod: Pod) -> set[str]:
+        return {
+            object_key(pod.namespace, entry.resource_claim_template_name)
+            for entry in pod.spec.resource_claims
+            if entry.resource_claim_template_name is not None
+        }

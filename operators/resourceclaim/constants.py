@@ -1,0 +1,44 @@
+"""Names, annotation keys and limits of the resourceclaim operator (spec section 2).
+
+They are API: Events, field ownership and metrics are attributed with them, and the
+annotations tie generated claims to pod claim entries across restarts.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+OPERATOR_NAME: Final = "resourceclaim"
+"""Work-queue ``name`` label and the operator's name on the command line."""
+
+FIELD_MANAGER: Final = "dra-operators-resourceclaim"
+"""Server-side-apply field manager, so that our pod status entries are attributable to us."""
+
+EVENT_COMPONENT: Final = "dra-operators-resourceclaim"
+"""Event ``source.component`` and ``reportingComponent``."""
+
+POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
+"""Set on generated claims to the pod claim entry name; the duplicate check (7.3) keys on it."""
+
+EXTENDED_RESOURCE_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
+"""Set to ``"true"`` by kube-scheduler on the claims it creates for extended resources."""
+
+DELETE_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
+"""Added by kube-scheduler on allocation; we remove it once the claim is deallocated."""
+
+MAX_GENERATE_NAME_BASE: Final = 57
+"""63-character names minus the 5 random characters kube-apiserver appends and one spare."""
+
+DELETED_POD_MEMORY: Final = 500
+"""How many deleted pod UIDs are remembered, to spare a live GET per stale reservation."""
+
+JUST_CREATED_CONFIRMATION_SECONDS: Final = 60.0
+"""How long a created claim may stay unseen by the watch before a live GET checks it."""
+
+FAILED_CREATION_REASON: Final = "FailedResourceClaimCreation"
+"""Event reason for every pod claim entry that could not be handled."""
+
+TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+SCHEDULING_API_GROUP: Final = "scheduling.k8s.io"
+"""Group of PodGroup, whose claims this operator does not support yet (spec section 14, row 6)."""

@@ -1,0 +1,183 @@
+"""Typed projections of the three kinds the operator watches (spec section 3).
+
+Only the fields the operator reads are modelled; everything else is ignored on parsing.
+Explicit JSON ``null`` values are treated like absent fields, because Go serialises some
+empty pointers that way (``creationTimestamp: null`` inside templates, for example) and a
+watch handler must never fail on such input.
+
+A ResourceClaim also keeps its raw body (without ``managedFields``): section 8 writes
+claims back with full-object PUTs carrying the cached ``resourceVersion``, and those must
+preserve every field we do not model.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from operators.core.models import KubeModel, ObjectMeta, OwnerReference
+
+
+class _Projection(KubeModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+class PodClaimEntry(_Projection):
+    """One ``spec.resourceClaims[]`` entry."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodSpec(_Projection):
+    node_name: str = ""
+    resource_claims: tuple[PodClaimEntry, ...] = ()
+
+
+class PodClaimStatus(_Projection):
+    """One ``status.resourceClaimStatuses[]`` entry; no claim name means "not needed"."""
+
+    name: str
+    resource_claim_name: str | None = None
+
+
+class ExtendedResourceClaimStatus(_Projection):
+    resource_claim_name: str = ""
+
+
+class PodStatus(_Projection):
+    phase: str = ""
+    resource_claim_statuses: tuple[PodClaimStatus, ...] = ()
+    extended_resource_claim_status: ExtendedResourceClaimStatus | None = None
+
+
+class Pod(_Projection):
+    metadata: ObjectMeta
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or ""
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.uid
+
+    @property
+    def extended_claim_name(self) -> str:
+        """Name of the claim kube-scheduler created for extended resources, or ``""``."""
+        extended = self.status.extended_resource_claim_status
+        return extended.resource_claim_name if extended is not None else ""
+
+
+class ExactDeviceRequest(_Projection):
+    admin_access: bool | None = None
+
+
+class DeviceRequest(_Projection):
+    name: str = ""
+    exactly: ExactDeviceRequest | None = None
+
+
+class DeviceClaim(_Projection):
+    requests: tuple[DeviceRequest, ...] = ()
+
+
+class ResourceClaimSpec(_Projection):
+    devices: DeviceClaim = DeviceClaim()
+
+
+class ConsumerReference(_Projection):
+    """One ``status.reservedFor[]`` entry."""
+
+    api_group: str = ""
+    resource: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class ResourceClaimStatus(_Projection):
+    # Only the presence of the allocation matters, so its content is not modelled.
+    allocation: Any = None
+    reserved_for: tuple[ConsumerReference, ...] = ()
+
+
+class ResourceClaim(_Projection):
+    metadata: ObjectMeta
+    spec: ResourceClaimSpec = ResourceClaimSpec()
+    status: ResourceClaimStatus = ResourceClaimStatus()
+    body: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
+    """The raw object without ``managedFields``; the base of every full-object write."""
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ResourceClaim:
+        claim = cls.model_validate(body)
+        raw = copy.deepcopy(dict(body))
+        metadata = raw.get("metadata")
+        if isinstance(metadata, dict):
+            # Omitting managedFields in an update leaves them unchanged on the server, and
+            # they are by far the largest part of a cached object.
+            metadata.pop("managedFields", None)
+        return claim.model_copy(update={"body": raw})
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or ""
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.uid
+
+    @property
+    def is_allocated(self) -> bool:
+        return self.status.allocation is not None
+
+    @property
+    def controller(self) -> OwnerReference | None:
+        """The owner reference with ``controller: true``; the API allows at most one."""
+        for owner in self.metadata.owner_references:
+            if owner.controller:
+                return owner
+        return None
+
+
+class TemplateObjectMeta(_Projection):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceClaimTemplateSpec(_Projection):
+    metadata: TemplateObjectMeta = TemplateObjectMeta()
+    spec: dict[str, Any] = Field(default_factory=dict)
+    """Copied verbatim into generated claims, so it is kept raw."""
+
+
+class ResourceClaimTemplate(_Projection):
+    metadata: ObjectMeta
+    spec: ResourceClaimTemplateSpec = ResourceClaimTemplateSpec()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or ""

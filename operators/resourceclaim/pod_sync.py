@@ -1,0 +1,224 @@
+"""The ``pod:`` sync (spec section 7) as a planner, and the just-created confirmation (7.3).
+
+For each claim entry of a pod, in order, the sync resolves the entry, reuses a claim that
+was already generated for it, or creates one from its template; it then applies the new
+mappings to the pod status in one server-side apply and, for a pod that bypassed the
+scheduler, reserves its allocated claims.
+
+A finished pod (D3) gets nothing here: no claim, no status write, no reservation (spec
+section 14, row 3). Its cleanup belongs to the ``claim:`` sync.
+
+Every claim this sync creates is recorded in the cache's just-created record before the
+next step runs, so a retry that comes before the claim watch event finds it instead of
+creating a second claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from .bodies import generated_claim, pod_status_apply, reserved_for_pod
+from .cache import ClusterCache
+from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
+from .models import Pod, PodClaimEntry, ResourceClaim, ResourceClaimSpec
+from .plan import (
+    Action,
+    ApplyPodStatus,
+    CountClaimCreate,
+    CreateClaim,
+    Done,
+    EmitPodEvent,
+    Failed,
+    GetClaim,
+    GiveUp,
+    Log,
+    Plan,
+    PutClaimStatus,
+    Reply,
+    Retry,
+)
+from .resolution import (
+    Resolved,
+    admin_access_label,
+    is_controlled_by_pod,
+    is_reserved_for_pod,
+    not_created_message,
+    pod_group_controller,
+    resolve_entry,
+    unsupported_message,
+)
+
+
+@dataclass(frozen=True)
+class EntryFailure:
+    """Why one claim entry could not be handled; ``text`` is the ``<error>`` of section 9."""
+
+    text: str
+    retryable: bool = True
+    retry_after: float | None = None
+
+
+def template_missing_error(template_name: str) -> str:
+    return (
+        f'resource claim template "{template_name}": '
+        f'resourceclaimtemplate.resource.k8s.io "{template_name}" not found'
+    )
+
+
+def create_failed_error(status_message: str) -> str:
+    # The space before the colon is upstream's: it formats the still-empty claim name.
+    return f"create ResourceClaim : {status_message}"
+
+
+def unsupported_error(pod: Pod, entry: PodClaimEntry) -> str:
+    return f"checking for claim before creating it: {unsupported_message(pod, entry)}"
+
+
+def pod_group_error(claim: ResourceClaim, pod_group_name: str) -> str:
+    return (
+        f"ResourceClaim {claim.namespace}/{claim.name} is controlled by PodGroup {pod_group_name}, "
+        "PodGroup ResourceClaims are not supported"
+    )
+
+
+def not_owner_error(claim: ResourceClaim, pod: Pod) -> str:
+    return (
+        f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
+        f"{pod.namespace}/{pod.name} (Pod is not owner)"
+    )
+
+
+def event_message(entry: PodClaimEntry, failure: EntryFailure) -> str:
+    return f"PodResourceClaim {entry.name}: {failure.text}"
+
+
+def sync_pod(cache: ClusterCache, namespace: str, name: str) -> Plan:
+    """Section 7, steps 1-5."""
+    pod = cache.pod(namespace, name)
+    if pod is None:
+        return Done("pod is gone")
+    if pod.metadata.deletion_timestamp is not None:
+        return Done("pod is being deleted")
+    if pod.status.phase in TERMINAL_POD_PHASES:
+        return Done("pod has terminated")
+
+    new_mappings: dict[str, str] = {}
+    for entry in pod.spec.resource_claims:
+        failure = yield from _handle_entry(cache, pod, entry, new_mappings)
+        if failure is None:
+            continue
+        yield EmitPodEvent(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            type="Warning",
+            reason=FAILED_CREATION_REASON,
+            message=event_message(entry, failure),
+        )
+        error = f"pod {pod.namespace}/{pod.name}, PodResourceClaim {entry.name}: {failure.text}"
+        if failure.retryable:
+            return Retry(error, failure.retry_after)
+        return GiveUp(error)
+
+    if new_mappings:
+        reply = yield ApplyPodStatus(pod.namespace, pod.name, pod_status_apply(pod, new_mappings))
+        if isinstance(reply, Failed):
+            if reply.not_found:
+                return Done("pod is gone; the garbage collector takes its claims")
+            return Retry(
+                f"update pod {pod.namespace}/{pod.name} ResourceClaimStatuses: {reply.message}",
+                reply.retry_after,
+            )
+
+    if not pod.spec.node_name:
+        return Done("kube-scheduler makes the reservations")
+    return (yield from _reserve(cache, pod))
+
+
+def _handle_entry(
+    cache: ClusterCache, pod: Pod, entry: PodClaimEntry, new_mappings: dict[str, str]
+) -> Generator[Action, Reply, EntryFailure | None]:
+    """Section 7.1; a new mapping is added to ``new_mappings``."""
+    resolution = resolve_entry(pod, entry)
+    if resolution.outcome is Resolved.SKIPPED:
+        return None
+    if resolution.outcome is Resolved.UNSUPPORTED:
+        return EntryFailure(unsupported_error(pod, entry), retryable=False)
+
+    if resolution.outcome is Resolved.NAMED:
+        claim = cache.claim(pod.namespace, resolution.claim_name)
+        if claim is not None:
+            if not resolution.check_owner or is_controlled_by_pod(claim, pod):
+                return None
+            pod_group = pod_group_controller(claim)
+            if pod_group is not None:
+                return EntryFailure(pod_group_error(claim, pod_group.name), retryable=False)
+            yield Log(
+                "Claim that was created for the pod is no longer owned by the pod, creating a new one",
+                {"pod": f"{pod.namespace}/{pod.name}", "podClaim": entry.name, "resourceClaim": claim.name},
+            )
+
+    template_name = entry.resource_claim_template_name
+    if template_name is None:
+        return None
+
+    claim = cache.find_generated_claim(pod.namespace, pod.uid, entry.name)
+    if claim is None:
+        template = cache.template(pod.namespace, template_name)
+        if template is None:
+            return EntryFailure(template_missing_error(template_name))
+        body = generated_claim(pod, entry, template)
+        admin_access = admin_access_label(ResourceClaimSpec.model_validate(body["spec"]))
+        reply = yield CreateClaim(pod.namespace, body)
+        if isinstance(reply, Failed):
+            yield CountClaimCreate("failure", admin_access)
+            return EntryFailure(create_failed_error(reply.message), retry_after=reply.retry_after)
+        claim = ResourceClaim.from_body(reply.body or {})
+        cache.record_created(claim)
+        yield CountClaimCreate("success", admin_access)
+        yield Log("Created ResourceClaim", {"pod": f"{pod.namespace}/{pod.name}", "claim": claim.name})
+
+    new_mappings[entry.name] = claim.name
+    return None
+
+
+def _reserve(cache: ClusterCache, pod: Pod) -> Plan:
+    """Section 7.5: reserve the allocated claims of a pod that bypassed the scheduler."""
+    for entry in pod.spec.resource_claims:
+        resolution = resolve_entry(pod, entry)
+        if resolution.outcome is Resolved.NOT_CREATED:
+            # Our own status apply may not have reached the pod cache yet.
+            return Retry(not_created_message(pod))
+        if resolution.outcome is Resolved.UNSUPPORTED:
+            return Retry(unsupported_message(pod, entry))
+        if resolution.outcome is Resolved.SKIPPED:
+            continue
+        claim = cache.claim(pod.namespace, resolution.claim_name)
+        if claim is None:
+            return Done(f"claim {resolution.claim_name} does not exist yet; kubelet waits for it")
+        if resolution.check_owner and not is_controlled_by_pod(claim, pod):
+            return Retry(not_owner_error(claim, pod))
+        if claim.is_allocated and not is_reserved_for_pod(claim, pod.uid):
+            reply = yield PutClaimStatus(claim.namespace, claim.name, reserved_for_pod(claim.body, pod))
+            if isinstance(reply, Failed):
+                error = f"reserve claim {claim.namespace}/{claim.name}: {reply.message}"
+                return Retry(error, reply.retry_after)
+    return Done()
+
+
+def confirm_created_claims(cache: ClusterCache) -> Plan:
+    """Check the just-created claims the watch has not confirmed within 60 s (7.3).
+
+    A claim that still exists under its UID keeps its record for another 60 s; one that is
+    gone or replaced loses it. A failed GET changes nothing, so the next round tries again.
+    """
+    for claim in cache.unconfirmed_created_claims():
+        reply = yield GetClaim(claim.namespace, claim.name)
+        if isinstance(reply, Failed):
+            if reply.not_found:
+                cache.confirm_created(claim.uid, None)
+            continue
+        metadata = (reply.body or {}).get("metadata") or {}
+        cache.confirm_created(claim.uid, metadata.get("uid"))
+    return Done()

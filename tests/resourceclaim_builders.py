@@ -1,0 +1,257 @@
+"""Builders of plain API bodies and a scripted fake API for the resourceclaim unit tests.
+
+The bodies look like what kube-apiserver returns, so the tests parse them with the same
+functions the operator uses. The fake API answers the planners' actions and records them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
+from operators.resourceclaim.plan import (
+    Action,
+    ApplyPodStatus,
+    CreateClaim,
+    DeleteClaim,
+    Failed,
+    GetClaim,
+    GetPod,
+    Ok,
+    Outcome,
+    Plan,
+    PutClaim,
+    PutClaimStatus,
+    Reply,
+    drive,
+)
+
+NS = "demo"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+ALLOCATION: dict[str, Any] = {"devices": {"results": [{"request": "req-0", "driver": "gpu.example.com"}]}}
+TEMPLATE_SPEC: dict[str, Any] = {
+    "devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+}
+
+
+def template_entry(name: str, template: str) -> dict[str, str]:
+    return {"name": name, "resourceClaimTemplateName": template}
+
+
+def named_entry(name: str, claim: str) -> dict[str, str]:
+    return {"name": name, "resourceClaimName": claim}
+
+
+def pod_body(
+    name: str = "my-pod",
+    uid: str = "U",
+    *,
+    claims: Iterable[Mapping[str, str]] = (),
+    statuses: Iterable[Mapping[str, str]] = (),
+    node_name: str = "",
+    phase: str = "Pending",
+    deleting: bool = False,
+    extended_claim: str | None = None,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "7"}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "ctr", "image": "busybox"}]}
+    if claims:
+        spec["resourceClaims"] = [dict(entry) for entry in claims]
+    if node_name:
+        spec["nodeName"] = node_name
+    status: dict[str, Any] = {"phase": phase}
+    if statuses:
+        status["resourceClaimStatuses"] = [dict(entry) for entry in statuses]
+    if extended_claim is not None:
+        status["extendedResourceClaimStatus"] = {
+            "resourceClaimName": extended_claim,
+            "requestMappings": [
+                {"containerName": "ctr", "resourceName": "example.com/gpu", "requestName": "r"}
+            ],
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def make_pod(name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Pod:
+    return Pod.model_validate(pod_body(name, uid, **kwargs))
+
+
+def pod_consumer(name: str, uid: str) -> dict[str, str]:
+    return {"resource": "pods", "name": name, "uid": uid}
+
+
+def claim_body(
+    name: str,
+    uid: str | None = None,
+    *,
+    owner: tuple[str, str] | None = None,
+    owner_ref: Mapping[str, Any] | None = None,
+    entry: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+    finalizers: Iterable[str] = (),
+    allocated: bool = False,
+    reserved_for: Iterable[Mapping[str, str]] = (),
+    deleting: bool = False,
+    created: str = "2026-01-01T00:00:00Z",
+    spec: Mapping[str, Any] | None = None,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A claim body; ``owner`` = (pod name, pod uid) makes it controlled by that pod."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{name}",
+        "resourceVersion": "42",
+        "creationTimestamp": created,
+        "managedFields": [{"manager": "kube-scheduler", "operation": "Update"}],
+    }
+    all_annotations = dict(annotations or {})
+    if entry is not None:
+        all_annotations["resource.kubernetes.io/pod-claim-name"] = entry
+    if all_annotations:
+        metadata["annotations"] = all_annotations
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": owner[0], "uid": owner[1], "controller": True}
+        ]
+    if owner_ref is not None:
+        metadata["ownerReferences"] = [dict(owner_ref)]
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    status: dict[str, Any] = {}
+    if allocated:
+        status["allocation"] = copy.deepcopy(ALLOCATION)
+    reserved = [dict(consumer) for consumer in reserved_for]
+    if reserved:
+        status["reservedFor"] = reserved
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": copy.deepcopy(dict(spec or TEMPLATE_SPEC)),
+        "status": status,
+    }
+
+
+def make_claim(name: str, uid: str | None = None, **kwargs: Any) -> ResourceClaim:
+    return ResourceClaim.from_body(claim_body(name, uid, **kwargs))
+
+
+def template_body(
+    name: str = "gpu-tmpl",
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+        "spec": {
+            "metadata": {
+                "labels": dict({"app": "demo"} if labels is None else labels),
+                "annotations": dict({"note": "x"} if annotations is None else annotations),
+                "creationTimestamp": None,
+            },
+            "spec": copy.deepcopy(dict(spec or TEMPLATE_SPEC)),
+        },
+    }
+
+
+def make_template(name: str = "gpu-tmpl", **kwargs: Any) -> ResourceClaimTemplate:
+    return ResourceClaimTemplate.model_validate(template_body(name, **kwargs))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeApi:
+    """Answers planner actions like kube-apiserver would, unless a failure is scripted.
+
+    ``failures[ActionType]`` is a list of replies used, in order, before normal answers.
+    ``live_pods`` maps pod names to UIDs for live GETs; ``live_claims`` likewise.
+    """
+
+    SUFFIXES = ("bcdfg", "hjklm", "npqrs", "tvwxz", "24567")
+
+    def __init__(self) -> None:
+        self.actions: list[Action] = []
+        self.failures: dict[type, list[Failed]] = {}
+        self.live_pods: dict[str, str] = {}
+        self.live_claims: dict[str, str] = {}
+        self.created: list[dict[str, Any]] = []
+
+    def fail(self, action_type: type, *replies: Failed) -> None:
+        self.failures.setdefault(action_type, []).extend(replies)
+
+    def __call__(self, action: Action) -> Reply:
+        self.actions.append(action)
+        scripted = self.failures.get(type(action))
+        if scripted:
+            return scripted.pop(0)
+        if isinstance(action, CreateClaim):
+            body = copy.deepcopy(action.body)
+            metadata = body["metadata"]
+            index = len(self.created)
+            metadata["name"] = metadata["generateName"] + self.SUFFIXES[index % len(self.SUFFIXES)]
+            metadata["uid"] = f"created-{index}"
+            metadata["resourceVersion"] = "1"
+            metadata["creationTimestamp"] = f"2026-01-01T00:00:{index:02d}Z"
+            self.created.append(body)
+            return Ok(body)
+        if isinstance(action, PutClaimStatus | PutClaim):
+            body = copy.deepcopy(action.body)
+            body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+            return Ok(body)
+        if isinstance(action, GetPod):
+            if action.name not in self.live_pods:
+                return Failed(404, f'pods "{action.name}" not found')
+            return Ok({"metadata": {"name": action.name, "uid": self.live_pods[action.name]}})
+        if isinstance(action, GetClaim):
+            if action.name not in self.live_claims:
+                return Failed(404, "not found")
+            return Ok({"metadata": {"name": action.name, "uid": self.live_claims[action.name]}})
+        return Ok()
+
+    def run(self, plan: Plan) -> Outcome:
+        return drive(plan, self)
+
+    def of_type(self, action_type: type) -> list[Any]:
+        return [action for action in self.actions if isinstance(action, action_type)]
+
+    def writes(self) -> list[Any]:
+        """Every action that changes the cluster."""
+        kinds = (CreateClaim, ApplyPodStatus, PutClaimStatus, PutClaim, DeleteClaim)
+        return [action for action in self.actions if isinstance(action, kinds)]
+
+
+def cache_with(
+    *,
+    pods: Iterable[Pod] = (),
+    claims: Iterable[ResourceClaim] = (),
+    templates: Iterable[ResourceClaimTemplate] = (),
+    clock: FakeClock | None = None,
+) -> ClusterCache:
+    """A cache after the initial listing of the given objects."""
+    cache = ClusterCache(clock=clock or FakeClock())
+    for template in templates:
+        cache.apply_template_event(None, template)
+    for claim in claims:
+        cache.apply_claim_event(None, claim)
+    for pod in pods:
+        cache.apply_pod_event(None, pod)
+    return cache

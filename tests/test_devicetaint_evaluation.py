@@ -1,0 +1,256 @@
+"""Which taints count (spec §5), which pods are affected (§7), and what a rule selects (§10.2)."""
+
+from __future__ import annotations
+
+from devicetaint_builders import (
+    DRIVER,
+    FOREVER,
+    T,
+    claim,
+    pod,
+    resource_slice,
+    rule,
+    seconds,
+    taint,
+    tolerating,
+)
+
+from operators.core.taints import Eviction
+from operators.devicetaint.evaluation import (
+    ClaimEntry,
+    PodEviction,
+    RuleTaintReason,
+    SliceTaintReason,
+    allocated_devices,
+    claim_eviction,
+    describe_reasons,
+    pending_pods,
+    pod_affected_by,
+    pod_eviction,
+    published_devices,
+    referenced_claims,
+)
+from operators.devicetaint.models import Pod, ResourceClaim, ResourceSlice, parse
+from operators.devicetaint.pools import PoolIndex
+
+GPU0_TAINT = SliceTaintReason(DRIVER, "node-1", "gpu-0", 0, "node-1-slice")
+
+
+def pools_with(*slices: ResourceSlice) -> PoolIndex:
+    index = PoolIndex()
+    for resource_slice_ in slices:
+        index.apply(resource_slice_)
+    return index
+
+
+def entries(*claims: ResourceClaim) -> dict[tuple[str, str], ClaimEntry]:
+    return {c.key: ClaimEntry(c, None) for c in claims}
+
+
+# --- §5 Which taints count ---------------------------------------------------------------------------
+
+
+def test_slice_taint_evicts_at_time_added() -> None:
+    pools = pools_with(resource_slice(taints={"gpu-0": [taint()]}))
+    assert claim_eviction(claim(), pools, []) == Eviction(T, frozenset({GPU0_TAINT}))
+
+
+def test_non_evicting_effects() -> None:
+    for effect in ("NoSchedule", "None", "Sideways"):
+        pools = pools_with(resource_slice(taints={"gpu-0": [taint(effect)]}))
+        assert claim_eviction(claim(), pools, [rule(effect=effect, selector={})]) is None
+
+
+def test_taint_on_other_device_does_not_count() -> None:
+    pools = pools_with(resource_slice(taints={"gpu-1": [taint()]}))
+    assert claim_eviction(claim(), pools, []) is None
+
+
+def test_newest_generation_only() -> None:
+    old = resource_slice(name="gen-1", generation=1, taints={"gpu-0": [taint()]})
+    new = resource_slice(name="gen-2", generation=2)
+    pools = pools_with(old, new)
+    assert claim_eviction(claim(), pools, []) is None
+    pools.delete("gen-2")
+    assert claim_eviction(claim(), pools, []) == Eviction(
+        T, frozenset({SliceTaintReason(DRIVER, "node-1", "gpu-0", 0, "gen-1")})
+    )
+
+
+def test_older_generation_ignored_even_if_only_it_lists_the_device() -> None:
+    old = resource_slice(name="gen-1", generation=1, devices=["gpu-0"], taints={"gpu-0": [taint()]})
+    new = resource_slice(name="gen-2", generation=2, devices=["gpu-1"])
+    assert claim_eviction(claim(), pools_with(old, new), []) is None
+
+
+def test_rule_matches_the_allocation_even_without_a_slice() -> None:
+    the_rule = rule(selector={"driver": DRIVER, "pool": "node-1", "device": "gpu-0"})
+    assert claim_eviction(claim(), PoolIndex(), [the_rule]) == Eviction(
+        T, frozenset({RuleTaintReason("example", "R1")})
+    )
+
+
+def test_rule_without_selector_matches_nothing_and_empty_selector_everything() -> None:
+    assert claim_eviction(claim(), PoolIndex(), [rule(selector=None)]) is None
+    assert claim_eviction(claim(), PoolIndex(), [rule(selector={})]) is not None
+
+
+def test_admin_access_gets_no_exemption() -> None:
+    body = {
+        "metadata": {"name": "c1", "namespace": "ns1", "uid": "C1"},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [{"driver": DRIVER, "pool": "node-1", "device": "gpu-0", "adminAccess": True}]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "p1", "uid": "U1"}],
+        },
+    }
+    pools = pools_with(resource_slice(taints={"gpu-0": [taint()]}))
+    assert claim_eviction(parse(ResourceClaim, body), pools, []) is not None
+
+
+def test_every_non_ignored_taint_is_a_reason_sorted_rules_first() -> None:
+    pools = pools_with(resource_slice(taints={"gpu-0": [taint(), taint(time_added=T + seconds(50))]}))
+    rules = [rule(name="b", uid="RB", selector={}), rule(name="a", uid="RA", selector={})]
+    eviction = claim_eviction(claim(), pools, rules)
+    assert eviction is not None
+    assert eviction.when == T
+    assert describe_reasons(eviction.reasons) == (
+        "DeviceTaintRule a, DeviceTaintRule b, "
+        "ResourceSlice node-1-slice dra.example.com/node-1/gpu-0 taint #0, "
+        "ResourceSlice node-1-slice dra.example.com/node-1/gpu-0 taint #1"
+    )
+
+
+def test_taint_without_time_added_is_ignored() -> None:
+    pools = pools_with(resource_slice(taints={"gpu-0": [taint(time_added=None)]}))
+    assert claim_eviction(claim(), pools, [rule(selector={}, time_added=None)]) is None
+
+
+def test_two_results_earliest_wins() -> None:
+    pools = pools_with(resource_slice(taints={"gpu-0": [taint()], "gpu-1": [taint()]}))
+    tolerant = claim(devices=["gpu-0"], tolerations=[tolerating(100)])
+    assert claim_eviction(tolerant, pools, []) == Eviction(T + seconds(100), frozenset({GPU0_TAINT}))
+
+
+# --- §7 Which pods are affected ----------------------------------------------------------------------
+
+
+def test_direct_reference_affects() -> None:
+    assert pod_affected_by(pod(), claim())
+
+
+def test_unscheduled_pod_is_not_affected() -> None:
+    assert not pod_affected_by(pod(node=""), claim())
+
+
+def test_pod_not_in_reserved_for_is_not_affected() -> None:
+    assert not pod_affected_by(pod(), claim(reserved_for=[("p1", "OTHER")]))
+
+
+def test_unallocated_claim_affects_nothing() -> None:
+    assert not pod_affected_by(pod(), claim(allocated=False))
+
+
+def test_template_claim_must_be_controlled_by_the_pod() -> None:
+    templated = pod(
+        claims=[{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
+        statuses=[{"name": "gpu", "resourceClaimName": "p1-gpu-abc"}],
+    )
+    owned = claim(name="p1-gpu-abc", owner_uid="U1")
+    foreign = claim(name="p1-gpu-abc", owner_uid="SOMEONE-ELSE")
+    assert pod_affected_by(templated, owned)
+    assert not pod_affected_by(templated, foreign)
+
+
+def test_template_entry_without_recorded_claim_references_nothing() -> None:
+    templated = pod(
+        claims=[{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
+        statuses=[{"name": "gpu"}],
+    )
+    assert list(referenced_claims(templated)) == []
+
+
+def test_extended_resource_claim_is_evicted_too() -> None:
+    p2 = pod(name="p2", uid="U2", claims=[], extended="c-ext")
+    c_ext = claim(name="c-ext", devices=["gpu-1"], reserved_for=[("p2", "U2")], owner_uid="U2")
+    assert list(referenced_claims(p2)) == [("c-ext", True)]
+    assert pod_affected_by(p2, c_ext)
+    assert not pod_affected_by(p2, claim(name="c-ext", reserved_for=[("p2", "U2")], owner_uid="U9"))
+
+
+def test_claim_in_other_namespace_never_affects() -> None:
+    assert not pod_affected_by(pod(), claim(namespace="ns2"))
+
+
+def test_pod_eviction_merges_claims() -> None:
+    late: PodEviction = Eviction(T + seconds(100), frozenset({RuleTaintReason("a", "RA")}))
+    now: PodEviction = Eviction(T, frozenset({GPU0_TAINT}))
+    c1 = claim()
+    c2 = claim(name="c2", devices=["gpu-1"])
+    both = pod(claims=[{"name": "a", "resourceClaimName": "c1"}, {"name": "b", "resourceClaimName": "c2"}])
+    claims = {c1.key: ClaimEntry(c1, late), c2.key: ClaimEntry(c2, now)}
+    assert pod_eviction(both, claims) == Eviction(T, late.reasons | now.reasons)
+
+
+def test_pod_eviction_skips_unaffecting_claims() -> None:
+    c1 = claim(reserved_for=[("p1", "OTHER")])
+    claims = {c1.key: ClaimEntry(c1, Eviction(T, frozenset({GPU0_TAINT})))}
+    assert pod_eviction(pod(), claims) is None
+
+
+# --- Rule counts -------------------------------------------------------------------------------------
+
+
+def pods_by_key(*pods: Pod) -> dict[tuple[str, str], Pod]:
+    return {p.key: p for p in pods}
+
+
+def test_pending_pods_count_tolerating_pods_but_not_forever_ones() -> None:
+    a = claim(name="ca", reserved_for=[("a", "UA")])
+    b = claim(name="cb", devices=["gpu-1"], reserved_for=[("b", "UB")], tolerations=[tolerating(600)])
+    c = claim(
+        name="cc", namespace="ns2", devices=["gpu-2"], reserved_for=[("c", "UC")], tolerations=[FOREVER]
+    )
+    pods = pods_by_key(
+        pod(name="a", uid="UA", claims=[{"name": "g", "resourceClaimName": "ca"}]),
+        pod(name="b", uid="UB", claims=[{"name": "g", "resourceClaimName": "cb"}]),
+        pod(name="c", namespace="ns2", uid="UC", claims=[{"name": "g", "resourceClaimName": "cc"}]),
+    )
+    pending = pending_pods(rule(selector={"pool": "node-1"}), entries(a, b, c), pods)
+    assert pending == {("ns1", "a"), ("ns1", "b")}
+
+
+def test_pending_pods_skip_terminating_and_replaced_pods() -> None:
+    c1 = claim()
+    the_rule = rule(selector={})
+    assert pending_pods(the_rule, entries(c1), pods_by_key(pod(deleting=True))) == set()
+    assert pending_pods(the_rule, entries(c1), pods_by_key(pod(uid="U2"))) == set()
+    assert pending_pods(the_rule, entries(c1), pods_by_key(pod())) == {("ns1", "p1")}
+
+
+def test_dry_run_reads_none_as_no_execute_and_honours_empty_effect() -> None:
+    dry = rule(effect="None", selector={"driver": DRIVER, "pool": "node-1"})
+    plain = claim()
+    empty_effect = claim(tolerations=[{"key": "dra.example.com/unhealthy", "operator": "Exists"}])
+    pods = pods_by_key(pod())
+    assert pending_pods(dry, entries(plain), pods) == {("ns1", "p1")}
+    assert pending_pods(dry, entries(empty_effect), pods) == set()
+
+
+def test_published_and_allocated_device_counts() -> None:
+    pools = pools_with(
+        resource_slice(),
+        resource_slice(name="old", generation=0, devices=["gpu-7"]),
+        resource_slice(name="other", pool="node-2", devices=["gpu-0"]),
+    )
+    shared = entries(claim(), claim(name="c2", reserved_for=[("p2", "U2")]))
+    selector = rule(selector={"driver": DRIVER, "pool": "node-1"}).spec.device_selector
+    assert published_devices(selector, pools) == 3
+    assert allocated_devices(selector, shared) == 2
+    nothing = rule(selector={"device": "nothing-here"}).spec.device_selector
+    assert published_devices(nothing, pools) == 0
+    assert allocated_devices(nothing, shared) == 0
+    assert published_devices(None, pools) == 0

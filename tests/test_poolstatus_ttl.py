@@ -1,0 +1,117 @@
+"""TTL cleanup decisions: spec vector 16 (a-h) and section 13."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from operators.core.conditions import format_time
+from operators.poolstatus.models import ResourcePoolStatusRequest
+from operators.poolstatus.ttl import TtlDecision, ttl_action
+
+T = datetime(2026, 9, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def request(
+    *, created: datetime | None = T - timedelta(days=3), condition: tuple[str, datetime | None] | None = None
+) -> ResourcePoolStatusRequest:
+    body: dict[str, Any] = {"metadata": {"name": "r", "uid": "u"}, "spec": {"driver": "gpu.example.com"}}
+    if created is not None:
+        body["metadata"]["creationTimestamp"] = format_time(created)
+    if condition is not None:
+        type_, moment = condition
+        entry = {"type": type_, "status": "True", "reason": "X", "message": ""}
+        if moment is not None:
+            entry["lastTransitionTime"] = format_time(moment)
+        body["status"] = {"poolCount": 0, "conditions": [entry]}
+    return ResourcePoolStatusRequest.model_validate(body)
+
+
+def test_v16a_completed_two_hours_ago() -> None:
+    assert ttl_action(request(condition=("Complete", T - timedelta(hours=2))), T).delete
+
+
+def test_v16b_completed_now() -> None:
+    decision = ttl_action(request(condition=("Complete", T)), T)
+    assert decision == TtlDecision(delete=False, state="completed", requeue_after=3601.0)
+
+
+def test_v16c_pending_created_now() -> None:
+    decision = ttl_action(request(created=T), T)
+    assert not decision.delete
+    assert decision.state == "pending"
+
+
+def test_v16d_pending_created_25_hours_ago() -> None:
+    decision = ttl_action(request(created=T - timedelta(hours=25)), T)
+    assert decision.delete
+    assert decision.state == "pending"
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        request(created=None),
+        request(created=None, condition=("Other", T)),
+        request(condition=("Complete", None)),
+        request(condition=("Complete", datetime(1, 1, 1, tzinfo=UTC))),
+    ],
+)
+def test_v16e_missing_or_zero_reference_never_expires(req: ResourcePoolStatusRequest) -> None:
+    decision = ttl_action(req, T + timedelta(days=10000))
+    assert not decision.delete
+    assert decision.requeue_after is None
+
+
+@pytest.mark.parametrize(
+    ("age", "deleted"),
+    [
+        (timedelta(minutes=59), False),
+        (timedelta(minutes=61), True),
+        (timedelta(hours=1), False),
+        (timedelta(hours=1, seconds=1), True),
+    ],
+)
+def test_v16f_strict_comparison(age: timedelta, deleted: bool) -> None:
+    assert ttl_action(request(condition=("Complete", T - age)), T).delete is deleted
+
+
+def test_v16f_whole_seconds() -> None:
+    req = request(condition=("Complete", T - timedelta(hours=1)))
+    decision = ttl_action(req, T + timedelta(milliseconds=500))
+    assert not decision.delete
+    assert decision.requeue_after == 0.5
+
+
+def test_v16g_status_without_known_condition_uses_creation_time() -> None:
+    decision = ttl_action(request(created=T - timedelta(hours=2), condition=("Other", T)), T)
+    assert decision.delete
+    assert decision.state == "completed"
+
+
+def test_v16h_failed_two_hours_ago() -> None:
+    assert ttl_action(request(condition=("Failed", T - timedelta(hours=2))), T).delete
+
+
+def test_first_terminal_condition_wins() -> None:
+    req = ResourcePoolStatusRequest.model_validate(
+        {
+            "metadata": {"name": "r", "creationTimestamp": format_time(T - timedelta(days=3))},
+            "spec": {"driver": "d"},
+            "status": {
+                "poolCount": 0,
+                "conditions": [
+                    {"type": "Failed", "lastTransitionTime": format_time(T - timedelta(minutes=10))},
+                    {"type": "Complete", "lastTransitionTime": format_time(T - timedelta(hours=5))},
+                ],
+            },
+        }
+    )
+    assert not ttl_action(req, T).delete
+
+
+def test_custom_ttls() -> None:
+    req = request(created=T - timedelta(minutes=11))
+    assert ttl_action(req, T, pending_ttl=timedelta(minutes=10)).delete

@@ -1,0 +1,445 @@
+"""The ``claim:`` sync planner (spec section 8) and the acceptance scenarios it decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resourceclaim_builders import (
+    FINALIZER,
+    FakeApi,
+    cache_with,
+    make_claim,
+    make_pod,
+    named_entry,
+    pod_consumer,
+    template_entry,
+)
+
+from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.claim_sync import sync_claim
+from operators.resourceclaim.plan import (
+    DeleteClaim,
+    Done,
+    Failed,
+    GetPod,
+    PutClaim,
+    PutClaimStatus,
+    Retry,
+)
+
+WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "W"}
+POD_GROUP = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "G"}
+
+
+def run_claim_sync(cache: ClusterCache, api: FakeApi, name: str) -> Any:
+    return api.run(sync_claim(cache, "demo", name))
+
+
+def generated_pod(phase: str = "Running", **kwargs: Any) -> Any:
+    return make_pod(
+        "my-pod",
+        "U",
+        claims=[template_entry("gpu", "gpu-tmpl")],
+        statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
+        node_name="node-1",
+        phase=phase,
+        **kwargs,
+    )
+
+
+def generated_claim(**overrides: Any) -> Any:
+    fields: dict[str, Any] = {
+        "owner": ("my-pod", "U"),
+        "entry": "gpu",
+        "allocated": True,
+        "finalizers": [FINALIZER],
+        "reserved_for": [pod_consumer("my-pod", "U")],
+    }
+    return make_claim("my-pod-gpu-abcde", "C", **{**fields, **overrides})
+
+
+def assert_released_and_deleted(api: FakeApi, name: str, uid: str) -> None:
+    """Scenario 16's order: status PUT, finalizer PUT, DELETE with UID precondition."""
+    status_put, finalizer_put, delete = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert status_put.name == name
+    assert status_put.body["status"]["reservedFor"] == []
+    assert "allocation" not in status_put.body["status"]
+    assert status_put.body["metadata"]["resourceVersion"] == "42"
+    assert isinstance(finalizer_put, PutClaim)
+    assert FINALIZER not in finalizer_put.body["metadata"]["finalizers"]
+    assert finalizer_put.body["metadata"]["resourceVersion"] == "43"  # based on the returned object
+    assert delete == DeleteClaim("demo", name, uid)
+
+
+def test_absent_claim_needs_nothing() -> None:
+    api = FakeApi()
+    assert run_claim_sync(cache_with(), api, "nope") == Done("claim is gone")
+    assert api.actions == []
+
+
+def test_scenario_16_pod_completes() -> None:
+    pod = generated_pod()
+    cache = cache_with(pods=[pod], claims=[generated_claim()])
+    # The pod's phase becomes Succeeded: the event routes the claim.
+    assert cache.apply_pod_event("MODIFIED", generated_pod(phase="Succeeded")) == [
+        "claim:demo/my-pod-gpu-abcde"
+    ]
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("deleted unused generated claim")
+    assert_released_and_deleted(api, "my-pod-gpu-abcde", "C")
+
+
+def test_finalizer_put_keeps_other_finalizers() -> None:
+    claim = generated_claim(finalizers=["example.com/keep", FINALIZER])
+    cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim])
+    api = FakeApi()
+    run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    [finalizer_put] = api.of_type(PutClaim)
+    assert finalizer_put.body["metadata"]["finalizers"] == ["example.com/keep"]
+
+
+def test_scenario_17_one_of_two_pods_removed() -> None:
+    p1 = make_pod("p1", "P1", claims=[named_entry("gpu", "shared")], node_name="n", phase="Running")
+    p2 = make_pod("p2", "P2", claims=[named_entry("gpu", "shared")], node_name="n", phase="Running")
+    shared = make_claim(
+        "shared",
+        allocated=True,
+        finalizers=[FINALIZER],
+        reserved_for=[pod_consumer("p1", "P1"), pod_consumer("p2", "P2")],
+    )
+    cache = cache_with(pods=[p1, p2], claims=[shared])
+    assert cache.apply_pod_event("DELETED", p2) == ["claim:demo/shared"]
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "shared") == Done("claim is still in use")
+    [put] = api.writes()
+    assert isinstance(put, PutClaimStatus)
+    assert put.body["status"]["reservedFor"] == [pod_consumer("p1", "P1")]
+    assert put.body["status"]["allocation"] == shared.body["status"]["allocation"]
+    assert api.of_type(GetPod) == []
+
+
+def test_scenario_18_last_consumer_of_user_claim_gone() -> None:
+    p1 = make_pod("p1", "P1", claims=[named_entry("gpu", "shared")], node_name="n", phase="Running")
+    shared = make_claim(
+        "shared", allocated=True, finalizers=[FINALIZER], reserved_for=[pod_consumer("p1", "P1")]
+    )
+    cache = cache_with(pods=[p1], claims=[shared])
+    cache.apply_pod_event("DELETED", p1)
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "shared") == Done("claim is not controlled by a pod")
+    status_put, finalizer_put = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert status_put.body["status"]["reservedFor"] == []
+    assert "allocation" not in status_put.body["status"]
+    assert isinstance(finalizer_put, PutClaim)
+    assert finalizer_put.body["metadata"]["finalizers"] == []
+
+
+def test_scenario_19_unknown_consumer_kind_is_kept() -> None:
+    claim = make_claim(
+        "shared", allocated=True, finalizers=[FINALIZER], reserved_for=[WIDGET, pod_consumer("gone", "X")]
+    )
+    cache = cache_with(claims=[claim])
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "shared") == Done("claim is still in use")
+    assert api.of_type(GetPod) == [GetPod("demo", "gone")]
+    [put] = api.writes()
+    assert isinstance(put, PutClaimStatus)
+    assert put.body["status"]["reservedFor"] == [WIDGET]
+    assert "allocation" in put.body["status"]
+    assert put.body["metadata"]["finalizers"] == [FINALIZER]
+
+
+def test_scenario_20_pod_group_entry_is_never_removed() -> None:
+    claim = make_claim("shared", allocated=True, finalizers=[FINALIZER], reserved_for=[POD_GROUP])
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    assert api.actions == []
+
+
+def test_unknown_fields_of_kept_entries_survive_the_put() -> None:
+    odd = {**WIDGET, "futureField": "v"}
+    claim = make_claim("shared", allocated=True, reserved_for=[odd, pod_consumer("gone", "X")])
+    cache = cache_with(claims=[claim])
+    cache.apply_pod_event("DELETED", make_pod("gone", "X", claims=[named_entry("gpu", "shared")]))
+    api = FakeApi()
+    run_claim_sync(cache, api, "shared")
+    [put] = api.writes()
+    assert put.body["status"]["reservedFor"] == [odd]
+
+
+def test_scenario_21_deleted_before_scheduling() -> None:
+    pod = make_pod(
+        claims=[template_entry("gpu", "gpu-tmpl")],
+        statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
+    )
+    claim = make_claim(
+        "my-pod-gpu-abcde",
+        "C",
+        owner=("my-pod", "U"),
+        entry="gpu",
+        allocated=True,
+        finalizers=[FINALIZER],
+        reserved_for=[pod_consumer("my-pod", "U")],
+    )
+    cache = cache_with(pods=[pod], claims=[claim])
+    deleting = make_pod(
+        claims=[template_entry("gpu", "gpu-tmpl")],
+        statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
+        deleting=True,
+    )
+    assert cache.apply_pod_event("MODIFIED", deleting) == ["claim:demo/my-pod-gpu-abcde"]
+    api = FakeApi()
+    run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    assert_released_and_deleted(api, "my-pod-gpu-abcde", "C")
+
+
+def test_scenario_22_deleted_while_scheduled_keeps_reservation() -> None:
+    cache = cache_with(pods=[generated_pod(deleting=True)], claims=[generated_claim()])
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("claim is still in use")
+    assert api.actions == []
+
+    # Then the pod is removed.
+    cache.apply_pod_event("DELETED", generated_pod(deleting=True))
+    api = FakeApi()
+    run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    status_put, finalizer_put = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert isinstance(finalizer_put, PutClaim)
+    # The pod is gone from the cache: the garbage collector deletes the claim.
+    assert api.of_type(DeleteClaim) == []
+
+
+def test_scenario_23_unknown_pod_removed_after_live_get() -> None:
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer("ghost", "G"), WIDGET])
+    cache = cache_with(claims=[claim])
+    api = FakeApi()
+    run_claim_sync(cache, api, "shared")
+    assert api.of_type(GetPod) == [GetPod("demo", "ghost")]
+    [put] = api.writes()
+    assert put.body["status"]["reservedFor"] == [WIDGET]
+
+
+def test_unknown_pod_that_exists_live_is_kept() -> None:
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer("new", "N")])
+    api = FakeApi()
+    api.live_pods = {"new": "N"}
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    assert api.writes() == []
+
+
+def test_unknown_pod_replaced_live_is_dropped() -> None:
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer("web-0", "OLD")])
+    api = FakeApi()
+    api.live_pods = {"web-0": "NEW"}
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    [put] = api.writes()
+    assert put.body["status"]["reservedFor"] == []
+
+
+def test_live_get_failure_is_retried_without_writes() -> None:
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer("ghost", "G")])
+    api = FakeApi()
+    api.fail(GetPod, Failed(503, "unavailable"))
+    assert run_claim_sync(cache_with(claims=[claim]), api, "shared") == Retry(
+        "get pod demo/ghost: unavailable"
+    )
+    assert api.writes() == []
+
+
+def test_scenario_24_replaced_pod() -> None:
+    old = generated_pod()
+    cache = cache_with(pods=[old], claims=[generated_claim()])
+    cache.apply_pod_event("DELETED", old)
+    new = make_pod("my-pod", "U2", claims=[template_entry("gpu", "gpu-tmpl")])
+    assert cache.apply_pod_event("ADDED", new) == ["pod:demo/my-pod"]
+
+    api = FakeApi()
+    run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    assert_released_and_deleted(api, "my-pod-gpu-abcde", "C")
+    # The new pod has no generated claim of its own yet, so its sync creates one.
+    assert cache.find_generated_claim("demo", "U2", "gpu") is None
+
+
+def test_replaced_pod_in_cache_drops_entry_without_lru() -> None:
+    new = make_pod("my-pod", "U2", claims=[template_entry("gpu", "gpu-tmpl")], node_name="node-1")
+    cache = cache_with(pods=[new], claims=[generated_claim()])
+    api = FakeApi()
+    run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    assert_released_and_deleted(api, "my-pod-gpu-abcde", "C")
+    assert api.of_type(GetPod) == []
+
+
+def test_scenario_25_extended_resource_claim() -> None:
+    pod = make_pod("p", "U", node_name="node-1", phase="Running", extended_claim="p-extended-resources-abcde")
+    claim = make_claim(
+        "p-extended-resources-abcde",
+        "E",
+        owner=("p", "U"),
+        annotations={"resource.kubernetes.io/extended-resource-claim": "true"},
+        allocated=True,
+        finalizers=[FINALIZER],
+        reserved_for=[pod_consumer("p", "U")],
+    )
+    cache = cache_with(pods=[pod], claims=[claim])
+    failed = make_pod(
+        "p", "U", node_name="node-1", phase="Failed", extended_claim="p-extended-resources-abcde"
+    )
+    assert cache.apply_pod_event("MODIFIED", failed) == ["claim:demo/p-extended-resources-abcde"]
+    api = FakeApi()
+    run_claim_sync(cache, api, "p-extended-resources-abcde")
+    assert_released_and_deleted(api, "p-extended-resources-abcde", "E")
+
+
+def test_scenario_26_claim_being_deleted() -> None:
+    claim = make_claim("shared", allocated=True, finalizers=[FINALIZER], deleting=True)
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    status_put, finalizer_put = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert "allocation" not in status_put.body["status"]
+    assert isinstance(finalizer_put, PutClaim)
+    assert finalizer_put.body["metadata"]["finalizers"] == []
+    assert finalizer_put.body["metadata"]["resourceVersion"] == "43"
+
+
+def test_unallocated_claim_being_deleted_only_loses_the_finalizer() -> None:
+    claim = make_claim("shared", finalizers=[FINALIZER], deleting=True)
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    [finalizer_put] = api.writes()
+    assert isinstance(finalizer_put, PutClaim)
+    assert finalizer_put.body["metadata"]["resourceVersion"] == "42"
+
+
+def test_scenario_27_allocated_never_used_is_not_deallocated() -> None:
+    claim = make_claim("shared", allocated=True, finalizers=[FINALIZER])
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    assert api.actions == []
+
+
+def test_scenario_28_conflict_is_retried_without_further_writes() -> None:
+    cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[generated_claim()])
+    api = FakeApi()
+    api.fail(PutClaimStatus, Failed(409, "the object has been modified; please apply your changes"))
+    outcome = run_claim_sync(cache, api, "my-pod-gpu-abcde")
+    assert outcome == Retry(
+        "update status of claim demo/my-pod-gpu-abcde: "
+        "the object has been modified; please apply your changes"
+    )
+    assert len(api.writes()) == 1
+
+    retry = FakeApi()
+    run_claim_sync(cache, retry, "my-pod-gpu-abcde")
+    assert_released_and_deleted(retry, "my-pod-gpu-abcde", "C")
+
+
+def test_finalizer_put_failure_is_retried() -> None:
+    cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[generated_claim()])
+    api = FakeApi()
+    api.fail(PutClaim, Failed(500, "boom"))
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Retry(
+        "remove finalizer from claim demo/my-pod-gpu-abcde: boom"
+    )
+    assert api.of_type(DeleteClaim) == []
+
+
+def test_delete_404_counts_as_success_and_other_errors_are_retried() -> None:
+    claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
+    cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim])
+    api = FakeApi()
+    api.fail(DeleteClaim, Failed(404, "not found"))
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("deleted unused generated claim")
+    api = FakeApi()
+    api.fail(DeleteClaim, Failed(409, "Precondition failed: UID in precondition: C, UID in object meta: C2"))
+    assert isinstance(run_claim_sync(cache, api, "my-pod-gpu-abcde"), Retry)
+
+
+def test_generated_claim_of_running_pod_is_kept() -> None:
+    claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
+    api = FakeApi()
+    assert run_claim_sync(
+        cache_with(pods=[generated_pod()], claims=[claim]), api, "my-pod-gpu-abcde"
+    ) == Done("owning pod may still run")
+    assert api.actions == []
+
+
+def test_generated_claim_of_unknown_pod_is_left_to_the_garbage_collector() -> None:
+    claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "my-pod-gpu-abcde")
+    assert api.actions == []
+
+
+def test_pod_group_owned_claim_is_never_deleted() -> None:
+    owner = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "name": "g",
+        "uid": "G",
+        "controller": True,
+    }
+    claim = make_claim("group-claim", owner_ref=owner)
+    api = FakeApi()
+    run_claim_sync(cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim]), api, "group-claim")
+    assert api.actions == []
+
+
+def test_claim_already_being_deleted_is_not_deleted_again() -> None:
+    claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu", deleting=True)
+    api = FakeApi()
+    run_claim_sync(
+        cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim]), api, "my-pod-gpu-abcde"
+    )
+    assert api.actions == []
+
+
+def test_scenario_30_restart_catch_up() -> None:
+    # While the operator was down: pod "done" completed, and pod "gone" was removed while
+    # reserved on a claim that is being deleted.
+    done = make_pod(
+        "done",
+        "D",
+        claims=[template_entry("gpu", "gpu-tmpl")],
+        statuses=[{"name": "gpu", "resourceClaimName": "done-gpu-abcde"}],
+        node_name="node-1",
+        phase="Succeeded",
+    )
+    done_claim = make_claim(
+        "done-gpu-abcde",
+        "DC",
+        owner=("done", "D"),
+        entry="gpu",
+        allocated=True,
+        finalizers=[FINALIZER],
+        reserved_for=[pod_consumer("done", "D")],
+    )
+    deleting_claim = make_claim(
+        "shared",
+        "S",
+        allocated=True,
+        finalizers=[FINALIZER],
+        deleting=True,
+        reserved_for=[pod_consumer("gone", "G")],
+    )
+    cache = ClusterCache()
+    keys = cache.apply_claim_event(None, done_claim) + cache.apply_claim_event(None, deleting_claim)
+    keys += cache.apply_pod_event(None, done)
+    assert set(keys) == {"claim:demo/done-gpu-abcde", "claim:demo/shared"}
+
+    api = FakeApi()
+    run_claim_sync(cache, api, "done-gpu-abcde")
+    assert_released_and_deleted(api, "done-gpu-abcde", "DC")
+
+    api = FakeApi()
+    run_claim_sync(cache, api, "shared")
+    assert api.of_type(GetPod) == [GetPod("demo", "gone")]
+    status_put, finalizer_put = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert status_put.body["status"]["reservedFor"] == []
+    assert "allocation" not in status_put.body["status"]
+    assert isinstance(finalizer_put, PutClaim)
+    assert finalizer_put.body["metadata"]["finalizers"] == []

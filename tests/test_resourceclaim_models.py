@@ -1,0 +1,97 @@
+"""Projections of watched objects and the planner step protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
+
+from operators.resourceclaim.models import Pod, ResourceClaim
+from operators.resourceclaim.plan import (
+    Action,
+    Done,
+    Failed,
+    GetPod,
+    Log,
+    Ok,
+    Outcome,
+    Reply,
+    Retry,
+    drive,
+    drive_async,
+)
+
+
+def test_claim_keeps_raw_body_without_managed_fields() -> None:
+    body = claim_body("c", allocated=True)
+    claim = ResourceClaim.from_body(body)
+    assert "managedFields" not in claim.body["metadata"]
+    assert claim.body["metadata"]["resourceVersion"] == "42"
+    assert claim.is_allocated
+    body["status"]["allocation"] = None
+    assert claim.body["status"]["allocation"] is not None
+    assert "body" not in claim.model_dump()
+
+
+def test_pod_projection_reads_claims_and_statuses() -> None:
+    pod = make_pod(
+        claims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+        statuses=[{"name": "gpu", "resourceClaimName": "c"}],
+        node_name="n",
+        extended_claim="ext",
+    )
+    assert (pod.name, pod.namespace, pod.uid) == ("my-pod", "demo", "U")
+    assert pod.spec.resource_claims[0].resource_claim_template_name == "t"
+    assert pod.status.resource_claim_statuses[0].resource_claim_name == "c"
+    assert pod.extended_claim_name == "ext"
+    assert make_pod().extended_claim_name == ""
+
+
+def test_null_lists_read_as_empty() -> None:
+    body = pod_body()
+    body["spec"]["resourceClaims"] = None
+    body["status"]["resourceClaimStatuses"] = None
+    pod = Pod.model_validate(body)
+    assert pod.spec.resource_claims == ()
+    assert pod.status.resource_claim_statuses == ()
+
+
+def test_template_projection_ignores_null_creation_timestamp() -> None:
+    template = make_template()
+    assert template.spec.metadata.labels == {"app": "demo"}
+    assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
+
+
+def sample_plan() -> Generator[Action, Reply, Outcome]:
+    reply = yield GetPod("demo", "p")
+    yield Log("got a reply")
+    if isinstance(reply, Failed):
+        return Retry(reply.message)
+    return Done()
+
+
+def test_drive_sends_each_reply_back() -> None:
+    seen: list[Action] = []
+
+    def execute(action: Action) -> Reply:
+        seen.append(action)
+        return Failed(500, "boom") if isinstance(action, GetPod) else Ok()
+
+    assert drive(sample_plan(), execute) == Retry("boom")
+    assert seen == [GetPod("demo", "p"), Log("got a reply")]
+
+
+async def test_drive_async() -> None:
+    async def execute(action: Action) -> Reply:
+        return Ok()
+
+    assert await drive_async(sample_plan(), execute) == Done()
+
+
+async def test_drive_async_propagates_executor_errors() -> None:
+    async def execute(action: Action) -> Reply:
+        raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError, match="cancelled"):
+        await drive_async(sample_plan(), execute)
