@@ -153,9 +153,7 @@ def main() -> int:
         )
         print(f"{name}: running, metrics and probes on http://{address}")
         threading.Thread(target=_pump, args=(name, procs[name]), daemon=True).start()
-    print(
-        f"\nKUBECONFIG={kubeconfig} kubectl get resourceclaims,pods -n dra-demo  # the demo; Ctrl-C stops"
-    )
+    print(f"\nKUBECONFIG={kubeconfig} kubectl get resourceclaims,pods -n dra-demo  # the demo; Ctrl-C stops")
     try:
         while all(p.poll() is None for p in procs.values()) or not procs:
             time.sleep(1)

@@ -14,7 +14,14 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -26,6 +33,8 @@ PREFIX = "dra_operators_"
 WORKQUEUE_BUCKETS = tuple(10.0**exp for exp in range(-8, 2))
 
 registry: CollectorRegistry = REGISTRY
+# The *_created series double the exposition for no use on dashboards.
+disable_created_metrics()
 
 _adds = Counter(f"{PREFIX}workqueue_adds", "Total number of adds handled by a work queue.", ["name"])
 _retries = Counter(f"{PREFIX}workqueue_retries", "Total number of retries handled by a work queue.", ["name"])
