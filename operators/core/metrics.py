@@ -34,7 +34,7 @@ WORKQUEUE_BUCKETS = tuple(10.0**exp for exp in range(-8, 2))
 
 registry: CollectorRegistry = REGISTRY
 # The *_created series double the exposition for no use on dashboards.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 _adds = Counter(f"{PREFIX}workqueue_adds", "Total number of adds handled by a work queue.", ["name"])
 _retries = Counter(f"{PREFIX}workqueue_retries", "Total number of retries handled by a work queue.", ["name"])
