@@ -29,11 +29,9 @@ ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("e2e", "dra-operators e2e backends")
-    group.addoption(
-        "--kubeconfig",
-        default=os.environ.get("E2E_KUBECONFIG"),
-        help="run the e2e tier against this existing cluster (never started or stopped)",
-    )
+    # pytest-kind registers --kubeconfig too (same meaning: use this cluster); share it.
+    with contextlib.suppress(ValueError):
+        group.addoption("--kubeconfig", default=None, help="run the e2e tier against this existing cluster")
     group.addoption(
         "--e2e-cluster",
         default=os.environ.get("E2E_CLUSTER", "devcluster"),
@@ -162,7 +160,7 @@ def _kind(config: pytest.Config) -> harness.Cluster:
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
     config = request.config
-    kubeconfig = config.getoption("--kubeconfig")
+    kubeconfig = config.getoption("--kubeconfig") or os.environ.get("E2E_KUBECONFIG")
     if kubeconfig:
         yield _existing(config, kubeconfig)
         return
@@ -377,7 +375,6 @@ def operator_identity(cluster: harness.Cluster, api: Kube) -> Callable[[str], st
 @pytest.fixture
 def operator(cluster: harness.Cluster, operator_identity: Callable[[str], str]) -> Callable[..., Any]:
     """``with operator("resourceclaim", mode=..., identity=...) as op:`` runs one operator."""
-    import contextlib
 
     @contextlib.contextmanager
     def run(

@@ -1,0 +1,27 @@
+"""Binding-condition attacher: attaches devices before kube-scheduler binds a pod (KEP-5007).
+
+For every allocated ResourceClaim result that carries ``bindingConditions`` and belongs to a
+driver with a ready ``DeviceAttachPolicy``, the attacher resolves the target node, runs the
+policy's attach action and reports the outcome in ``status.devices[].conditions``, the only
+place kube-scheduler reads it. Because the API server erases ``status.devices`` on
+deallocation, every attachment is also recorded in a ``DeviceAttachment`` ledger object in the
+operator namespace; detach is driven from that ledger.
+
+Module map (all of them free of kopf and of Kubernetes API calls):
+
+- ``models``: typed projections of claims, slices, pods, nodes and the two project CRDs.
+- ``durations``: Go-style duration strings.
+- ``identity``: allocation identity, ``attachmentKey`` and device keys.
+- ``selection``: which claim results are ours.
+- ``nodes``: target-node resolution, honouring ``bindsToNode`` through the node selector.
+- ``deadlines``: the attach deadline anchored at ``allocationTimestamp``, call budgets, backoff.
+- ``steps``: what the state machine observes (``Observation``) and answers (``Step``).
+- ``statemachine``: the per-record state machine as pure transitions.
+- ``observation``: builds an ``Observation`` from the claim, the ledger and runtime facts.
+- ``devicestatus``: the ``status.devices`` entries this attacher owns, and the apply body.
+- ``ledger``: ``DeviceAttachment`` manifests and the in-memory ledger index.
+- ``policy``: validation of ``DeviceAttachPolicy`` into status conditions.
+- ``requests``: the request document handed to actions.
+- ``actions``: the attach-action adapters (Python entry point, webhook, exec, noop, test).
+- ``api``: the stable public API for third-party Python actions.
+"""

@@ -1,0 +1,170 @@
+"""Building the action instance of an accepted policy (spec §10, §21.3 semantic checks).
+
+Everything that can be wrong with an action is found here, when the policy is evaluated, and
+raised as :class:`~.base.ActionConfigError` carrying the ``Accepted=False`` reason. The result
+also carries the text of the ``Accepted=True`` message, which says what the action will do.
+
+Secrets are passed in already read (name -> decoded data, operator namespace only): reading
+them is the runtime's job, and keeping the I/O out makes every rule here testable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..durations import parse_duration
+from ..models import ActionKind, ActionSpec, NoopActionSpec, TestActionSpec, WebhookActionSpec
+from .base import ActionConfigError, ActionContext
+from .execcommand import RESERVED_ENV_PREFIX, ExecAction, command_problem
+from .noop import DESCRIPTION as NOOP_DESCRIPTION
+from .noop import NoopAction
+from .python import MAX_CONFIG_BYTES, EntryPoints, build_python_action, installed_entry_points
+from .testaction import InventoryListener, TestAction, TestParameters
+from .webhook import WebhookAction, WebhookSettings, check_url, secret_value, ssl_context
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SUB_OBJECTS = {
+    ActionKind.PYTHON: "python",
+    ActionKind.WEBHOOK: "webhook",
+    ActionKind.EXEC: "exec",
+    ActionKind.NOOP: "noop",
+    ActionKind.TEST: "test",
+}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    policy_name: str
+    test_actions_enabled: bool = False
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    pool_size: int = 30
+    """``concurrency.maxAttaches + concurrency.maxDetaches`` (webhook connection pool)."""
+    entry_points: EntryPoints = installed_entry_points
+    inventory_listener: InventoryListener | None = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dra_operators.bindingattacher"))
+
+
+@dataclass(frozen=True)
+class BuiltAction:
+    action: object
+    description: str
+    """The ``Accepted=True`` message."""
+
+
+def _invalid(message: str) -> ActionConfigError:
+    return ActionConfigError("InvalidActionConfig", message)
+
+
+def _seconds(text: str, path: str) -> float:
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise _invalid(f"{path}: {exc}") from exc
+
+
+def _check_sub_objects(spec: ActionSpec) -> None:
+    wanted = _SUB_OBJECTS[spec.kind]
+    extra = [name for name in _SUB_OBJECTS.values() if name != wanted and getattr(spec, name) is not None]
+    if extra:
+        raise _invalid(f"spec.action: kind {spec.kind.value} must not set {', '.join(extra)}")
+
+
+async def build_action(spec: ActionSpec, context: BuildContext) -> BuiltAction:
+    _check_sub_objects(spec)
+    match spec.kind:
+        case ActionKind.PYTHON:
+            return await _python(spec, context)
+        case ActionKind.WEBHOOK:
+            return _webhook(spec.webhook, context)
+        case ActionKind.EXEC:
+            return _exec(spec)
+        case ActionKind.NOOP:
+            noop = spec.noop or NoopActionSpec()
+            return BuiltAction(NoopAction(_seconds(noop.delay, "spec.action.noop.delay")), NOOP_DESCRIPTION)
+        case ActionKind.TEST:
+            return _test(spec.test or TestActionSpec(), context)
+
+
+async def _python(spec: ActionSpec, context: BuildContext) -> BuiltAction:
+    python = spec.python
+    if python is None or not python.entry_point:
+        raise _invalid("spec.action.python.entryPoint is required for kind Python")
+    size = len(json.dumps(python.config, separators=(",", ":")).encode("utf-8"))
+    if size > MAX_CONFIG_BYTES:
+        raise _invalid(f"spec.action.python.config: {size} bytes exceeds the {MAX_CONFIG_BYTES}-byte limit")
+    action_context = ActionContext(policy_name=context.policy_name, logger=context.logger)
+    action = await build_python_action(
+        python.entry_point, python.config, action_context, context.entry_points
+    )
+    return BuiltAction(action, f"python action {python.entry_point}")
+
+
+def _webhook(webhook: WebhookActionSpec | None, context: BuildContext) -> BuiltAction:
+    if webhook is None or not webhook.url:
+        raise _invalid("spec.action.webhook.url is required for kind Webhook")
+    problem = check_url(webhook.url, webhook.allow_insecure_http)
+    if problem:
+        raise _invalid(problem)
+    if webhook.ca_bundle and webhook.ca_secret_ref:
+        raise _invalid("spec.action.webhook: set at most one of caBundle and caSecretRef")
+    secrets = context.secrets
+    ca = webhook.ca_bundle
+    if webhook.ca_secret_ref is not None:
+        ref = webhook.ca_secret_ref
+        ca = secret_value(secrets, ref.name, ref.key or "ca.crt", "spec.action.webhook.caSecretRef")
+    cert = key = None
+    if webhook.client_cert_secret_ref is not None:
+        name = webhook.client_cert_secret_ref.name
+        cert = secret_value(secrets, name, "tls.crt", "spec.action.webhook.clientCertSecretRef")
+        key = secret_value(secrets, name, "tls.key", "spec.action.webhook.clientCertSecretRef")
+    token = None
+    if webhook.bearer_token_secret_ref is not None:
+        ref = webhook.bearer_token_secret_ref
+        token = secret_value(
+            secrets, ref.name, ref.key or "token", "spec.action.webhook.bearerTokenSecretRef"
+        ).strip()
+    secure = webhook.url.startswith("https://")
+    settings = WebhookSettings(
+        url=webhook.url,
+        ssl_context=ssl_context(ca, cert, key) if secure else None,
+        server_name=webhook.server_name or None,
+        bearer_token=token or None,
+        connect_timeout=_seconds(webhook.connect_timeout, "spec.action.webhook.connectTimeout"),
+        probe=webhook.probe,
+        pool_size=max(context.pool_size, 1),
+    )
+    description = f"webhook action {webhook.url}"
+    if not secure:
+        description += "; InsecureTransport: plain HTTP is meant for test clusters only"
+    return BuiltAction(WebhookAction(settings), description)
+
+
+def _exec(spec: ActionSpec) -> BuiltAction:
+    exec_spec = spec.exec
+    command = exec_spec.command if exec_spec is not None else ()
+    problem = command_problem(command)
+    if problem:
+        raise ActionConfigError(*problem)
+    env: dict[str, str] = {}
+    for var in exec_spec.env if exec_spec is not None else ():
+        if not ENV_NAME.fullmatch(var.name) or var.name.startswith(RESERVED_ENV_PREFIX):
+            raise _invalid(f"spec.action.exec.env: {var.name!r} is not a permitted variable name")
+        env[var.name] = var.value
+    return BuiltAction(ExecAction(command, env), f"exec action {command[0]}")
+
+
+def _test(test: TestActionSpec, context: BuildContext) -> BuiltAction:
+    if not context.test_actions_enabled:
+        raise ActionConfigError(
+            "TestActionDisabled", "spec.action.kind: Test needs the operator flag --enable-test-actions"
+        )
+    try:
+        params = TestParameters.of_spec(test)
+    except ValueError as exc:
+        raise _invalid(f"spec.action.test: {exc}") from exc
+    action = TestAction(params=params, listener=context.inventory_listener)
+    return BuiltAction(action, f"test action (attachOutcome={params.attach_outcome})")

@@ -1,0 +1,415 @@
+"""Typed projections of the objects the binding attacher reads.
+
+Only the fields the attacher uses are modelled; everything else is ignored, so that the
+in-memory claim projection stays small (spec §15.3). Kubernetes spells a few keys with an
+upper-case acronym (``shareID``, ``providerID``, ``systemUUID``) which the camelCase alias
+generator cannot derive, so those carry explicit aliases.
+
+Timestamps are parsed into aware datetimes and written back as RFC 3339 seconds in UTC, the
+precision the API server stores and the precision ``attachmentKey`` is computed over.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, PlainSerializer
+
+from operators.core.conditions import Condition, format_time
+from operators.core.models import KubeModel, ObjectMeta
+
+Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
+
+GROUP = "dra-operators.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+# --- ResourceClaim -------------------------------------------------------------------------------
+
+
+class NodeSelectorRequirement(KubeModel):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(KubeModel):
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class NodeSelector(KubeModel):
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
+
+
+class DeviceResult(KubeModel):
+    """One ``status.allocation.devices.results[]`` entry, with the scheduler's condition copies."""
+
+    request: str = ""
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool | None = None
+    share_id: str | None = Field(default=None, alias="shareID")
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+
+
+class DeviceAllocation(KubeModel):
+    results: tuple[DeviceResult, ...] = ()
+
+
+class AllocationResult(KubeModel):
+    devices: DeviceAllocation = DeviceAllocation()
+    node_selector: NodeSelector | None = None
+    allocation_timestamp: Timestamp | None = None
+
+
+class ConsumerReference(KubeModel):
+    api_group: str = ""
+    resource: str
+    name: str
+    uid: str
+
+
+class AllocatedDeviceStatus(KubeModel):
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = Field(default=None, alias="shareID")
+    conditions: tuple[Condition, ...] = ()
+    data: dict[str, Any] | None = None
+
+
+class ClaimStatus(KubeModel):
+    allocation: AllocationResult | None = None
+    reserved_for: tuple[ConsumerReference, ...] = ()
+    devices: tuple[AllocatedDeviceStatus, ...] = ()
+
+
+class ResourceClaim(KubeModel):
+    metadata: ObjectMeta
+    status: ClaimStatus = ClaimStatus()
+
+
+# --- Pods and Nodes (point reads, spec §6) ---------------------------------------------------------
+
+
+class PodSpec(KubeModel):
+    node_name: str | None = None
+
+
+class PodStatus(KubeModel):
+    nominated_node_name: str | None = None
+
+
+class Pod(KubeModel):
+    metadata: ObjectMeta
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+class NodeSystemInfo(KubeModel):
+    system_uuid: str = Field(default="", alias="systemUUID")
+
+
+class NodeSpec(KubeModel):
+    provider_id: str = Field(default="", alias="providerID")
+
+
+class NodeStatus(KubeModel):
+    node_info: NodeSystemInfo = NodeSystemInfo()
+
+
+class Node(KubeModel):
+    metadata: ObjectMeta
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+# --- ResourceSlice (device info for actions, spec §6 last paragraph) -----------------------------
+
+
+class SliceDevice(KubeModel):
+    name: str
+    binds_to_node: bool | None = None
+    attributes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    capacity: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ResourcePool(KubeModel):
+    name: str
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+class ResourceSliceSpec(KubeModel):
+    driver: str
+    pool: ResourcePool
+    node_name: str | None = None
+    devices: tuple[SliceDevice, ...] = ()
+
+
+class ResourceSlice(KubeModel):
+    metadata: ObjectMeta
+    spec: ResourceSliceSpec
+
+
+# --- DeviceAttachPolicy (spec §21) -----------------------------------------------------------------
+
+
+class ActionKind(enum.StrEnum):
+    PYTHON = "Python"
+    WEBHOOK = "Webhook"
+    EXEC = "Exec"
+    NOOP = "Noop"
+    TEST = "Test"
+
+
+class NodeResolutionMode(enum.StrEnum):
+    ALLOCATION_ONLY = "AllocationOnly"
+    ALLOCATION_OR_POD = "AllocationOrPod"
+    NONE = "None"
+
+
+class TaintDevice(enum.StrEnum):
+    NEVER = "Never"
+    ON_PERMANENT_ERROR = "OnPermanentError"
+    ALWAYS = "Always"
+
+
+class SecretKeyRef(KubeModel):
+    name: str
+    key: str = ""
+
+
+class SecretRef(KubeModel):
+    name: str
+
+
+class PythonActionSpec(KubeModel):
+    entry_point: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class WebhookActionSpec(KubeModel):
+    url: str = ""
+    ca_bundle: str | None = None
+    ca_secret_ref: SecretKeyRef | None = None
+    client_cert_secret_ref: SecretRef | None = None
+    bearer_token_secret_ref: SecretKeyRef | None = None
+    server_name: str | None = None
+    connect_timeout: str = "5s"
+    probe: bool = False
+    allow_insecure_http: bool = Field(default=False, alias="allowInsecureHTTP")
+
+
+class EnvVar(KubeModel):
+    name: str
+    value: str = ""
+
+
+class ExecActionSpec(KubeModel):
+    command: tuple[str, ...] = ()
+    env: tuple[EnvVar, ...] = ()
+
+
+class NoopActionSpec(KubeModel):
+    delay: str = "0s"
+
+
+class TestActionSpec(KubeModel):
+    attach_outcome: str = "Succeed"
+    attach_delay: str = "0s"
+    fail_first: int = 0
+    fail_allocations: int = 0
+    detach_outcome: str = "Succeed"
+    detach_delay: str = "0s"
+    inventory_config_map: str | None = None
+
+
+class ActionSpec(KubeModel):
+    kind: ActionKind
+    timeout: str = "60s"
+    python: PythonActionSpec | None = None
+    webhook: WebhookActionSpec | None = None
+    exec: ExecActionSpec | None = None
+    noop: NoopActionSpec | None = None
+    test: TestActionSpec | None = None
+
+
+class PoolSelector(KubeModel):
+    pools: tuple[str, ...] = ()
+
+
+class ConcurrencySpec(KubeModel):
+    max_attaches: int = 20
+    max_detaches: int = 10
+
+
+class RetrySpec(KubeModel):
+    initial_backoff: str = "1s"
+    max_backoff: str = "30s"
+
+
+class ReasonsSpec(KubeModel):
+    attaching: str = "Attaching"
+    waiting_for_node: str = "WaitingForNode"
+    waiting_for_detach: str = "WaitingForDetach"
+    attached: str = "Attached"
+    failed: str = "AttachFailed"
+    timeout: str = "AttachTimeout"
+    node_not_determined: str = "NodeNotDetermined"
+
+
+class ConditionsSpec(KubeModel):
+    managed_types: tuple[str, ...] = ()
+    failure_type: str = ""
+    timeout_failure_type: str = ""
+    node_failure_type: str = ""
+    report_progress: bool = True
+    write_data: bool = False
+    reasons: ReasonsSpec = ReasonsSpec()
+
+
+class DetachSpec(KubeModel):
+    grace_period: str = "0s"
+    initial_backoff: str = "5s"
+    max_backoff: str = "5m"
+    permanent_error_retry: str = "1h"
+
+
+class OnFailureSpec(KubeModel):
+    taint_device: TaintDevice = TaintDevice.NEVER
+    taint_duration: str = "10m"
+
+
+class DeviceAttachPolicySpec(KubeModel):
+    driver: str
+    selector: PoolSelector = PoolSelector()
+    node_resolution: NodeResolutionMode = NodeResolutionMode.ALLOCATION_OR_POD
+    node_wait_timeout: str = "30s"
+    binding_timeout: str = "600s"
+    safety_margin: str = "15s"
+    device_info: bool = True
+    action: ActionSpec
+    concurrency: ConcurrencySpec = ConcurrencySpec()
+    retry: RetrySpec = RetrySpec()
+    conditions: ConditionsSpec = ConditionsSpec()
+    detach: DetachSpec = DetachSpec()
+    on_failure: OnFailureSpec = OnFailureSpec()
+
+
+class DeviceAttachPolicy(KubeModel):
+    metadata: ObjectMeta
+    spec: DeviceAttachPolicySpec
+
+
+# --- DeviceAttachment ledger (spec §8.3) -----------------------------------------------------------
+
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    ATTACHING = "Attaching"
+    ATTACHED = "Attached"
+    FAILED = "Failed"
+    DETACHING = "Detaching"
+    DETACHED = "Detached"
+
+
+class WaitingFor(enum.StrEnum):
+    NOTHING = ""
+    NODE = "Node"
+    PREVIOUS_DETACH = "PreviousDetach"
+    SLOT = "Slot"
+
+
+class DetachReason(enum.StrEnum):
+    DEALLOCATED = "Deallocated"
+    REALLOCATED = "Reallocated"
+    CLAIM_DELETED = "ClaimDeleted"
+    FAILED = "Failed"
+    POLICY_REMOVED = "PolicyRemoved"
+
+
+class Reported(enum.StrEnum):
+    NONE = "None"
+    PROGRESS = "Progress"
+    READY = "Ready"
+    FAILURE = "Failure"
+
+
+class NodeSource(enum.StrEnum):
+    ALLOCATION = "Allocation"
+    POD = "Pod"
+    NONE = "None"
+
+
+class FailureKind(enum.StrEnum):
+    """Which configured reason (and failure type override) a failure uses (spec §11.2)."""
+
+    FAILED = "Failed"
+    TIMEOUT = "Timeout"
+    NODE = "Node"
+
+
+class ClaimReference(KubeModel):
+    namespace: str
+    name: str
+    uid: str
+
+
+class PolicyReference(KubeModel):
+    name: str
+    uid: str = ""
+    generation: int = 0
+
+
+class DeviceAttachmentSpec(KubeModel):
+    claim: ClaimReference
+    allocation_timestamp: Timestamp
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = Field(default=None, alias="shareID")
+    request: str = ""
+    admin_access: bool = False
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    node: str | None = None
+    node_source: NodeSource | None = None
+    policy: PolicyReference
+    deadline: Timestamp
+
+
+class AttachFailure(KubeModel):
+    kind: FailureKind = FailureKind.FAILED
+    reason: str
+    message: str = ""
+    condition_type: str = ""
+
+
+class DeviceAttachmentStatus(KubeModel):
+    phase: Phase = Phase.PENDING
+    waiting_for: WaitingFor = WaitingFor.NOTHING
+    attempts: int = 0
+    detach_attempts: int = 0
+    failure: AttachFailure | None = None
+    detach_reason: DetachReason | None = None
+    data: dict[str, Any] | None = None
+    action_message: str = ""
+    reported: Reported = Reported.NONE
+    adopted: bool = False
+    last_error: str = ""
+    last_transition_time: Timestamp | None = None
+    attached_at: Timestamp | None = None
+    detached_at: Timestamp | None = None
+
+
+class DeviceAttachment(KubeModel):
+    metadata: ObjectMeta
+    spec: DeviceAttachmentSpec
+    status: DeviceAttachmentStatus = DeviceAttachmentStatus()

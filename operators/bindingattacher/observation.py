@@ -1,0 +1,158 @@
+"""Building the state machine's :class:`~.steps.Observation` from what the reconciler holds.
+
+The reconciler has the claim projection (or None when the claim is confirmed gone), the
+ledger index, the policy settings, the consumer pods it read with point GETs, and a few facts
+only it can know (a call in flight, the backoff timer, a free slot). These functions combine
+them, so the rules of which fact means what live in one tested place:
+
+* node resolution runs only while the record has no node yet, waiting from the moment the
+  record started waiting (its creation for a new one);
+* a sibling's failure counts only when *we* wrote it for the same allocation identity;
+* the device is busy while another record holds it or an older one waits for it (§13.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .identity import AllocationIdentity
+from .ledger import LedgerIndex, forgotten, identity_state
+from .models import DeviceAttachment, Phase, Pod, Reported, ResourceClaim
+from .nodes import NodeResolution, node_wait_deadline, resolve
+from .policy import PolicySettings
+from .selection import (
+    OurResult,
+    allocation_in_use,
+    entry_state,
+    foreign_failure,
+    own_failure_shown,
+    pod_consumers,
+    shown_failure,
+)
+from .steps import IdentityState, Observation
+
+
+@dataclass(frozen=True)
+class RuntimeFacts:
+    """What only the running process knows about one record."""
+
+    now: datetime
+    pods: Sequence[Pod] = ()
+    """Consumer pods from ``reservedFor`` that could be read (missing ones are left out)."""
+    call_in_flight: bool = False
+    retry_at: datetime | None = None
+    last_in_progress: bool = False
+    retries: int = 0
+    slot_free: bool = True
+    failure_shown: bool = False
+    """The claim showed a True failure condition for this identity at some point."""
+
+
+def _node(
+    record: DeviceAttachment | None,
+    claim: ResourceClaim,
+    settings: PolicySettings,
+    facts: RuntimeFacts,
+    deadline: datetime,
+) -> NodeResolution | None:
+    if record is not None and record.spec.node_source is not None:
+        return None
+    allocation = claim.status.allocation
+    if allocation is None:
+        return None
+    since = facts.now
+    if record is not None and record.status.last_transition_time is not None:
+        since = record.status.last_transition_time
+    return resolve(
+        mode=settings.spec.node_resolution,
+        allocation=allocation,
+        consumers=pod_consumers(claim),
+        pods=facts.pods,
+        now=facts.now,
+        wait_deadline=node_wait_deadline(since, settings.node_wait_timeout, deadline),
+    )
+
+
+def sibling_failure_reported(record: DeviceAttachment, index: LedgerIndex) -> bool:
+    identity = AllocationIdentity.of_record(record)
+    return any(
+        other.metadata.name != record.metadata.name
+        and AllocationIdentity.of_record(other) == identity
+        and other.status.failure is not None
+        and other.status.reported is Reported.FAILURE
+        for other in index.for_claim(record.spec.claim.uid)
+    )
+
+
+def _device_busy(record: DeviceAttachment | None, index: LedgerIndex) -> bool:
+    return record is not None and record.status.phase is Phase.PENDING and index.blocking(record) is not None
+
+
+def observe_result(
+    claim: ResourceClaim,
+    ours: OurResult,
+    all_ours: Sequence[OurResult],
+    index: LedgerIndex,
+    settings: PolicySettings,
+    facts: RuntimeFacts,
+    *,
+    would_be: DeviceAttachment,
+) -> Observation:
+    """For a result without a record. ``would_be`` is the record :func:`start` would create,
+    used to ask the ledger whether the device is free."""
+    allocation = claim.status.allocation
+    if allocation is None or allocation.allocation_timestamp is None:
+        raise ValueError("observe_result needs an allocation with allocationTimestamp (see selection.select)")
+    deadline = settings.attach_deadline(allocation.allocation_timestamp)
+    foreign = foreign_failure(claim, all_ours)
+    return Observation(
+        now=facts.now,
+        deadline=deadline,
+        identity=IdentityState.LIVE,
+        node=_node(None, claim, settings, facts, deadline),
+        entry=entry_state(claim, ours),
+        entry_failure=shown_failure(claim, ours),
+        previous_detach_pending=index.blocking(would_be) is not None,
+        slot_free=facts.slot_free,
+        foreign_failure=foreign,
+        failure_shown=facts.failure_shown or foreign or own_failure_shown(claim, all_ours),
+        allocation_in_use=allocation_in_use(claim, facts.pods),
+        claim_deleting=claim.metadata.deletion_timestamp is not None,
+    )
+
+
+def observe_record(
+    record: DeviceAttachment,
+    claim: ResourceClaim | None,
+    all_ours: Sequence[OurResult],
+    index: LedgerIndex,
+    settings: PolicySettings,
+    facts: RuntimeFacts,
+) -> Observation:
+    """For an existing record; ``claim`` None means the claim is confirmed gone."""
+    identity = identity_state(record, claim)
+    live = claim is not None and identity is IdentityState.LIVE
+    foreign = foreign_failure(claim, all_ours) if live and claim else False
+    shown = (
+        facts.failure_shown or foreign or (live and claim is not None and own_failure_shown(claim, all_ours))
+    )
+    return Observation(
+        now=facts.now,
+        deadline=record.spec.deadline,
+        identity=identity,
+        node=_node(record, claim, settings, facts, record.spec.deadline) if live and claim else None,
+        previous_detach_pending=_device_busy(record, index),
+        slot_free=facts.slot_free,
+        foreign_failure=foreign,
+        failure_shown=shown,
+        sibling_failure_reported=sibling_failure_reported(record, index),
+        allocation_in_use=allocation_in_use(claim, facts.pods) if live and claim else False,
+        claim_deleting=claim is not None and claim.metadata.deletion_timestamp is not None,
+        call_in_flight=facts.call_in_flight,
+        retry_at=facts.retry_at,
+        last_in_progress=facts.last_in_progress,
+        retries=facts.retries,
+        forget=forgotten(record),
+    )

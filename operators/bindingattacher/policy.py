@@ -1,0 +1,352 @@
+"""``DeviceAttachPolicy`` evaluation into ``Accepted``, ``Authorized`` and ``Ready`` (spec §21.3-§21.4).
+
+Admission (OpenAPI schema plus CEL) already rejects malformed fields; this module adds the
+semantic checks admission cannot express (relations between durations, uniqueness of the
+driver across policies, runtime flags) and re-checks the admission rules cheaply, because a
+policy can predate a schema change. Every rejection names the offending field and value.
+
+Evaluation order, so that the most actionable problem is reported:
+
+1. :func:`duplicate_winner` - another, older policy already owns the driver (``DuplicateDriver``);
+2. :func:`validate` - spec rules (``InvalidSpec``), the Test-action flag, the taint API;
+3. building the action (``actions.factory``), which may fail with the adapter-specific reasons.
+
+A successful evaluation yields :class:`PolicySettings`: the spec with every duration parsed,
+from which the deadline, the state-machine settings and the condition settings are derived.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
+
+from . import deadlines
+from .deadlines import Backoff
+from .devicestatus import REASON_PATTERN, ConditionSettings
+from .durations import format_seconds, parse_duration
+from .models import ActionKind, DeviceAttachPolicy, DeviceAttachPolicySpec, NoopActionSpec, TaintDevice
+from .statemachine import MachineSettings
+
+ACCEPTED = "Accepted"
+AUTHORIZED = "Authorized"
+READY = "Ready"
+FINALIZER = "dra-operators.io/attachments"
+
+MAX_REASON_CHARS = 64
+MAX_MANAGED_TYPES = 8
+MAX_POOLS = 64
+MAX_DRIVER_CHARS = 63
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUALIFIED_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_qualified_name(value: str) -> bool:
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return 0 < len(name) <= 63 and QUALIFIED_NAME_PART.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """A validated policy spec with its durations parsed."""
+
+    spec: DeviceAttachPolicySpec
+    node_wait_timeout: timedelta
+    binding_timeout: timedelta
+    safety_margin: timedelta
+    action_timeout: timedelta
+    attach_backoff: Backoff
+    detach_grace_period: timedelta
+    detach_backoff: Backoff
+    permanent_detach_retry: timedelta
+    taint_duration: timedelta
+
+    def attach_deadline(self, allocation_timestamp: datetime) -> datetime:
+        return deadlines.attach_deadline(allocation_timestamp, self.binding_timeout, self.safety_margin)
+
+    def machine_settings(self, *, probe_supported: bool) -> MachineSettings:
+        return MachineSettings(
+            reasons=self.spec.conditions.reasons,
+            attach_backoff=self.attach_backoff,
+            detach_backoff=self.detach_backoff,
+            permanent_detach_retry=self.permanent_detach_retry.total_seconds(),
+            taint_device=self.spec.on_failure.taint_device,
+            probe_supported=probe_supported,
+        )
+
+    def condition_settings(self, policy_name: str) -> ConditionSettings:
+        return ConditionSettings(policy_name=policy_name, spec=self.spec.conditions)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    reason: str
+    message: str
+    settings: PolicySettings | None = None
+
+    @classmethod
+    def rejected(cls, reason: str, message: str) -> Verdict:
+        return cls(False, reason, message)
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _duration(value: str, path: str) -> timedelta:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise _Invalid(f"{path}: {exc}") from exc
+
+
+def _within(value: timedelta, path: str, low: timedelta, high: timedelta, high_text: str) -> None:
+    if value < low or value > high:
+        raise _Invalid(
+            f"{path}: {format_seconds(value)} must be between {format_seconds(low)} and {high_text}"
+        )
+
+
+def _check_names(spec: DeviceAttachPolicySpec) -> None:
+    if len(spec.driver) > MAX_DRIVER_CHARS or not DNS_SUBDOMAIN.fullmatch(spec.driver):
+        raise _Invalid(
+            f"spec.driver: {spec.driver!r} must be a DNS subdomain of at most {MAX_DRIVER_CHARS} characters"
+        )
+    if len(spec.selector.pools) > MAX_POOLS or any(len(p) > 253 or not p for p in spec.selector.pools):
+        raise _Invalid(f"spec.selector.pools: at most {MAX_POOLS} non-empty names of at most 253 characters")
+    conditions = spec.conditions
+    if len(conditions.managed_types) > MAX_MANAGED_TYPES:
+        raise _Invalid(f"spec.conditions.managedTypes: at most {MAX_MANAGED_TYPES} entries")
+    for path, value in (
+        *((f"spec.conditions.managedTypes[{i}]", t) for i, t in enumerate(conditions.managed_types)),
+        ("spec.conditions.failureType", conditions.failure_type),
+        ("spec.conditions.timeoutFailureType", conditions.timeout_failure_type),
+        ("spec.conditions.nodeFailureType", conditions.node_failure_type),
+    ):
+        if value and not is_qualified_name(value):
+            raise _Invalid(f"{path}: {value!r} is not a qualified name such as example.com/attached")
+    for name, reason in conditions.reasons.model_dump().items():
+        if len(reason) > MAX_REASON_CHARS or not REASON_PATTERN.fullmatch(reason):
+            raise _Invalid(
+                f"spec.conditions.reasons.{_camel(name)}: {reason!r} must match {REASON_PATTERN.pattern} "
+                f"and have at most {MAX_REASON_CHARS} characters"
+            )
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _settings(spec: DeviceAttachPolicySpec) -> PolicySettings:
+    _check_names(spec)
+    binding = _duration(spec.binding_timeout, "spec.bindingTimeout")
+    if binding < timedelta(seconds=10):
+        raise _Invalid(f"spec.bindingTimeout: {spec.binding_timeout} must be at least 10s")
+    bound = format_seconds(binding)
+    margin = _duration(spec.safety_margin, "spec.safetyMargin")
+    if margin < timedelta(seconds=5) or margin > binding / 2:
+        raise _Invalid(
+            f"spec.safetyMargin: {spec.safety_margin} must be at least 5s and at most half of "
+            f"spec.bindingTimeout ({bound})"
+        )
+    node_wait = _duration(spec.node_wait_timeout, "spec.nodeWaitTimeout")
+    _within(
+        node_wait, "spec.nodeWaitTimeout", timedelta(seconds=1), binding, f"spec.bindingTimeout ({bound})"
+    )
+    action_timeout = _duration(spec.action.timeout, "spec.action.timeout")
+    # The spec bounds action.timeout by bindingTimeout, but its own default (60s) would then
+    # reject every policy with a shorter bindingTimeout, including the acceptance suite's 30s.
+    # Attach calls are cut to the remaining budget anyway, so only the lower bound is enforced.
+    if action_timeout < timedelta(seconds=1):
+        raise _Invalid(f"spec.action.timeout: {spec.action.timeout} must be at least 1s")
+    if spec.action.kind is ActionKind.NOOP:
+        delay = _duration((spec.action.noop or NoopActionSpec()).delay, "spec.action.noop.delay")
+        if delay >= binding:
+            raise _Invalid(
+                f"spec.action.noop.delay: {format_seconds(delay)} must be less than spec.bindingTimeout"
+            )
+    concurrency = spec.concurrency
+    for path, value in (
+        ("spec.concurrency.maxAttaches", concurrency.max_attaches),
+        ("spec.concurrency.maxDetaches", concurrency.max_detaches),
+    ):
+        if not 1 <= value <= 1000:
+            raise _Invalid(f"{path}: {value} must be between 1 and 1000")
+    retry_initial = _duration(spec.retry.initial_backoff, "spec.retry.initialBackoff")
+    retry_max = _duration(spec.retry.max_backoff, "spec.retry.maxBackoff")
+    if retry_initial > retry_max:
+        raise _Invalid("spec.retry.initialBackoff must not exceed spec.retry.maxBackoff")
+    detach = spec.detach
+    detach_initial = _duration(detach.initial_backoff, "spec.detach.initialBackoff")
+    detach_max = _duration(detach.max_backoff, "spec.detach.maxBackoff")
+    if detach_initial > detach_max:
+        raise _Invalid("spec.detach.initialBackoff must not exceed spec.detach.maxBackoff")
+    return PolicySettings(
+        spec=spec,
+        node_wait_timeout=node_wait,
+        binding_timeout=binding,
+        safety_margin=margin,
+        action_timeout=action_timeout,
+        attach_backoff=Backoff(retry_initial.total_seconds(), 2.0, retry_max.total_seconds()),
+        detach_grace_period=_duration(detach.grace_period, "spec.detach.gracePeriod"),
+        detach_backoff=Backoff(detach_initial.total_seconds(), 2.0, detach_max.total_seconds()),
+        permanent_detach_retry=_duration(detach.permanent_error_retry, "spec.detach.permanentErrorRetry"),
+        taint_duration=_duration(spec.on_failure.taint_duration, "spec.onFailure.taintDuration"),
+    )
+
+
+def validate(policy: DeviceAttachPolicy, *, test_actions_enabled: bool, taint_rules_served: bool) -> Verdict:
+    """The spec rules and flag checks; building the action is the next step (actions.factory)."""
+    spec = policy.spec
+    try:
+        settings = _settings(spec)
+    except _Invalid as exc:
+        return Verdict.rejected("InvalidSpec", str(exc))
+    if spec.action.kind is ActionKind.TEST and not test_actions_enabled:
+        return Verdict.rejected(
+            "TestActionDisabled", "spec.action.kind: Test needs the operator flag --enable-test-actions"
+        )
+    if spec.on_failure.taint_device is not TaintDevice.NEVER and not taint_rules_served:
+        return Verdict.rejected(
+            "DeviceTaintRulesUnavailable",
+            f"spec.onFailure.taintDevice: {spec.on_failure.taint_device.value} needs the DeviceTaintRule "
+            "API, which this cluster does not serve",
+        )
+    return Verdict(True, "Valid", "", settings)
+
+
+def _seniority(policy: DeviceAttachPolicy) -> tuple[str, str]:
+    # RFC 3339 UTC timestamps of equal precision sort correctly as strings.
+    return (policy.metadata.creation_timestamp or "", policy.metadata.name)
+
+
+def duplicate_winner(policy: DeviceAttachPolicy, policies: Iterable[DeviceAttachPolicy]) -> str | None:
+    """The name of the older policy that owns the same driver, or None if this one wins."""
+    rivals = [
+        p
+        for p in policies
+        if p.spec.driver == policy.spec.driver
+        and p.metadata.uid != policy.metadata.uid
+        and p.metadata.deletion_timestamp is None
+    ]
+    if not rivals:
+        return None
+    winner = min([*rivals, policy], key=_seniority)
+    return None if winner.metadata.uid == policy.metadata.uid else winner.metadata.name
+
+
+def evaluate(
+    policy: DeviceAttachPolicy,
+    policies: Iterable[DeviceAttachPolicy],
+    *,
+    test_actions_enabled: bool,
+    taint_rules_served: bool,
+) -> Verdict:
+    winner = duplicate_winner(policy, policies)
+    if winner is not None:
+        return Verdict.rejected(
+            "DuplicateDriver",
+            f"spec.driver: {policy.spec.driver!r} is already configured by policy {winner!r}",
+        )
+    return validate(policy, test_actions_enabled=test_actions_enabled, taint_rules_served=taint_rules_served)
+
+
+def with_action(verdict: Verdict, description: str) -> Verdict:
+    """The final Accepted=True verdict once the action has been built."""
+    return Verdict(True, verdict.reason, description, verdict.settings)
+
+
+def access_review(driver: str) -> dict[str, Any]:
+    """The SelfSubjectAccessReview body behind ``Authorized`` (cluster-wide, spec §21.4)."""
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "group": "resource.k8s.io",
+                "resource": "resourceclaims",
+                "subresource": "driver",
+                "name": driver,
+                "namespace": "",
+                "verb": "arbitrary-node:patch",
+            }
+        },
+    }
+
+
+def authorized_condition(driver: str, allowed: bool | None, generation: int, detail: str = "") -> Condition:
+    """``allowed`` None means the review itself failed (``Unknown``/``CheckFailed``)."""
+    if allowed is None:
+        return Condition(
+            type=AUTHORIZED,
+            status=UNKNOWN,
+            reason="CheckFailed",
+            message=f"permission check failed: {detail}" if detail else "permission check failed",
+            observed_generation=generation,
+        )
+    if allowed:
+        return Condition(
+            type=AUTHORIZED,
+            status=TRUE,
+            reason="PermissionVerified",
+            message=f"resourceclaims/driver arbitrary-node:patch allowed for {driver}",
+            observed_generation=generation,
+        )
+    return Condition(
+        type=AUTHORIZED,
+        status=FALSE,
+        reason="MissingDriverPermission",
+        message=(
+            f"missing rule: apiGroups [resource.k8s.io], resources [resourceclaims/driver], "
+            f"resourceNames [{driver}], verbs [arbitrary-node:patch]" + (f"; {detail}" if detail else "")
+        ),
+        observed_generation=generation,
+    )
+
+
+def accepted_condition(verdict: Verdict, generation: int) -> Condition:
+    return Condition(
+        type=ACCEPTED,
+        status=TRUE if verdict.accepted else FALSE,
+        reason=verdict.reason,
+        message=verdict.message,
+        observed_generation=generation,
+    )
+
+
+def ready_condition(
+    accepted: Condition, authorized: Condition, terminating: bool, generation: int
+) -> Condition:
+    if terminating:
+        status, reason, message = FALSE, "Terminating", "the policy is being deleted; no new attaches start"
+    elif accepted.status != TRUE:
+        status, reason, message = FALSE, "NotAccepted", accepted.message
+    elif authorized.status != TRUE:
+        status, reason, message = FALSE, "NotAuthorized", authorized.message
+    else:
+        status, reason, message = TRUE, "Ready", ""
+    return Condition(
+        type=READY, status=status, reason=reason, message=message, observed_generation=generation
+    )
+
+
+def status_conditions(
+    verdict: Verdict, authorized: Condition, *, terminating: bool, generation: int
+) -> tuple[Condition, Condition, Condition]:
+    accepted = accepted_condition(verdict, generation)
+    return accepted, authorized, ready_condition(accepted, authorized, terminating, generation)
+
+
+def is_ready(status: Mapping[str, Any] | None) -> bool:
+    for condition in (status or {}).get("conditions", ()) or ():
+        if condition.get("type") == READY:
+            return bool(condition.get("status") == TRUE)
+    return False

@@ -1,0 +1,323 @@
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from bindingattacher_builders import attach_request
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
+from operators.bindingattacher.actions.calls import close_action, invoke
+from operators.bindingattacher.actions.factory import BuildContext, build_action
+from operators.bindingattacher.actions.webhook import (
+    WebhookAction,
+    WebhookSettings,
+    result_for_response,
+    ssl_context,
+)
+from operators.bindingattacher.models import ActionSpec
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Authority:
+    """A throwaway CA that signs server and client certificates."""
+
+    name: str
+    key: ec.EllipticCurvePrivateKey = field(default_factory=lambda: ec.generate_private_key(ec.SECP256R1()))
+    cert: x509.Certificate | None = None
+
+    def __post_init__(self) -> None:
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, self.name)])
+        self.cert = (
+            self._builder(subject, self.key.public_key())
+            .issuer_name(subject)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    @staticmethod
+    def _builder(subject: x509.Name, public_key: Any) -> x509.CertificateBuilder:
+        now = dt.datetime.now(dt.UTC)
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=1))
+        )
+
+    @property
+    def pem(self) -> str:
+        assert self.cert is not None
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    def issue(
+        self, common_name: str, names: list[x509.GeneralName], *, client: bool = False
+    ) -> tuple[str, str]:
+        assert self.cert is not None
+        key = ec.generate_private_key(ec.SECP256R1())
+        usage = (
+            x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+        )
+        builder = (
+            self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]), key.public_key())
+            .issuer_name(self.cert.subject)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+        return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
+
+
+def server_context(cert_pem: str, key_pem: str, client_ca: str | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as directory:
+        cert_path, key_path = Path(directory, "c.pem"), Path(directory, "k.pem")
+        cert_path.write_text(cert_pem)
+        key_path.write_text(key_pem)
+        context.load_cert_chain(cert_path, key_path)
+    if client_ca:
+        context.load_verify_locations(cadata=client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+@dataclass
+class Server:
+    url: str
+    seen: list[dict[str, Any]]
+
+
+async def serve(context: ssl.SSLContext, handler: Handler) -> AsyncIterator[Server]:
+    seen: list[dict[str, Any]] = []
+
+    async def recording(request: web.Request) -> web.StreamResponse:
+        seen.append({"path": request.path, "headers": dict(request.headers), "body": await request.json()})
+        return await handler(request)
+
+    app = web.Application()
+    app.router.add_post("/v1/{operation}", recording)
+    app.router.add_get("/elsewhere", recording)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield Server(f"https://127.0.0.1:{port}/v1", seen)
+    finally:
+        await runner.cleanup()
+
+
+CA = Authority("dra-operators test CA")
+IP_NAMES: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+SERVER_CERT = CA.issue("webhook", IP_NAMES)
+NAMED_CERT = CA.issue("webhook", [x509.DNSName("fabric-manager.test")])
+
+
+async def by_operation(request: web.Request) -> web.StreamResponse:
+    operation = request.match_info["operation"]
+    if operation == "attach":
+        return web.json_response({"outcome": "Succeeded", "message": "via sw-2", "data": {"port": 7}})
+    if operation == "probe":
+        return web.json_response({"message": "still going"}, status=202, headers={"Retry-After": "3"})
+    return web.Response(status=204)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async for running in serve(server_context(*SERVER_CERT), by_operation):
+        yield running
+
+
+def action_for(url: str, ca: str | None = CA.pem, **settings: Any) -> WebhookAction:
+    return WebhookAction(WebhookSettings(url=url, ssl_context=ssl_context(ca), **settings))
+
+
+async def test_attach_probe_and_detach_over_verified_tls(server: Server) -> None:
+    action = action_for(server.url, bearer_token="s3cret", probe=True)
+    try:
+        request = attach_request()
+        attached = await invoke(action, Operation.ATTACH, request, 5)
+        assert attached.result.outcome is Outcome.SUCCEEDED
+        assert attached.result.message == "via sw-2"
+        assert attached.result.data == {"port": 7}
+        probed = await invoke(action, Operation.PROBE, request, 5)
+        assert (probed.result.outcome, probed.result.retry_after_seconds) == (Outcome.IN_PROGRESS, 3.0)
+        detached = await invoke(action, Operation.DETACH, request, 5)
+        assert detached.result.outcome is Outcome.SUCCEEDED
+    finally:
+        await action.close()
+    assert [s["path"] for s in server.seen] == ["/v1/attach", "/v1/probe", "/v1/detach"]
+    headers = server.seen[0]["headers"]
+    assert headers["Idempotency-Key"] == request.attachment_key
+    assert headers["Authorization"] == "Bearer s3cret"
+    assert headers["Content-Type"] == "application/json"
+    assert server.seen[0]["body"]["attachmentKey"] == request.attachment_key
+    assert server.seen[0]["body"]["operation"] == "Attach"
+
+
+async def test_untrusted_server_is_a_transient_error(server: Server) -> None:
+    stranger = Authority("someone else")
+    action = action_for(server.url, ca=stranger.pem)
+    try:
+        outcome = await invoke(action, Operation.ATTACH, attach_request(), 5)
+    finally:
+        await action.close()
+    assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
+    assert "certificate" in outcome.result.message.lower()
+    assert server.seen == []
+
+
+async def test_hostname_is_verified_and_server_name_overrides_it() -> None:
+    async for running in serve(server_context(*NAMED_CERT), by_operation):
+        mismatch = action_for(running.url)
+        try:
+            refused = await invoke(mismatch, Operation.ATTACH, attach_request(), 5)
+        finally:
+            await mismatch.close()
+        assert refused.result.outcome is Outcome.TRANSIENT_ERROR
+        named = action_for(running.url, server_name="fabric-manager.test")
+        try:
+            accepted = await invoke(named, Operation.ATTACH, attach_request(), 5)
+        finally:
+            await named.close()
+        assert accepted.result.outcome is Outcome.SUCCEEDED
+
+
+async def test_mutual_tls_with_client_certificate() -> None:
+    client_ca = Authority("client CA")
+    client_cert, client_key = client_ca.issue("attacher", [], client=True)
+    async for running in serve(server_context(*SERVER_CERT, client_ca=client_ca.pem), by_operation):
+        anonymous = action_for(running.url)
+        try:
+            refused = await invoke(anonymous, Operation.ATTACH, attach_request(), 5)
+        finally:
+            await anonymous.close()
+        assert refused.result.outcome is Outcome.TRANSIENT_ERROR
+        spec = ActionSpec.model_validate(
+            {
+                "kind": "Webhook",
+                "webhook": {
+                    "url": running.url,
+                    "caSecretRef": {"name": "ca"},
+                    "clientCertSecretRef": {"name": "client"},
+                },
+            }
+        )
+        secrets = {"ca": {"ca.crt": CA.pem}, "client": {"tls.crt": client_cert, "tls.key": client_key}}
+        built = await build_action(spec, BuildContext(policy_name="p", secrets=secrets))
+        try:
+            accepted = await invoke(built.action, Operation.ATTACH, attach_request(), 5)
+        finally:
+            await close_action(built.action)
+        assert accepted.result.outcome is Outcome.SUCCEEDED
+        assert built.description == f"webhook action {running.url}"
+
+
+async def test_status_codes_map_to_outcomes() -> None:
+    async def answer(request: web.Request) -> web.StreamResponse:
+        status = int(request.headers["X-Answer"])
+        if status == 302:
+            raise web.HTTPFound("/elsewhere")
+        if status == 299:
+            return web.Response(body=b"x" * 70000)
+        return web.json_response({"message": f"answer {status}"}, status=status, headers={"Retry-After": "4"})
+
+    async for running in serve(server_context(*SERVER_CERT), answer):
+        results: dict[int, Any] = {}
+        for status in (404, 409, 429, 500, 302, 299):
+            action = action_for(running.url)
+            try:
+                session = action._client()
+                session.headers["X-Answer"] = str(status)
+                results[status] = (await invoke(action, Operation.ATTACH, attach_request(), 5)).result
+            finally:
+                await action.close()
+        assert (results[404].outcome, results[404].message) == (
+            Outcome.PERMANENT_ERROR,
+            "HTTP 404: answer 404",
+        )
+        assert (results[409].outcome, results[409].retry_after_seconds) == (Outcome.TRANSIENT_ERROR, 4.0)
+        assert results[429].outcome is Outcome.TRANSIENT_ERROR
+        assert results[500].outcome is Outcome.TRANSIENT_ERROR
+        assert results[302].outcome is Outcome.PERMANENT_ERROR
+        assert "redirect" in results[302].message
+        assert results[299].outcome is Outcome.TRANSIENT_ERROR
+        assert "exceeds" in results[299].message
+        assert [s["path"] for s in running.seen].count("/elsewhere") == 0
+
+
+def test_status_table_without_network() -> None:
+    assert result_for_response(200, "OK", {}, b"").outcome is Outcome.SUCCEEDED
+    assert (
+        result_for_response(201, "Created", {}, b'{"outcome": "InProgress"}').outcome is Outcome.IN_PROGRESS
+    )
+    assert result_for_response(202, "Accepted", {}, b"").outcome is Outcome.IN_PROGRESS
+    assert result_for_response(400, "Bad Request", {}, b"").message == "HTTP 400 Bad Request"
+    assert result_for_response(401, "Unauthorized", {}, b"").outcome is Outcome.TRANSIENT_ERROR
+    assert result_for_response(423, "Locked", {"Retry-After": "x"}, b"").retry_after_seconds is None
+    assert result_for_response(200, "OK", {}, b"not json").outcome is Outcome.TRANSIENT_ERROR
+
+
+async def test_connection_refused_is_transient() -> None:
+    action = action_for("https://127.0.0.1:9/v1")
+    try:
+        outcome = await invoke(action, Operation.ATTACH, attach_request(), 5)
+    finally:
+        await action.close()
+    assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
+
+
+@pytest.mark.parametrize(
+    ("webhook", "reason"),
+    [
+        ({"url": "http://fabric-manager.test/v1"}, "InvalidActionConfig"),
+        ({"url": "https://x.test", "caBundle": "pem", "caSecretRef": {"name": "ca"}}, "InvalidActionConfig"),
+        ({"url": "https://x.test", "caSecretRef": {"name": "missing"}}, "SecretNotFound"),
+        (
+            {"url": "https://x.test", "bearerTokenSecretRef": {"name": "tok", "key": "other"}},
+            "SecretNotFound",
+        ),
+        ({"url": "https://x.test", "caBundle": "not pem"}, "InvalidActionConfig"),
+    ],
+)
+async def test_factory_rejections(webhook: dict[str, Any], reason: str) -> None:
+    spec = ActionSpec.model_validate({"kind": "Webhook", "webhook": webhook})
+    with pytest.raises(ActionConfigError) as excinfo:
+        await build_action(spec, BuildContext(policy_name="p", secrets={"tok": {"token": "t"}}))
+    assert excinfo.value.reason == reason
+
+
+async def test_insecure_http_is_flagged_in_the_description() -> None:
+    spec = ActionSpec.model_validate(
+        {"kind": "Webhook", "webhook": {"url": "http://x.test/v1", "allowInsecureHTTP": True}}
+    )
+    built = await build_action(spec, BuildContext(policy_name="p"))
+    assert "InsecureTransport" in built.description
+    await close_action(built.action)
+
+
+def test_request_body_is_json() -> None:
+    from operators.bindingattacher.actions.document import encode_request
+
+    assert json.loads(encode_request(attach_request()))["kind"] == "AttachRequest"
