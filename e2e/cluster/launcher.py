@@ -474,6 +474,7 @@ def _set_pdeathsig() -> None:
 def _terminate(
     pid: int, binary: str, proc: subprocess.Popen[bytes] | None = None, grace: float = 15.0
 ) -> None:
+    proc = proc or _children.get(pid)
     if proc is None and not _runs(pid, binary):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -87,6 +87,9 @@ class Runtime:
     queue: WorkQueue[Any]
     controller: Any = None
     field_manager: str = ""
+    # Set by request_stop(): a controller can end the process with a meaningful status,
+    # e.g. "restart me, the served APIs changed".
+    exit_code: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     def listed(self) -> None:
@@ -94,7 +97,8 @@ class Runtime:
             self.queue.open()
             self.health.set_gate("initial-listing", True)
 
-    def request_stop(self) -> None:
+    def request_stop(self, exit_code: int = 0) -> None:
+        self.exit_code = exit_code or self.exit_code
         self._stop.set()
 
 
@@ -315,7 +319,7 @@ async def run(
             health.set_gate("leader", True)
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime.controller, health, stop):
-            return 0
+            return runtime.exit_code
         kopf_stop: asyncio.Future[None] = loop.create_future()
         kopf_ready: asyncio.Future[None] = loop.create_future()
         operator = asyncio.create_task(
@@ -346,6 +350,8 @@ async def run(
         elif operator.done():
             log.error("the watch machinery stopped unexpectedly: %r", operator.exception())
             exit_code = 1
+        else:
+            exit_code = runtime.exit_code
         await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
         if not kopf_stop.done():
             kopf_stop.set_result(None)

@@ -51,6 +51,7 @@ from .models import (
     DeviceTaintRule,
     ObservedCondition,
     Pod,
+    PodCondition,
     PodItem,
     ResourceClaim,
     ResourceSlice,
@@ -242,6 +243,21 @@ class DeviceTaintState:
         if isinstance(decision, PodDone) and decision.forget:
             self._forget(item)
         return decision
+
+    def pod_status_patched(self, decision: PodEvict) -> None:
+        """Overlay a successful ``DisruptionTarget`` PATCH on the cached pod.
+
+        A retry after a failed DELETE then skips the PATCH even before the watch echoes it: the pod gets
+        one status write however often the DELETE fails (spec §17, scenario 32).
+        """
+        item = decision.item
+        cached = self._pods.get((item.namespace, item.name))
+        if cached is None or cached.metadata.uid != item.uid or decision.status_patch is None:
+            return
+        written = PodCondition.model_validate(decision.status_patch["status"]["conditions"][0])
+        others = tuple(c for c in cached.status.conditions if c.type != written.type)
+        status = cached.status.model_copy(update={"conditions": (*others, written)})
+        self._pods[cached.key] = cached.model_copy(update={"status": status})
 
     def finish_pod(self, decision: PodEvict, outcome: PodOutcome, now: datetime) -> EvictionFinished:
         """Record what the worker achieved for ``decision``; only EVICTED counts (spec §9 step 7)."""
