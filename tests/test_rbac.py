@@ -18,7 +18,13 @@ import yaml
 from operators import OPERATOR_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPLEMENTED = [name for name in OPERATOR_NAMES if (ROOT / "operators" / name / "operator.py").is_file()]
+
+
+def _api_calls(operator: str) -> set[tuple[str, str, str]]:
+    """An operator that is not implemented yet makes no calls, so it must be granted nothing."""
+    if not (ROOT / "operators" / operator / "operator.py").is_file():
+        return set()
+    return set(importlib.import_module(f"operators.{operator}.operator").API_CALLS)
 
 
 def _granted(operator: str) -> set[tuple[str, str, str]]:
@@ -37,13 +43,9 @@ def _granted(operator: str) -> set[tuple[str, str, str]]:
     return granted
 
 
-def test_every_operator_is_checked() -> None:
-    assert IMPLEMENTED, "no operator module found"
-
-
-@pytest.mark.parametrize("operator", IMPLEMENTED)
+@pytest.mark.parametrize("operator", OPERATOR_NAMES)
 def test_rbac_grants_exactly_the_api_calls(operator: str) -> None:
-    calls = set(importlib.import_module(f"operators.{operator}.operator").API_CALLS)
+    calls = _api_calls(operator)
     granted = _granted(operator)
     wildcards = {g for g in granted if "*" in g}
     assert not wildcards, f"{operator} RBAC uses wildcards: {wildcards}"
@@ -51,7 +53,7 @@ def test_rbac_grants_exactly_the_api_calls(operator: str) -> None:
     assert calls - granted == set(), f"{operator} makes calls its RBAC does not grant"
 
 
-@pytest.mark.parametrize("operator", IMPLEMENTED)
+@pytest.mark.parametrize("operator", OPERATOR_NAMES)
 def test_leases_are_namespaced(operator: str) -> None:
     docs = [d for d in yaml.safe_load_all((ROOT / "manifests" / operator / "rbac.yaml").read_text()) if d]
     for doc in docs:
