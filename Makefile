@@ -88,3 +88,7 @@ run: $(STAMP) ## the main job: local control plane (unless KUBECONFIG names a cl
 .PHONY: clean
 clean: ## remove the virtualenv and test artifacts (the binary cache stays)
 	rm -rf $(VENV) test-artifacts .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: bench
+bench: k8s-bin ## benchmarks: our operators against the upstream Go controllers (ratios, RSS)
+	$(PY) -m e2e.bench $(BENCH)

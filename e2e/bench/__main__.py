@@ -1,0 +1,56 @@
+"""``python -m e2e.bench [NAME ...]``: run the benchmarks and print ratios (see the package docs)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from e2e.bench.env import Result
+from e2e.cluster.constants import REPO_ROOT
+
+BENCHMARKS = ("resourceclaim", "devicetaint", "poolstatus", "bindingattacher", "taintselector")
+
+
+def _available() -> list[str]:
+    return [name for name in BENCHMARKS if (Path(__file__).parent / f"{name}.py").is_file()]
+
+
+def _print(results: list[Result]) -> None:
+    print(f"\n{'benchmark':<16} {'tier':<16} {'metric':<22} {'upstream':>10} {'ours':>10} {'ratio':>7}")
+    for result in results:
+        keys = sorted(set(result.upstream) | set(result.ours))
+        for key in keys:
+            ratio = result.ratio(key)
+            up = result.upstream.get(key)
+            print(
+                f"{result.benchmark:<16} {result.tier:<16} {key:<22} {up if up is not None else '-':>10} "
+                f"{result.ours.get(key, '-'):>10} {f'{ratio:.2f}x' if ratio is not None else '-':>7}"
+            )
+        for note in result.notes:
+            print(f"{'':<34}note: {note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.bench", description=__doc__)
+    parser.add_argument(
+        "names", nargs="*", choices=[*_available(), []][:-1] or None, help="benchmarks to run"
+    )
+    args = parser.parse_args(argv)
+    results: list[Result] = []
+    for name in args.names or _available():
+        print(f"==> {name}", flush=True)
+        results.extend(importlib.import_module(f"e2e.bench.{name}").run())
+        _print(results)
+    out = REPO_ROOT / "bench-results"
+    out.mkdir(exist_ok=True)
+    (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    print(f"\nwritten to {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Clusters, operators and measurements for the benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from e2e import harness
+from e2e.cluster import build as build_mod
+from e2e.cluster import launcher
+from e2e.kube import Kube, wait_for
+from operators.core.client import KubeClient
+
+T = TypeVar("T")
+
+UNTHROTTLED_KCM = ("--kube-api-qps=10000", "--kube-api-burst=10000")
+DEFAULT_KCM = ("--kube-api-qps=20", "--kube-api-burst=30")
+
+
+@dataclass
+class Tier:
+    name: str
+    kcm_args: tuple[str, ...]
+    operator_args: tuple[str, ...]
+
+
+TIERS = {
+    "default-limits": Tier("default-limits", DEFAULT_KCM, ("--kube-api-qps=20", "--kube-api-burst=30")),
+    "unthrottled": Tier("unthrottled", UNTHROTTLED_KCM, ("--kube-api-qps=0",)),
+}
+
+
+@dataclass
+class Result:
+    benchmark: str
+    tier: str
+    upstream: dict[str, float] = field(default_factory=dict)
+    ours: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def ratio(self, key: str) -> float | None:
+        up, us = self.upstream.get(key), self.ours.get(key)
+        if not up or us is None:
+            return None
+        return us / up
+
+
+@contextlib.contextmanager
+def devcluster(
+    upstream: bool, kcm_args: Sequence[str] = (), binding_timeout: str | None = None
+) -> Iterator[harness.Cluster]:
+    binaries = build_mod.build(log=lambda _: None)
+    directory = Path(tempfile.mkdtemp(prefix="dra-bench-"))
+    options = launcher.UpOptions(
+        directory=directory,
+        binary_dir=binaries.directory,
+        k8s_version=build_mod.k8s_version(),
+        etcd_version=build_mod.etcd_version(),
+        upstream_dra=upstream,
+        die_with_parent=True,
+        binding_timeout=binding_timeout,
+        extra_args={"kube-controller-manager": list(kcm_args)},
+    )
+    state, _ = launcher.up(options)
+    try:
+        yield harness.Cluster(
+            kubeconfig=state.kubeconfig,
+            server=state.server,
+            mode=state.mode,
+            backend="devcluster",
+            kubectl_path=str(binaries.directory / "kubectl"),
+            state=state,
+            binding_timeout=binding_timeout,
+        )
+    finally:
+        launcher.down(directory)
+
+
+def restricted_kubeconfig(cluster: harness.Cluster, api: Kube, operator: str) -> str:
+    objects = harness.rbac_objects(cluster)
+    harness.apply_rbac(cluster, objects)
+    namespace, account = harness.service_account_of(objects, operator)
+    return harness.token_kubeconfig(cluster, api, namespace, account)
+
+
+class PeakRss:
+    """Samples VmHWM (the kernel's own peak) of a process until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_kib = 0
+
+    def sample(self) -> int:
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+        except OSError:
+            pass
+        return self.peak_kib
+
+    @property
+    def mib(self) -> float:
+        return round(self.peak_kib / 1024, 1)
+
+
+@contextlib.contextmanager
+def our_operator(
+    cluster: harness.Cluster, api: Kube, name: str, args: Sequence[str]
+) -> Iterator[harness.RunningOperator]:
+    kubeconfig = restricted_kubeconfig(cluster, api, name)
+    with harness.operator_running(name, kubeconfig, cluster.workdir, "subprocess", tuple(args)) as op:
+        yield op
+
+
+def run_async(coro_factory: Callable[[KubeClient], Awaitable[T]], kubeconfig: str) -> T:
+    """Run a burst of requests with an unthrottled client of its own (the workload generator)."""
+
+    async def main() -> T:
+        client = await KubeClient.from_kubeconfig(kubeconfig, qps=0, burst=1)
+        try:
+            return await coro_factory(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+async def bounded_gather(items: Sequence[Callable[[], Awaitable[Any]]], concurrency: int = 50) -> list[Any]:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(make: Callable[[], Awaitable[Any]]) -> Any:
+        async with semaphore:
+            return await make()
+
+    return await asyncio.gather(*(one(m) for m in items))
+
+
+def poll_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> float:
+    """Seconds until ``condition`` holds (measured by polling, so resolution is ``interval``)."""
+    started = time.monotonic()
+    wait_for(condition, timeout, what, interval=interval)
+    return time.monotonic() - started
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")

@@ -1,0 +1,103 @@
+"""resourceclaim: N pods with one template claim each; seconds from the first pod create until
+every pod's status records its claim. Also our operator's peak RSS."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+from e2e.bench.env import (
+    TIERS,
+    PeakRss,
+    Result,
+    bounded_gather,
+    devcluster,
+    our_operator,
+    poll_until,
+    run_async,
+)
+from e2e.cluster.constants import PLACEHOLDER_IMAGE
+from e2e.kube import Kube, wait_for
+from operators.core.client import KubeClient
+
+NAMESPACE = "bench-resourceclaim"
+
+
+def _template() -> dict[str, Any]:
+    # The class does not exist, so the scheduler only marks the pods unschedulable: the same
+    # extra load in both runs, and nothing else competes for the controller's token bucket.
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "bench"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "bench"}}]}}},
+    }
+
+
+def _pod(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{i:05d}"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "bench"}],
+        },
+    }
+
+
+def _workload(api: Kube, pods: int, rss: PeakRss | None) -> float:
+    api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    wait_for(
+        lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60, "default SA"
+    )
+    api.create(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaimtemplates", _template())
+
+    async def create_all(client: KubeClient) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        await bounded_gather([functools.partial(client.create, path, _pod(i)) for i in range(pods)])
+
+    started = time.monotonic()
+    creator = threading.Thread(target=run_async, args=(create_all, api.kubeconfig))
+    creator.start()
+
+    def done() -> bool:
+        if rss is not None:
+            rss.sample()
+        items = api.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
+        return len(items) == pods and all(p.get("status", {}).get("resourceClaimStatuses") for p in items)
+
+    poll_until(done, 900, f"{pods} pod statuses to name their claims", interval=0.5)
+    creator.join()
+    return time.monotonic() - started
+
+
+def run(pods: int = 1000) -> list[Result]:
+    results = []
+    for tier in TIERS.values():
+        result = Result("resourceclaim", tier.name)
+        with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                result.upstream["seconds"] = round(_workload(api, pods, None), 2)
+            finally:
+                api.close()
+        with devcluster(upstream=False) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                with our_operator(cluster, api, "resourceclaim", tier.operator_args) as op:
+                    assert op.process is not None
+                    rss = PeakRss(op.process.pid)
+                    result.ours["seconds"] = round(_workload(api, pods, rss), 2)
+                    result.ours["peak_rss_mib"] = rss.mib
+            finally:
+                api.close()
+        result.notes.append(f"{pods} pods, one template claim each")
+        results.append(result)
+    return results
