@@ -251,21 +251,8 @@ class Launcher:
         binary = str(self.o.binary_dir / name)
         log_path = self.dir / "logs" / f"{name}.log"
         self._log(f"start {name}: {' '.join(args)}")
-        preexec = None
-        if self.o.die_with_parent:
-            preexec = _set_pdeathsig
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(
-                [binary, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=preexec,
-                cwd=self.dir,
-            )
+        proc = _start_process(binary, args, log_path, self.dir, self.o.die_with_parent)
         self.procs[name] = proc
-        _children[proc.pid] = proc
         self.components[name] = ComponentState(proc.pid, binary, port, str(log_path), args)
 
     def _wait(
@@ -461,6 +448,52 @@ class Launcher:
             "leaderElection": {"leaderElect": False},
             "profiles": [profile],
         }
+
+
+def _start_process(
+    binary: str, args: list[str], log_path: Path, cwd: Path, die_with_parent: bool
+) -> subprocess.Popen[bytes]:
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [binary, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_set_pdeathsig if die_with_parent else None,
+            cwd=cwd,
+        )
+    _children[proc.pid] = proc
+    return proc
+
+
+def stop_component(directory: Path, name: str) -> None:
+    """Stop one component (fault-injection tests: an API server outage)."""
+    state = ClusterState.load(directory)
+    if state is None or name not in state.components:
+        raise ClusterError(f"no {name} in the devcluster at {directory}")
+    comp = state.components[name]
+    _terminate(comp.pid, comp.binary)
+
+
+def start_component(directory: Path, name: str, timeout: float = 120.0, die_with_parent: bool = True) -> None:
+    """Start a stopped component again with its recorded arguments and port, and wait until ready."""
+    with _locked(directory):
+        state = ClusterState.load(directory)
+        if state is None or name not in state.components:
+            raise ClusterError(f"no {name} in the devcluster at {directory}")
+        comp = state.components[name]
+        proc = _start_process(comp.binary, comp.args, Path(comp.log), directory, die_with_parent)
+        comp.pid = proc.pid
+        state.save()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ClusterError(f"{name} exited with code {proc.returncode}:\n{_tail(Path(comp.log))}")
+        if component_health(state)[name]["ready"]:
+            return
+        time.sleep(PROBE_INTERVAL)
+    raise ClusterError(f"{name} not ready within {timeout:.0f}s after restart")
 
 
 def _set_pdeathsig() -> None:

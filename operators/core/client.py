@@ -23,6 +23,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from .metrics import client_request_done
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,9 @@ class KubeClient:
                 status = response.status
                 retry_after = _retry_after(response.headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            client_request_done(method, "error")
             raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
+        client_request_done(method, str(status))
         parsed: Any = json.loads(raw) if raw else None
         if 200 <= status < 300:
             if self._on_success is not None:

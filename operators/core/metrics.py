@@ -51,6 +51,17 @@ _work_duration = Histogram(
     buckets=WORKQUEUE_BUCKETS,
 )
 
+_client_requests = Counter(
+    f"{PREFIX}client_requests",
+    "API requests sent by the operator, by HTTP method and response code ('error': no response).",
+    ["method", "code"],
+)
+
+
+def client_request_done(method: str, code: str) -> None:
+    _client_requests.labels(method=method, code=code).inc()
+
+
 _live_queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
 
 
