@@ -227,7 +227,10 @@ def start_operator(
     mode: str = "subprocess",
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    wait_ready: bool = True,
 ) -> RunningOperator:
+    """Start an operator and wait until it is ready (or, with ``wait_ready=False``, only alive:
+    a standby replica of a leader election never becomes ready)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log_path = workdir / f"operator-{name}-{time.monotonic_ns()}.log"
@@ -246,14 +249,26 @@ def start_operator(
             )
     else:
         _start_in_process(op, args)
+
+    def started() -> bool:
+        if not op.alive():
+            return True
+        return op.ready() if wait_ready else http_get(op.health_url)[0] == 200
+
     try:
-        wait_for(lambda: op.ready() or not op.alive(), 60, f"{name} operator to become ready")
+        wait_for(started, 60, f"{name} operator to become {'ready' if wait_ready else 'alive'}")
     except AssertionError:
         op.stop()
         raise AssertionError(f"{name} did not become ready; its log:\n{op.log()[-5000:]}") from None
     if not op.alive():
         raise AssertionError(f"{name} exited during start; its log:\n{op.log()[-5000:]}")
     return op
+
+
+def start_operator_unready(
+    name: str, kubeconfig: str, workdir: Path, extra_args: Sequence[str] = ()
+) -> RunningOperator:
+    return start_operator(name, kubeconfig, workdir, "subprocess", extra_args, wait_ready=False)
 
 
 def _start_in_process(op: RunningOperator, args: list[str]) -> None:

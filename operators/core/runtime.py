@@ -122,15 +122,17 @@ def watch(
         ns = meta.get("namespace")
         return f"{plural} {ns + '/' if ns else ''}{meta.get('name')}"
 
+    # Both handlers are coroutines although they await nothing: kopf runs plain functions in a thread
+    # pool, while the cache and the work queue may only be touched from the event loop.
     @kopf.index(group, version, plural, registry=registry, id=f"cache-{plural}")
-    def _cache(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    async def _cache(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         try:
             upsert(memo.runtime.controller, body)
         except Exception:
             log.exception("could not process %s", _ref(body), extra={"object": _ref(body)})
 
     @kopf.on.event(group, version, plural, registry=registry, id=f"route-{plural}")
-    def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    async def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime = memo.runtime
         runtime.listed()
         if event.get("type") == "DELETED":
@@ -236,16 +238,21 @@ async def _lead(
         lost.set()
 
     lock = LeaseLock(lease_name, settings.namespace, settings.identity, client.api)
+    # The library writes leaseDurationSeconds with int(str(value)): whole seconds only.
     config = electionconfig.Config(
         lock,
-        settings.leader_elect_lease_duration,
-        settings.leader_elect_renew_deadline,
-        settings.leader_elect_retry_period,
+        round(settings.leader_elect_lease_duration),
+        round(settings.leader_elect_renew_deadline),
+        round(settings.leader_elect_retry_period),
         started,
         stopped,
     )
-    await leaderelection.LeaderElection(config).run()
-    lost.set()
+    try:
+        await leaderelection.LeaderElection(config).run()
+    except Exception:
+        log.exception("leader election failed")
+    finally:
+        lost.set()
 
 
 async def run(
@@ -301,6 +308,8 @@ async def run(
     )
     tasks: list[asyncio.Task[Any]] = []
     exit_code = 0
+    # A standby replica must stay live too: it pings the API server while it waits for the Lease.
+    tasks.append(asyncio.create_task(_ping(runtime)))
     try:
         if settings.leader_elect:
             acquired = asyncio.Event()
@@ -342,7 +351,6 @@ async def run(
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))
         tasks.append(asyncio.create_task(_open_when_empty(runtime, runtime.controller.listing_paths())))
-        tasks.append(asyncio.create_task(_ping(runtime)))
         await _first(stop.wait(), lost.wait(), operator)
         if lost.is_set():
             log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import uuid
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,8 +46,11 @@ class OperatorSettings(BaseModel):
         2.0, gt=0, description="Seconds between attempts to acquire or renew the Lease."
     )
     identity: str = Field(
-        default_factory=lambda: os.environ.get("POD_NAME", socket.gethostname()),
-        description="This replica's name in the Lease and in Events; defaults to $POD_NAME or the host name.",
+        default_factory=lambda: (
+            os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        ),
+        description="This replica's name in the Lease and in Events; defaults to $POD_NAME, else the host "
+        "name plus a random suffix (two processes on one host must not share a Lease identity).",
     )
     metrics_bind_address: str = Field(
         "0.0.0.0:8080", description="host:port of the Prometheus /metrics endpoint."
