@@ -170,7 +170,11 @@ class KubeClient:
             client_request_done(method, "error")
             raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
         client_request_done(method, str(status))
-        parsed: Any = json.loads(raw) if raw else None
+        try:
+            parsed: Any = json.loads(raw) if raw else None
+        except ValueError:
+            # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
+            parsed = None
         if 200 <= status < 300:
             if self._on_success is not None:
                 self._on_success()

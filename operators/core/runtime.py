@@ -124,14 +124,14 @@ def watch(
 
     # Both handlers are coroutines although they await nothing: kopf runs plain functions in a thread
     # pool, while the cache and the work queue may only be touched from the event loop.
-    @kopf.index(group, version, plural, registry=registry, id=f"cache-{plural}")
+    @kopf.index(group, version, plural, registry=registry, id=f"cache-{plural}.{group or 'core'}")
     async def _cache(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         try:
             upsert(memo.runtime.controller, body)
         except Exception:
             log.exception("could not process %s", _ref(body), extra={"object": _ref(body)})
 
-    @kopf.on.event(group, version, plural, registry=registry, id=f"route-{plural}")
+    @kopf.on.event(group, version, plural, registry=registry, id=f"route-{plural}.{group or 'core'}")
     async def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime = memo.runtime
         runtime.listed()

@@ -19,5 +19,13 @@ Module map (everything listed is pure: no kopf, no API calls):
 * ``messages``: exact validationError and condition texts, Go quoting, truncation;
 * ``status``: the whole status, the grace-period decision and the entry point
   ``evaluate``;
-* ``ttl``: when a request is deleted.
+* ``ttl``: when a request is deleted;
+* ``surfaces``: the two request APIs and which of them to serve;
+* ``cache``: the in-memory projections, indexed by driver;
+* ``writes``: the status patch and the meaning of each answer to it;
+* ``settings``: the operator's options (durations in Go syntax).
+
+The impure rest, thin on purpose: ``controller`` (work items, status writes, TTL
+deletes, discovery re-checks), ``handlers`` (kopf watch registrations), ``metrics`` and
+``operator`` (the CLI entry point and the API calls the RBAC grants).
 """

@@ -1,0 +1,423 @@
+"""The I/O layer of the pool-status operator: caches in, one status write out, TTL deletes.
+
+Work items (all on the shared work queue, so nothing runs before the initial listing):
+
+* ``("request", group, name)``: evaluate one pending request and write its status once;
+* ``("ttl",)``: the TTL sweep, which re-schedules itself every ``cleanupInterval``;
+* ``("discovery",)``: re-read discovery every ``discoveryInterval``; a change of what should
+  be served ends the process with status 3 so that its Deployment restarts it with watches
+  that match (kopf sets its watches up once).
+
+Concurrency contract: watch callbacks and the evaluation run on one event loop. An
+evaluation takes its snapshot and computes without awaiting, so the caches cannot change
+under it (spec section 6.4); only the write awaits. Per-request bookkeeping (when it was
+first seen, write attempts) lives in process memory keyed by uid: after a restart the grace
+period starts again, which the spec accepts. ``_answered`` remembers the uids this process
+wrote until the watch shows their status, so a slice event in between cannot trigger a
+second write that would then be mistaken for another writer's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from pydantic import ValidationError
+
+from operators.core.client import ApiError
+from operators.core.conditions import parse_time
+from operators.core.discovery import resources_of
+from operators.core.runtime import Runtime
+from operators.core.workqueue import Retry
+
+from . import messages, surfaces, writes
+from . import metrics as m
+from .cache import Caches, RequestEntry, RequestKey, claim_key
+from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
+from .settings import Settings
+from .status import Completed, Deferred, evaluate, failed_status
+from .surfaces import Surface
+from .ttl import ttl_action
+
+log = logging.getLogger(__name__)
+
+RESOURCE_GROUP = "resource.k8s.io"
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
+TTL_KEY = ("ttl",)
+DISCOVERY_KEY = ("discovery",)
+# Slice events re-evaluate waiting requests at most this often (spec section 7.1).
+SLICE_REQUEUE_SECONDS = 0.5
+
+
+def _ref(body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata", {})
+    ns = meta.get("namespace")
+    return f"{ns + '/' if ns else ''}{meta.get('name')}"
+
+
+class PoolStatusController:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = cast(Settings, runtime.settings)
+        self.caches = Caches()
+        self.modes: dict[Surface, surfaces.Mode] = {
+            surfaces.BUILTIN: self.settings.builtin_api,
+            surfaces.PROJECT: self.settings.crd_api,
+        }
+        self.served: tuple[Surface, ...] = ()
+        self.available: dict[Surface, bool] = {}
+        self.rules_served = False
+        self.rules_in_use = False
+        self._first_seen: dict[str, float] = {}
+        self._answered: set[str] = set()
+        self._conflicts: dict[str, int] = {}
+        self._transient: dict[str, int] = {}
+        self._fallback_sent: set[str] = set()
+        m.observe(self)
+
+    # -- start-up and discovery -------------------------------------------------------------
+
+    async def _discover(self) -> tuple[dict[Surface, bool], bool]:
+        availability = {}
+        for surface in surfaces.SURFACES:
+            resources = await resources_of(self.runtime.client, surface.group, surface.version)
+            availability[surface] = surfaces.available({n: r.subresources for n, r in resources.items()})
+        rules = "devicetaintrules" in await resources_of(self.runtime.client, RESOURCE_GROUP, "v1")
+        return availability, rules
+
+    async def prepare(self) -> bool:
+        self.available, self.rules_served = await self._discover()
+        decision = surfaces.decide(self.modes, self.available)
+        for surface in surfaces.SURFACES:
+            m.api_surface_enabled.labels(group=surface.group).set(1 if surface in decision.served else 0)
+        if decision.missing_required:
+            names = ", ".join(s.api_version for s in decision.missing_required)
+            log.error("required API surface not served: %s; exiting", names)
+            self.runtime.request_stop(surfaces.EXIT_REQUIRED_SURFACE_MISSING)
+            return False
+        self.served = decision.served
+        mode = self.settings.device_taint_rules
+        self.rules_in_use = mode == "on" or (mode == "auto" and self.rules_served)
+        if not self.served:
+            log.warning("no ResourcePoolStatusRequest API is served (built-in or CRD); not ready")
+            return False
+        log.info(
+            "serving %s; DeviceTaintRules %s",
+            ", ".join(s.api_version for s in self.served),
+            "in use" if self.rules_in_use else "not in use",
+        )
+        self.runtime.queue.add(TTL_KEY)
+        self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
+        return True
+
+    def listing_paths(self) -> Sequence[str]:
+        paths = [SLICES_PATH, CLAIMS_PATH]
+        if self.rules_served:
+            paths.append(RULES_PATH)
+        # Every surface kopf watches, served by us or not, so the emptiness check sees them all.
+        paths += [s.path() for s in surfaces.SURFACES if self.available.get(s)]
+        return paths
+
+    async def _recheck_discovery(self) -> None:
+        availability, rules_served = await self._discover()
+        lines = surfaces.changes(self.modes, self.served, availability)
+        if self.settings.device_taint_rules == "auto" and rules_served != self.rules_served:
+            lines.append(
+                f"API resource devicetaintrules.{RESOURCE_GROUP}/v1 became "
+                + ("available" if rules_served else "unavailable")
+            )
+        if lines:
+            for line in lines:
+                log.warning("%s; restarting to follow it", line)
+            self.runtime.request_stop(surfaces.EXIT_AVAILABILITY_CHANGED)
+
+    # -- watch callbacks (synchronous, no API calls) -----------------------------------------
+
+    def upsert_slice(self, body: Mapping[str, Any]) -> None:
+        name = body.get("metadata", {}).get("name", "")
+        try:
+            touched = self.caches.put_slice(ResourceSlice.model_validate(body))
+        except ValidationError as err:
+            log.warning("ignoring ResourceSlice %s: %s", name, err, extra={"object": name})
+            touched = self.caches.remove_slice(name)
+        self._requeue_waiting(touched)
+
+    def delete_slice(self, body: Mapping[str, Any]) -> None:
+        self._requeue_waiting(self.caches.remove_slice(body.get("metadata", {}).get("name", "")))
+
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
+        try:
+            self.caches.put_claim(ResourceClaim.model_validate(body))
+        except ValidationError as err:
+            meta = body.get("metadata", {})
+            log.warning("ignoring ResourceClaim %s: %s", _ref(body), err, extra={"object": _ref(body)})
+            self.caches.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
+
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        self.caches.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
+
+    def upsert_rule(self, body: Mapping[str, Any]) -> None:
+        name = body.get("metadata", {}).get("name", "")
+        try:
+            self.caches.put_rule(DeviceTaintRule.model_validate(body))
+        except ValidationError as err:
+            log.warning("ignoring DeviceTaintRule %s: %s", name, err, extra={"object": name})
+            self.caches.remove_rule(name)
+
+    def delete_rule(self, body: Mapping[str, Any]) -> None:
+        self.caches.remove_rule(body.get("metadata", {}).get("name", ""))
+
+    def upsert_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
+        if surface not in self.served:
+            return
+        ref = f"{surface.group} {_ref(body)}"
+        try:
+            request = ResourcePoolStatusRequest.model_validate(body)
+        except ValidationError as err:
+            # Only possible if admission was bypassed; such a request is never answered.
+            log.warning("ignoring ResourcePoolStatusRequest %s: %s", ref, err, extra={"object": ref})
+            return
+        entry = self.caches.put_request(surface, request)
+        if entry.pending:
+            if entry.uid not in self._answered:
+                self.runtime.queue.add(("request", *entry.key))
+        else:
+            self._forget(entry.uid)
+
+    def delete_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
+        entry = self.caches.remove_request((surface.group, body.get("metadata", {}).get("name", "")))
+        if entry is not None:
+            self._forget(entry.uid)
+
+    def _requeue_waiting(self, drivers: set[str]) -> None:
+        if not self._first_seen:
+            return
+        for driver in drivers:
+            for entry in self.caches.pending_of_driver(driver):
+                if entry.uid in self._first_seen:
+                    self.runtime.queue.add_after(("request", *entry.key), SLICE_REQUEUE_SECONDS)
+
+    def _forget(self, uid: str) -> None:
+        self._first_seen.pop(uid, None)
+        self._answered.discard(uid)
+        self._conflicts.pop(uid, None)
+        self._transient.pop(uid, None)
+        self._fallback_sent.discard(uid)
+
+    # -- metrics sources ---------------------------------------------------------------------
+
+    def pending_counts(self) -> Mapping[str, int]:
+        return {s.group: self.caches.pending_count(s.group) for s in self.served}
+
+    def cache_synced(self) -> Mapping[str, bool]:
+        synced = self.runtime.queue.is_open
+        resources = ["resourceslices", "resourceclaims", "requests"]
+        if self.rules_in_use:
+            resources.append("devicetaintrules")
+        return dict.fromkeys(resources, synced)
+
+    # -- work items ----------------------------------------------------------------------------
+
+    async def sync(self, key: tuple[str, ...]) -> None:
+        if key == TTL_KEY:
+            try:
+                await self._sweep()
+            finally:
+                self.runtime.queue.add_after(TTL_KEY, self.settings.cleanup_interval)
+        elif key == DISCOVERY_KEY:
+            try:
+                await self._recheck_discovery()
+            finally:
+                self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
+        else:
+            await self._sync_request((key[1], key[2]))
+
+    async def _sync_request(self, key: RequestKey) -> None:
+        entry = self.caches.requests.get(key)
+        if entry is None or not entry.pending or entry.uid in self._answered:
+            return  # deleted, or answered (by us or someone else): one-time processing
+        if entry.surface not in self.served:
+            return
+        group = entry.surface.group
+        spec = entry.request.spec
+        now = time.monotonic()
+        first_seen = self._first_seen.setdefault(entry.uid, now)
+        # From here to evaluate()'s return nothing awaits: one consistent view of the caches.
+        with m.processing_duration.labels(group=group).time():
+            try:
+                snapshot = self.caches.snapshot(spec.driver, self.rules_in_use)
+                evaluation = evaluate(
+                    spec,
+                    snapshot.slices,
+                    snapshot.claims,
+                    snapshot.rules,
+                    now=now,
+                    first_seen=first_seen,
+                    written_at=datetime.now(UTC),
+                    grace=self.settings.incomplete_grace_period,
+                    max_status_bytes=self.settings.max_status_bytes,
+                )
+            except Exception:
+                m.processing_errors.labels(group=group, stage="compute").inc()
+                raise
+        if isinstance(evaluation, Deferred):
+            m.grace_requeues.labels(group=group).inc()
+            raise Retry(evaluation.retry_after, f"{evaluation.incomplete_listed} listed pools incomplete")
+        await self._write(entry, evaluation)
+
+    # -- status writes ---------------------------------------------------------------------------
+
+    async def _write(self, entry: RequestEntry, result: Completed) -> None:
+        meta = entry.request.metadata
+        path = entry.surface.path(meta.name, "status")
+        try:
+            await self.runtime.client.patch(path, writes.status_patch(meta.resource_version, result.status))
+        except ApiError as err:
+            outcome = writes.classify(err.status)
+            if outcome is writes.Outcome.GONE:
+                self._forget(entry.uid)
+            elif outcome is writes.Outcome.CONFLICT:
+                await self._on_conflict(entry)
+            elif outcome is writes.Outcome.REJECTED:
+                await self._on_rejected(entry, err)
+            else:
+                m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
+                attempt = self._transient.get(entry.uid, 0)
+                self._transient[entry.uid] = attempt + 1
+                raise Retry(writes.backoff(attempt), f"status write failed: {err}") from err
+            return
+        self._record(entry, result)
+
+    async def _read(self, entry: RequestEntry) -> dict[str, Any] | None:
+        try:
+            current: dict[str, Any] = await self.runtime.client.get(
+                entry.surface.path(entry.request.metadata.name)
+            )
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+        if current.get("metadata", {}).get("uid") != entry.uid:
+            return None  # the name now belongs to a new request, which has its own work item
+        return current
+
+    def _lost_race(self, entry: RequestEntry) -> None:
+        m.status_write_conflicts.labels(group=entry.surface.group, outcome="other_writer").inc()
+        log.warning(
+            "another writer answered %s %s first; leaving its status",
+            entry.surface.group,
+            entry.request.metadata.name,
+            extra={"object": entry.request.metadata.name},
+        )
+        self._answered.add(entry.uid)
+
+    async def _on_conflict(self, entry: RequestEntry) -> None:
+        current = await self._read(entry)
+        if current is None:
+            self._forget(entry.uid)
+            return
+        if current.get("status"):
+            self._lost_race(entry)
+            return
+        conflicts = self._conflicts.get(entry.uid, 0) + 1
+        self._conflicts[entry.uid] = conflicts
+        m.status_write_conflicts.labels(group=entry.surface.group, outcome="retried").inc()
+        # Only metadata can have moved (the spec is immutable): continue from the fresh copy.
+        self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
+        delay = 0.0 if conflicts < writes.MAX_CONFLICT_RETRIES else writes.backoff(conflicts - 5)
+        raise Retry(delay, "the request changed since it was read")
+
+    async def _on_rejected(self, entry: RequestEntry, err: ApiError) -> None:
+        name = entry.request.metadata.name
+        current = await self._read(entry)
+        if current is None:
+            self._forget(entry.uid)
+            return
+        if current.get("status"):
+            self._lost_race(entry)
+            return
+        if entry.uid in self._fallback_sent:
+            log.error(
+                "the API server rejected even the Failed status of %s %s: %s; giving up",
+                entry.surface.group,
+                name,
+                err.message,
+                extra={"object": name},
+            )
+            self._answered.add(entry.uid)
+            return
+        self._fallback_sent.add(entry.uid)
+        m.status_rejected.labels(group=entry.surface.group, reason=writes.rejection_reason(err.status)).inc()
+        log.warning("the API server rejected the status of %s %s: %s", entry.surface.group, name, err.message)
+        fresh = self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
+        failed = failed_status(messages.write_failed_message(err.message), datetime.now(UTC))
+        await self._write(
+            fresh,
+            Completed(failed, result="failed", pool_count=0, listed=0, incomplete=0, validation_prefixes=()),
+        )
+
+    def _record(self, entry: RequestEntry, result: Completed) -> None:
+        group = entry.surface.group
+        name = entry.request.metadata.name
+        self._forget(entry.uid)
+        self._answered.add(entry.uid)
+        m.requests_processed.labels(group=group, result=result.result).inc()
+        created = entry.request.metadata.creation_timestamp
+        if created:
+            latency = (datetime.now(UTC) - parse_time(created)).total_seconds()
+            m.completion_latency.labels(group=group, result=result.result).observe(max(latency, 0.0))
+        if result.too_large:
+            m.status_rejected.labels(group=group, reason="too_large").inc()
+        if result.result == "complete":
+            m.pools_counted.labels(group=group).observe(result.pool_count)
+            for prefix in result.validation_prefixes:
+                m.pool_validation_errors.labels(group=group, prefix=prefix).inc()
+            log.info(
+                "wrote the status of %s %s: poolCount=%d listed=%d incomplete=%d",
+                group,
+                name,
+                result.pool_count,
+                result.listed,
+                result.incomplete,
+                extra={"object": name},
+            )
+        else:
+            message = result.status["conditions"][0]["message"]
+            log.warning("wrote a Failed status to %s %s: %s", group, name, message, extra={"object": name})
+
+    # -- TTL ---------------------------------------------------------------------------------
+
+    async def _sweep(self) -> None:
+        started = time.perf_counter()
+        now = datetime.now(UTC)
+        completed_ttl = timedelta(seconds=self.settings.completed_ttl)
+        pending_ttl = timedelta(seconds=self.settings.pending_ttl)
+        for entry in list(self.caches.requests.values()):
+            if entry.surface not in self.served:
+                continue
+            decision = ttl_action(entry.request, now, completed_ttl, pending_ttl)
+            if decision.delete:
+                await self._delete_expired(entry, decision.state)
+        m.cleanup_duration.observe(time.perf_counter() - started)
+
+    async def _delete_expired(self, entry: RequestEntry, state: str) -> None:
+        group = entry.surface.group
+        name = entry.request.metadata.name
+        try:
+            await self.runtime.client.delete(
+                entry.surface.path(name), uid=entry.uid, propagationPolicy="Background"
+            )
+        except ApiError as err:
+            # 404: already gone; 409: the name was reused by a new request (UID precondition).
+            if err.status not in (404, 409):
+                m.ttl_deletion_errors.labels(group=group).inc()
+                log.warning("TTL deletion of %s %s failed: %s", group, name, err, extra={"object": name})
+            return
+        m.ttl_deletions.labels(group=group, state=state).inc()
+        log.info("deleted %s request %s %s after its TTL", state, group, name, extra={"object": name})

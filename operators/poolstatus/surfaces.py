@@ -1,0 +1,86 @@
+"""The two APIs that carry requests, and which of them the process serves (spec section 2.2).
+
+The decision is taken once at start-up from discovery; a later change of availability is
+answered by restarting the process (exit status 3), because the watches are set up once.
+Everything here is pure; the controller feeds it discovery results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["auto", "on", "off"]
+
+PLURAL = "resourcepoolstatusrequests"
+EXIT_REQUIRED_SURFACE_MISSING = 2
+EXIT_AVAILABILITY_CHANGED = 3
+
+
+@dataclass(frozen=True)
+class Surface:
+    group: str
+    version: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def path(self, name: str | None = None, subresource: str | None = None) -> str:
+        path = f"/apis/{self.group}/{self.version}/{PLURAL}"
+        if name is not None:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+BUILTIN = Surface("resource.k8s.io", "v1alpha3")
+PROJECT = Surface("dra-operators.io", "v1alpha1")
+SURFACES = (BUILTIN, PROJECT)
+
+
+def available(resources: Mapping[str, frozenset[str]]) -> bool:
+    """Discovery lists the resource *and* its status subresource (we can only write there)."""
+    return "status" in resources.get(PLURAL, frozenset())
+
+
+@dataclass(frozen=True)
+class Decision:
+    served: tuple[Surface, ...]
+    missing_required: tuple[Surface, ...]
+    """Surfaces set to ``on`` that discovery does not show: the process must exit with 2."""
+
+
+def decide(modes: Mapping[Surface, Mode], availability: Mapping[Surface, bool]) -> Decision:
+    served = []
+    missing = []
+    for surface in SURFACES:
+        mode = modes.get(surface, "auto")
+        if mode == "off":
+            continue
+        if availability.get(surface, False):
+            served.append(surface)
+        elif mode == "on":
+            missing.append(surface)
+    return Decision(tuple(served), tuple(missing))
+
+
+def changes(
+    modes: Mapping[Surface, Mode], served: tuple[Surface, ...], availability: Mapping[Surface, bool]
+) -> list[str]:
+    """Log lines for surfaces whose availability no longer matches what is served.
+
+    An ``off`` surface never matters. Any other mismatch means the watches are wrong and
+    the process must restart to pick the new set up.
+    """
+    lines = []
+    for surface in SURFACES:
+        if modes.get(surface, "auto") == "off":
+            continue
+        now = availability.get(surface, False)
+        if now != (surface in served):
+            state = "available" if now else "unavailable"
+            lines.append(f"API surface {surface.api_version} became {state}")
+    return lines

@@ -1,0 +1,417 @@
+"""The controller's I/O decisions with a scripted API client: discovery, the status write and
+its outcomes (spec sections 2.2, 7.1, 7.9, vectors 76, 79-81), and the TTL sweep (13, 16i)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+from prometheus_client import REGISTRY
+
+from operators.core.client import ApiError
+from operators.core.runtime import Runtime
+from operators.core.workqueue import Retry, WorkQueue
+from operators.poolstatus.controller import TTL_KEY, PoolStatusController
+from operators.poolstatus.settings import Settings
+from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
+
+DRIVER = "gpu.example.com"
+RV = "7"
+
+
+def served_doc(*names: str) -> dict[str, Any]:
+    return {"resources": [{"name": n, "kind": "X", "namespaced": False} for n in names]}
+
+
+REQUESTS = ("resourcepoolstatusrequests", "resourcepoolstatusrequests/status")
+
+
+@dataclass
+class FakeClient:
+    discovery: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "/apis/resource.k8s.io/v1alpha3": served_doc(*REQUESTS),
+            "/apis/dra-operators.io/v1alpha1": served_doc(*REQUESTS),
+            "/apis/resource.k8s.io/v1": served_doc("resourceslices", "devicetaintrules"),
+        }
+    )
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    patch_errors: list[ApiError] = field(default_factory=list)
+    delete_errors: dict[str, ApiError] = field(default_factory=dict)
+    calls: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    async def get(self, path: str, **_: str) -> Any:
+        self.calls.append(("get", path, None))
+        if path in self.discovery:
+            return self.discovery[path]
+        if path in self.objects:
+            return self.objects[path]
+        raise ApiError(404, "NotFound", f"{path} not found")
+
+    async def patch(self, path: str, body: Any, content_type: str = "", **_: str) -> Any:
+        self.calls.append(("patch", path, body))
+        if self.patch_errors:
+            raise self.patch_errors.pop(0)
+        return {}
+
+    async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
+        self.calls.append(("delete", path, (uid, params)))
+        if path in self.delete_errors:
+            raise self.delete_errors[path]
+        return {}
+
+    def writes(self) -> list[tuple[str, Any]]:
+        return [(path, body) for verb, path, body in self.calls if verb == "patch"]
+
+
+@dataclass
+class FakeRuntime:
+    settings: Settings
+    client: FakeClient
+    queue: WorkQueue[Any] = field(default_factory=lambda: WorkQueue("poolstatus-unit"))
+    stopped_with: int | None = None
+
+    def request_stop(self, exit_code: int = 0) -> None:
+        self.stopped_with = exit_code
+
+
+def value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def request_body(name: str, *, driver: str = DRIVER, **status: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": RV,
+            "creationTimestamp": "2026-09-01T10:00:00Z",
+        },
+        "spec": {"driver": driver, "limit": 100},
+    }
+    if status:
+        body["status"] = status
+    return body
+
+
+def slice_body(name: str, count: int = 1, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": "pool-1", "generation": generation, "resourceSliceCount": count},
+            "devices": [{"name": "device-0"}, {"name": "device-1"}],
+        },
+    }
+
+
+@pytest.fixture
+def client() -> FakeClient:
+    return FakeClient()
+
+
+def make(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, FakeRuntime]:
+    runtime = FakeRuntime(Settings(**settings), client)
+    return PoolStatusController(cast(Runtime, runtime)), runtime
+
+
+async def prepared(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, FakeRuntime]:
+    controller, runtime = make(client, **settings)
+    assert await controller.prepare()
+    return controller, runtime
+
+
+def key(surface: Surface, name: str) -> tuple[str, ...]:
+    return ("request", surface.group, name)
+
+
+# -- discovery ---------------------------------------------------------------------------------
+
+
+async def test_discovery_serves_what_is_available(client: FakeClient) -> None:
+    del client.discovery["/apis/resource.k8s.io/v1alpha3"]
+    controller, _ = await prepared(client)
+    assert controller.served == (PROJECT,)
+    assert controller.rules_in_use
+    assert value("dra_operators_poolstatus_api_surface_enabled", group="resource.k8s.io") == 0
+    assert value("dra_operators_poolstatus_api_surface_enabled", group="dra-operators.io") == 1
+    assert controller.listing_paths() == [
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "/apis/resource.k8s.io/v1/devicetaintrules",
+        "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests",
+    ]
+
+
+async def test_nothing_served_is_not_ready_without_exit(client: FakeClient) -> None:
+    controller, runtime = make(client, builtin_api="off", crd_api="off")
+    assert not await controller.prepare()
+    assert runtime.stopped_with is None
+
+
+async def test_required_surface_missing_exits_2(client: FakeClient) -> None:
+    client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(
+        "resourcepoolstatusrequests"
+    )  # no status
+    controller, runtime = make(client, crd_api="on")
+    assert not await controller.prepare()
+    assert runtime.stopped_with == 2
+
+
+async def test_availability_change_exits_3(client: FakeClient) -> None:
+    del client.discovery["/apis/dra-operators.io/v1alpha1"]
+    controller, runtime = await prepared(client)
+    await controller.sync(("discovery",))
+    assert runtime.stopped_with is None
+    client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(*REQUESTS)
+    await controller.sync(("discovery",))
+    assert runtime.stopped_with == 3
+
+
+async def test_rules_off(client: FakeClient) -> None:
+    controller, _ = await prepared(client, device_taint_rules="off")
+    assert not controller.rules_in_use
+
+
+# -- evaluation and the write ------------------------------------------------------------------
+
+
+async def test_one_write_with_the_resource_version(client: FakeClient) -> None:
+    controller, runtime = await prepared(client)
+    before = value(
+        "dra_operators_poolstatus_requests_processed_total", group="dra-operators.io", result="complete"
+    )
+    controller.upsert_slice(slice_body("s"))
+    controller.upsert_request(PROJECT, request_body("r"))
+    assert len(runtime.queue) == 2  # the TTL sweep and the request
+    await controller.sync(key(PROJECT, "r"))
+    [(path, body)] = client.writes()
+    assert path == "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests/r/status"
+    assert body["metadata"] == {"resourceVersion": RV}
+    assert body["status"]["pools"][0]["totalDevices"] == 2
+    after = value(
+        "dra_operators_poolstatus_requests_processed_total", group="dra-operators.io", result="complete"
+    )
+    assert after == before + 1
+    # Until the watch shows the status, neither a slice event nor a re-sync writes again.
+    controller.upsert_slice(slice_body("s"))
+    await controller.sync(key(PROJECT, "r"))
+    assert len(client.writes()) == 1
+    controller.upsert_request(PROJECT, request_body("r", poolCount=1))
+    assert controller.pending_counts() == {"resource.k8s.io": 0, "dra-operators.io": 0}
+
+
+async def test_builtin_requests_are_ignored_when_off(client: FakeClient) -> None:
+    controller, runtime = await prepared(client, builtin_api="off")
+    controller.upsert_request(BUILTIN, request_body("r"))
+    assert len(runtime.queue) == 1  # only the TTL sweep
+    assert controller.pending_counts() == {"dra-operators.io": 0}
+
+
+async def test_incomplete_pool_waits_then_completes(client: FakeClient) -> None:
+    controller, runtime = await prepared(client)
+    group = "dra-operators.io"
+    before = value("dra_operators_poolstatus_grace_requeues_total", group=group)
+    controller.upsert_slice(slice_body("s", count=2))
+    controller.upsert_request(PROJECT, request_body("r"))
+    with pytest.raises(Retry) as retry:
+        await controller.sync(key(PROJECT, "r"))
+    assert retry.value.after == pytest.approx(0.5, abs=0.05)
+    assert value("dra_operators_poolstatus_grace_requeues_total", group=group) == before + 1
+    assert client.writes() == []
+    # A slice event for the driver re-evaluates the waiting request soon (coalesced).
+    controller.upsert_slice(slice_body("s2", count=2))
+    assert runtime.queue.waiting == 1 + 1  # the discovery re-check and this request
+    await controller.sync(key(PROJECT, "r"))
+    [(_, body)] = client.writes()
+    assert body["status"]["pools"][0]["resourceSliceCount"] == 2
+
+
+async def test_zero_grace_writes_pool_incomplete_at_once(client: FakeClient) -> None:
+    controller, _ = await prepared(client, incomplete_grace_period=0)
+    controller.upsert_slice(slice_body("s", count=3))
+    controller.upsert_request(PROJECT, request_body("r"))
+    await controller.sync(key(PROJECT, "r"))
+    [(_, body)] = client.writes()
+    assert body["status"]["pools"][0]["validationError"].startswith("PoolIncomplete: ")
+
+
+async def test_deleted_during_the_wait_is_dropped(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_slice(slice_body("s", count=2))
+    controller.upsert_request(PROJECT, request_body("r"))
+    with pytest.raises(Retry):
+        await controller.sync(key(PROJECT, "r"))
+    assert controller.pending_counts()["dra-operators.io"] == 1
+    controller.delete_request(PROJECT, request_body("r"))
+    assert controller.pending_counts()["dra-operators.io"] == 0
+    await controller.sync(key(PROJECT, "r"))
+    assert client.writes() == []
+
+
+async def test_lost_race_on_conflict(client: FakeClient) -> None:
+    """Vector 81: another writer got there first; nothing is retried or overwritten."""
+    controller, _ = await prepared(client)
+    group = "resource.k8s.io"
+    before = value(
+        "dra_operators_poolstatus_status_write_conflicts_total", group=group, outcome="other_writer"
+    )
+    controller.upsert_request(BUILTIN, request_body("r"))
+    client.patch_errors.append(ApiError(409, "Conflict", "changed"))
+    client.objects[BUILTIN.path("r")] = request_body("r", poolCount=3)
+    await controller.sync(key(BUILTIN, "r"))
+    assert len(client.writes()) == 1
+    after = value(
+        "dra_operators_poolstatus_status_write_conflicts_total", group=group, outcome="other_writer"
+    )
+    assert after == before + 1
+    await controller.sync(key(BUILTIN, "r"))
+    assert len(client.writes()) == 1
+
+
+async def test_conflict_without_status_retries_with_the_new_version(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_request(PROJECT, request_body("r"))
+    client.patch_errors.append(ApiError(409, "Conflict", "changed"))
+    fresh = request_body("r")
+    fresh["metadata"]["resourceVersion"] = "8"
+    client.objects[PROJECT.path("r")] = fresh
+    with pytest.raises(Retry) as retry:
+        await controller.sync(key(PROJECT, "r"))
+    assert retry.value.after == 0
+    await controller.sync(key(PROJECT, "r"))
+    assert [body["metadata"]["resourceVersion"] for _, body in client.writes()] == [RV, "8"]
+
+
+async def test_rejected_status_becomes_failed_once(client: FakeClient) -> None:
+    """Vector 79 on the built-in surface: a 422 leads to one Failed status with its message."""
+    controller, _ = await prepared(client)
+    group = "resource.k8s.io"
+    before = value("dra_operators_poolstatus_status_rejected_total", group=group, reason="invalid")
+    controller.upsert_slice(slice_body("s", generation=0))
+    controller.upsert_request(BUILTIN, request_body("r"))
+    client.objects[BUILTIN.path("r")] = request_body("r")
+    message = 'ResourcePoolStatusRequest "r" is invalid: status.pools[0].generation: Required value'
+    client.patch_errors.append(ApiError(422, "Invalid", message))
+    await controller.sync(key(BUILTIN, "r"))
+    first, fallback = client.writes()
+    assert first[1]["status"]["pools"][0]["generation"] == 0
+    status = fallback[1]["status"]
+    assert status["poolCount"] == 0
+    assert "pools" not in status
+    assert status["conditions"][0]["reason"] == "CalculationFailed"
+    assert status["conditions"][0]["message"] == f"Failed to write status: {message}"
+    assert (
+        value("dra_operators_poolstatus_status_rejected_total", group=group, reason="invalid") == before + 1
+    )
+
+
+async def test_rejected_fallback_gives_up(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_request(BUILTIN, request_body("r"))
+    client.objects[BUILTIN.path("r")] = request_body("r")
+    client.patch_errors += [ApiError(422, "Invalid", "no"), ApiError(413, "TooLarge", "no")]
+    await controller.sync(key(BUILTIN, "r"))
+    assert len(client.writes()) == 2
+    await controller.sync(key(BUILTIN, "r"))
+    assert len(client.writes()) == 2
+
+
+async def test_gone_and_transient_answers(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_request(PROJECT, request_body("gone"))
+    client.patch_errors.append(ApiError(404, "NotFound", "gone"))
+    await controller.sync(key(PROJECT, "gone"))
+    controller.upsert_request(PROJECT, request_body("r"))
+    client.patch_errors += [ApiError(503, "Unavailable", "busy"), ApiError(0, "ClientError", "reset")]
+    delays = []
+    for _ in range(2):
+        with pytest.raises(Retry) as retry:
+            await controller.sync(key(PROJECT, "r"))
+        delays.append(retry.value.after)
+    assert delays == [1.0, 2.0]
+    await controller.sync(key(PROJECT, "r"))
+    assert len(client.writes()) == 4
+
+
+async def test_size_guard(client: FakeClient) -> None:
+    """Vector 80."""
+    controller, _ = await prepared(client, max_status_bytes=100)
+    before = value(
+        "dra_operators_poolstatus_status_rejected_total", group="dra-operators.io", reason="too_large"
+    )
+    controller.upsert_slice(slice_body("s"))
+    controller.upsert_request(PROJECT, request_body("r"))
+    await controller.sync(key(PROJECT, "r"))
+    [(_, body)] = client.writes()
+    assert body["status"]["conditions"][0]["message"].endswith(
+        "above the limit of 100 bytes; lower spec.limit or set spec.poolName"
+    )
+    after = value(
+        "dra_operators_poolstatus_status_rejected_total", group="dra-operators.io", reason="too_large"
+    )
+    assert after == before + 1
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_slice(slice_body("s"))
+    broken = slice_body("s")
+    broken["spec"]["devices"][0]["capacity"] = {"memory": {"value": "lots"}}
+    controller.upsert_slice(broken)
+    assert controller.caches.slices_by_driver == {}
+    controller.upsert_claim(
+        {
+            "metadata": {"name": "c", "namespace": "ns"},
+            "status": {
+                "allocation": {"devices": {"results": [{"device": "d", "consumedCapacity": {"x": "?"}}]}}
+            },
+        }
+    )
+    controller.upsert_rule({"metadata": {"name": "r"}, "spec": {"taint": {"effect": 3}}})
+    controller.upsert_request(PROJECT, {"metadata": {"name": "no-spec"}})
+    assert controller.caches.claims == {}
+    assert controller.caches.rules == {}
+    assert controller.caches.requests == {}
+
+
+# -- TTL -----------------------------------------------------------------------------------------
+
+
+async def test_ttl_sweep(client: FakeClient) -> None:
+    """Vector 16: expired requests are deleted with their uid; 404 and 409 are not errors."""
+    controller, runtime = await prepared(client, completed_ttl=60, pending_ttl=120)
+    old: dict[str, Any] = {
+        "conditions": [{"type": "Complete", "lastTransitionTime": "2026-09-01T10:00:00Z"}],
+        "poolCount": 0,
+    }
+    recent: dict[str, Any] = {
+        "conditions": [{"type": "Complete", "lastTransitionTime": "2999-01-01T00:00:00Z"}],
+        "poolCount": 0,
+    }
+    controller.upsert_request(PROJECT, request_body("done-old", **old))
+    controller.upsert_request(PROJECT, request_body("done-new", **recent))
+    controller.upsert_request(PROJECT, request_body("pending-old"))
+    controller.upsert_request(BUILTIN, request_body("reused", **old))
+    controller.upsert_request(BUILTIN, request_body("broken", **old))
+    client.delete_errors[BUILTIN.path("reused")] = ApiError(409, "Conflict", "uid precondition")
+    client.delete_errors[BUILTIN.path("broken")] = ApiError(500, "InternalError", "etcd")
+    errors = value("dra_operators_poolstatus_ttl_deletion_errors_total", group="resource.k8s.io")
+    pending = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
+    await controller.sync(TTL_KEY)
+    deletes = {path: args for verb, path, args in client.calls if verb == "delete"}
+    assert set(deletes) == {
+        PROJECT.path("done-old"),
+        PROJECT.path("pending-old"),
+        BUILTIN.path("reused"),
+        BUILTIN.path("broken"),
+    }
+    assert deletes[PROJECT.path("done-old")] == ("uid-done-old", {"propagationPolicy": "Background"})
+    assert value("dra_operators_poolstatus_ttl_deletion_errors_total", group="resource.k8s.io") == errors + 1
+    after = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
+    assert after == pending + 1
+    assert runtime.queue.waiting == 2  # the next sweep and the discovery re-check
