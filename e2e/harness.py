@@ -228,6 +228,7 @@ def start_operator(
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    ready_timeout: float = 60.0,
 ) -> RunningOperator:
     """Start an operator and wait until it is ready (or, with ``wait_ready=False``, only alive:
     a standby replica of a leader election never becomes ready)."""
@@ -256,7 +257,7 @@ def start_operator(
         return op.ready() if wait_ready else http_get(op.health_url)[0] == 200
 
     try:
-        wait_for(started, 60, f"{name} operator to become {'ready' if wait_ready else 'alive'}")
+        wait_for(started, ready_timeout, f"{name} operator to become {'ready' if wait_ready else 'alive'}")
     except AssertionError:
         op.stop()
         raise AssertionError(f"{name} did not become ready; its log:\n{op.log()[-5000:]}") from None
@@ -312,9 +313,14 @@ def _start_in_process(op: RunningOperator, args: list[str]) -> None:
 
 @contextlib.contextmanager
 def operator_running(
-    name: str, kubeconfig: str, workdir: Path, mode: str = "subprocess", extra_args: Sequence[str] = ()
+    name: str,
+    kubeconfig: str,
+    workdir: Path,
+    mode: str = "subprocess",
+    extra_args: Sequence[str] = (),
+    ready_timeout: float = 60.0,
 ) -> Iterator[RunningOperator]:
-    op = start_operator(name, kubeconfig, workdir, mode, extra_args)
+    op = start_operator(name, kubeconfig, workdir, mode, extra_args, ready_timeout=ready_timeout)
     try:
         yield op
     finally:

@@ -39,6 +39,23 @@ def load_definition(name: str) -> OperatorDefinition:
     return definition
 
 
+def options_markdown() -> str:
+    """The options reference: the common options, then each implemented operator's own."""
+    parts = [
+        "#### Common options (every operator)",
+        "",
+        settings_mod.markdown_table(settings_mod.OperatorSettings),
+    ]
+    for name in OPERATOR_NAMES:
+        try:
+            model = load_definition(name).settings_class
+        except NotImplementedOperator:
+            continue
+        if set(model.model_fields) - set(settings_mod.OperatorSettings.model_fields):
+            parts += ["", f"#### `{name}`", "", settings_mod.markdown_table(model, only_own=True)]
+    return "\n".join(parts)
+
+
 def _top_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<16} {DESCRIPTIONS[name]}" for name in OPERATOR_NAMES)
     parser = argparse.ArgumentParser(
@@ -53,6 +70,7 @@ def _top_parser() -> argparse.ArgumentParser:
     run.add_argument("name", metavar="OPERATOR", nargs="?", help=", ".join(OPERATOR_NAMES))
     run.add_argument("-h", "--help", action="store_true")
     sub.add_parser("list", help="list the operators")
+    sub.add_parser("options", help="print every operator's options as Markdown (the README reference)")
     return parser
 
 
@@ -61,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         for name in OPERATOR_NAMES:
             print(f"{name:<16} {DESCRIPTIONS[name]}")
+        return 0
+    if args.command == "options":
+        print(options_markdown())
         return 0
     if args.command != "run":
         _top_parser().print_help()

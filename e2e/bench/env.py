@@ -116,7 +116,8 @@ def our_operator(
     cluster: harness.Cluster, api: Kube, name: str, args: Sequence[str]
 ) -> Iterator[harness.RunningOperator]:
     kubeconfig = restricted_kubeconfig(cluster, api, name)
-    with harness.operator_running(name, kubeconfig, cluster.workdir, "subprocess", tuple(args)) as op:
+    # A large initial listing (thousands of objects) takes a while before the operator is ready.
+    with harness.operator_running(name, kubeconfig, cluster.workdir, "subprocess", tuple(args), 900) as op:
         yield op
 
 

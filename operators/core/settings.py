@@ -123,3 +123,21 @@ def from_arguments(
                 else raw
             )
     return model.model_validate(values)
+
+
+def markdown_table(model: type[OperatorSettings], only_own: bool = False) -> str:
+    """The options of ``model`` as a Markdown table (the README's reference; a test keeps it current)."""
+    rows = ["| flag | environment variable | default | meaning |", "|---|---|---|---|"]
+    inherited = set(OperatorSettings.model_fields) if only_own else set()
+    for name, info in model.model_fields.items():
+        if name in inherited:
+            continue
+        if info.default_factory is not None:
+            default = "(computed)"
+        elif info.default is None:
+            default = "unset"
+        else:
+            default = f"`{info.default}`"
+        description = (info.description or "").replace("|", "\\|")
+        rows.append(f"| `{_flag(name)}` | `{_env(name)}` | {default} | {description} |")
+    return "\n".join(rows)
