@@ -68,8 +68,15 @@ class Kube:
         return self._run(self.client.patch(path, body, content_type=content_type))
 
     def delete(self, path: str, uid: str | None = None, missing_ok: bool = True, **params: str) -> Any:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        # kube-apiserver reads DeleteOptions from the body when there is one and then ignores the query,
+        # so a grace period must travel in the body (a bound pod would otherwise linger: no kubelet).
+        if "gracePeriodSeconds" in params:
+            body["gracePeriodSeconds"] = int(params.pop("gracePeriodSeconds"))
         try:
-            return self._run(self.client.delete(path, uid=uid, **params))
+            return self._run(self.client.request("DELETE", path, params=params, body=body))
         except ApiError as err:
             if err.not_found and missing_ok:
                 return None

@@ -118,3 +118,25 @@ def test_evicted_lru_keeps_the_most_recent() -> None:
         state.finish_pod(other, PodOutcome.GONE, T)
     # U1 fell out of the LRU: a new evaluation schedules it again.
     assert [e.item for e in state.apply_pod(pod(node="elsewhere"), T).enqueue] == [P1]
+
+
+def test_status_patch_is_not_repeated_when_only_the_delete_failed() -> None:
+    state = fixture_f(slice_taints={"gpu-0": [taint()]})
+    first = state.decide_pod(P1, T + seconds(1))
+    assert isinstance(first, PodEvict)
+    assert first.status_patch is not None
+    state.pod_status_patched(first)
+    retry = state.decide_pod(P1, T + seconds(2))
+    assert isinstance(retry, PodEvict)
+    assert retry.status_patch is None
+
+
+def test_status_patch_overlay_leaves_a_replacement_alone() -> None:
+    state = fixture_f(slice_taints={"gpu-0": [taint()]})
+    first = state.decide_pod(P1, T + seconds(1))
+    assert isinstance(first, PodEvict)
+    state.apply_pod(pod(uid="U2"), T + seconds(1))
+    state.pod_status_patched(first)
+    replacement = state.cached_pod("ns1", "p1")
+    assert replacement is not None
+    assert replacement.status.conditions == ()

@@ -347,12 +347,22 @@ def test_finalizer_put_failure_is_retried() -> None:
     assert api.of_type(DeleteClaim) == []
 
 
+def test_writes_to_a_claim_that_is_gone_end_the_sync() -> None:
+    """The cache may not have seen the deletion yet; a 404 needs no retry."""
+    for failing in (PutClaimStatus, PutClaim):
+        cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[generated_claim()])
+        api = FakeApi()
+        api.fail(failing, Failed(404, 'resourceclaims.resource.k8s.io "my-pod-gpu-abcde" not found'))
+        assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("claim is gone")
+        assert api.of_type(DeleteClaim) == []
+
+
 def test_delete_404_counts_as_success_and_other_errors_are_retried() -> None:
     claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
     cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim])
     api = FakeApi()
     api.fail(DeleteClaim, Failed(404, "not found"))
-    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("deleted unused generated claim")
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("claim is gone")
     api = FakeApi()
     api.fail(DeleteClaim, Failed(409, "Precondition failed: UID in precondition: C, UID in object meta: C2"))
     assert isinstance(run_claim_sync(cache, api, "my-pod-gpu-abcde"), Retry)

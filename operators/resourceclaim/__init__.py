@@ -4,7 +4,8 @@ It creates ResourceClaims from the ResourceClaimTemplates that pods reference, r
 allocated claims for pods that bypass the scheduler, and releases, deallocates and deletes
 claims whose consumers are gone (spec: ``resourceclaim.md``).
 
-Layout, from the bottom up; nothing below ``handlers`` imports kopf or talks to the API:
+Layout, from the bottom up; only ``controller`` talks to the API and only ``handlers``
+imports kopf:
 
 - ``constants``: names, annotations, limits shared by every module.
 - ``models``: typed projections of Pods, ResourceClaims and ResourceClaimTemplates.
@@ -16,4 +17,10 @@ Layout, from the bottom up; nothing below ``handlers`` imports kopf or talks to 
 - ``bodies``: the request bodies the planners send.
 - ``pod_sync`` and ``claim_sync``: the ``pod:`` and ``claim:`` syncs as planners.
 - ``metric_labels``: label values of the operator's metrics.
+- ``metrics``: the create counter and the scrape-time claims gauge.
+- ``controller``: the I/O layer; parses watch events into the cache and executes the
+  planners' actions with the API client.
+- ``handlers``: the kopf registry (``runtime.watch`` for the three kinds, nothing else).
+- ``operator``: ``DEFINITION`` for ``dra-operators run resourceclaim`` and ``API_CALLS``,
+  which ``manifests/resourceclaim/rbac.yaml`` grants exactly.
 """

@@ -119,11 +119,15 @@ def _delete_if_pod_will_not_run(cache: ClusterCache, claim: ResourceClaim) -> Pl
     if claim.metadata.deletion_timestamp is not None:
         return Done("claim is already being deleted")
     reply = yield DeleteClaim(claim.namespace, claim.name, claim.uid)
-    if isinstance(reply, Failed) and not reply.not_found:
+    if isinstance(reply, Failed):
         return _retry("delete unused generated claim", claim, reply)
     yield Log("Deleted unused generated claim", {"claim": f"{claim.namespace}/{claim.name}"})
     return Done("deleted unused generated claim")
 
 
-def _retry(what: str, claim: ResourceClaim, reply: Failed) -> Retry:
+def _retry(what: str, claim: ResourceClaim, reply: Failed) -> Done | Retry:
+    """A failed write; 404 means the claim is gone already, which needs nothing more (a
+    sync based on a cache that has not seen the deletion yet)."""
+    if reply.not_found:
+        return Done("claim is gone")
     return Retry(f"{what} claim {claim.namespace}/{claim.name}: {reply.message}", reply.retry_after)

@@ -1,0 +1,437 @@
+"""Bodies, API helpers and checks shared by the resourceclaim e2e tests.
+
+Pods that must stay unscheduled name a scheduler that does not exist, so kube-scheduler
+never touches them or their claims, and the tests can allocate claims by hand (as an
+admin, who holds ``resourceclaims/binding``). Pods that bypass the scheduler get
+``spec.nodeName`` of a fake node, so the pod garbage collector does not remove them as
+orphans. Only the tests about real scheduling use kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from e2e import harness
+from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE
+from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
+
+T = TypeVar("T")
+
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+OUR_MANAGER = "dra-operators-resourceclaim"
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+HOLD_FINALIZER = "e2e.dra-operators.test/hold"
+NO_SCHEDULER = "e2e-nobody"
+DEVICE_CLASS = "gpu.example.com"
+DRIVER = "gpu.example.com"
+FAILED_CREATION = "FailedResourceClaimCreation"
+GENERATED_SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]{5}"
+TEMPLATE_SPEC: dict[str, Any] = {
+    "devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DEVICE_CLASS}}]}
+}
+
+__all__ = ["DELETE_PROTECTION_FINALIZER"]
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+
+def pods_path(ns: str, name: str = "", sub: str = "") -> str:
+    return _path(f"/api/v1/namespaces/{ns}/pods", name, sub)
+
+
+def claims_path(ns: str, name: str = "", sub: str = "") -> str:
+    return _path(f"{RESOURCE_API}/namespaces/{ns}/resourceclaims", name, sub)
+
+
+def templates_path(ns: str, name: str = "") -> str:
+    return _path(f"{RESOURCE_API}/namespaces/{ns}/resourceclaimtemplates", name, "")
+
+
+def _path(base: str, name: str, sub: str) -> str:
+    path = f"{base}/{name}" if name else base
+    return f"{path}/{sub}" if sub else path
+
+
+# -- bodies -----------------------------------------------------------------------------------
+
+
+def template_entry(name: str, template: str) -> dict[str, str]:
+    return {"name": name, "resourceClaimTemplateName": template}
+
+
+def named_entry(name: str, claim: str) -> dict[str, str]:
+    return {"name": name, "resourceClaimName": claim}
+
+
+def template_body(
+    name: str,
+    *,
+    device_class: str = DEVICE_CLASS,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    admin_access: bool = False,
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if admin_access:
+        exactly["adminAccess"] = True
+    spec: dict[str, Any] = {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": exactly}]}}}
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if metadata:
+        spec["metadata"] = metadata
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def claim_body(
+    name: str,
+    *,
+    finalizer: bool = False,
+    owner: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    request: str = "req-0",
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if finalizer:
+        metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": DEVICE_CLASS}}]}},
+    }
+
+
+def pod_body(
+    name: str,
+    claims: Iterable[Mapping[str, str]],
+    *,
+    node_name: str | None = None,
+    scheduled: bool = False,
+    finalizers: Iterable[str] = (),
+    extended_resource: str | None = None,
+) -> dict[str, Any]:
+    """A pod that never runs. ``scheduled=True`` leaves it to kube-scheduler; otherwise it
+    either bypasses the scheduler (``node_name``) or names a scheduler nobody runs."""
+    entries = [dict(entry) for entry in claims]
+    container: dict[str, Any] = {"name": "main", "image": PLACEHOLDER_IMAGE}
+    if entries:
+        container["resources"] = {"claims": [{"name": entry["name"]} for entry in entries]}
+    if extended_resource:
+        container.setdefault("resources", {}).update(
+            {"requests": {extended_resource: "1"}, "limits": {extended_resource: "1"}}
+        )
+    spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    if entries:
+        spec["resourceClaims"] = entries
+    if node_name:
+        spec["nodeName"] = node_name
+    elif not scheduled:
+        spec["schedulerName"] = NO_SCHEDULER
+    metadata: dict[str, Any] = {"name": name}
+    if finalizers:
+        metadata["finalizers"] = list(finalizers)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def allocation(device: str = "dev-0", request: str = "req-0") -> dict[str, Any]:
+    return {
+        "devices": {"results": [{"request": request, "driver": DRIVER, "pool": "pool-a", "device": device}]}
+    }
+
+
+def pod_consumer(pod: Mapping[str, Any]) -> dict[str, str]:
+    return {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+
+
+# -- actions as a user or an admin ------------------------------------------------------------
+
+
+def create_pod(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = api.create(pods_path(ns), body)
+    return pod
+
+
+def create_claim(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    claim: dict[str, Any] = api.create(claims_path(ns), body)
+    return claim
+
+
+def create_template(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    template: dict[str, Any] = api.create(templates_path(ns), body)
+    return template
+
+
+def update_claim_status(api: Kube, ns: str, name: str, change: Callable[[dict[str, Any]], None]) -> Any:
+    """Read-modify-PUT of a claim's status, as kube-scheduler would write it; retried on 409."""
+
+    def attempt() -> Any:
+        claim = api.get(claims_path(ns, name))
+        change(claim.setdefault("status", {}))
+        try:
+            return api.replace(claims_path(ns, name, "status"), claim)
+        except ApiError as err:
+            if err.conflict:
+                return None
+            raise
+
+    return wait_for(attempt, 20, f"the status update of claim {ns}/{name}")
+
+
+def allocate(api: Kube, ns: str, name: str, reserved_for: Iterable[Mapping[str, str]] = ()) -> Any:
+    """Allocate a claim the way kube-scheduler does: finalizer first, then the status."""
+    claim = api.get(claims_path(ns, name))
+    finalizers = claim["metadata"].get("finalizers") or []
+    if DELETE_PROTECTION_FINALIZER not in finalizers:
+        claim["metadata"]["finalizers"] = [*finalizers, DELETE_PROTECTION_FINALIZER]
+        api.replace(claims_path(ns, name), claim)
+
+    def change(status: dict[str, Any]) -> None:
+        status["allocation"] = allocation()
+        if reserved_for:
+            status["reservedFor"] = [dict(entry) for entry in reserved_for]
+
+    return update_claim_status(api, ns, name, change)
+
+
+def set_phase(api: Kube, ns: str, name: str, phase: str) -> Any:
+    return api.patch(pods_path(ns, name, "status"), {"status": {"phase": phase}})
+
+
+def delete_pod_now(api: Kube, ns: str, name: str) -> None:
+    api.delete(pods_path(ns, name), gracePeriodSeconds="0")
+
+
+def release_pod(api: Kube, ns: str, name: str) -> None:
+    """Drop the test's own finalizer from a lingering pod, so the namespace can go."""
+    pod = api.get_or_none(pods_path(ns, name))
+    if pod is not None and pod["metadata"].get("finalizers"):
+        api.patch(pods_path(ns, name), {"metadata": {"finalizers": None}})
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def claims(api: Kube, ns: str) -> list[dict[str, Any]]:
+    return api.list(claims_path(ns))
+
+
+def claims_of_pod(
+    api: Kube, ns: str, pod: Mapping[str, Any], entry: str | None = None
+) -> list[dict[str, Any]]:
+    """Claims controlled by this pod instance, optionally only those for one entry."""
+    uid = pod["metadata"]["uid"]
+    return [
+        claim
+        for claim in claims(api, ns)
+        if any(o.get("controller") and o["uid"] == uid for o in claim["metadata"].get("ownerReferences", []))
+        and (entry is None or claim["metadata"].get("annotations", {}).get(POD_CLAIM_NAME) == entry)
+    ]
+
+
+def claim_statuses(api: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    pod = api.get(pods_path(ns, name))
+    statuses: list[dict[str, Any]] = pod.get("status", {}).get("resourceClaimStatuses", [])
+    return statuses
+
+
+def reserved_for(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = (claim.get("status") or {}).get("reservedFor") or []
+    return entries
+
+
+def is_allocated(claim: Mapping[str, Any]) -> bool:
+    return (claim.get("status") or {}).get("allocation") is not None
+
+
+def finalizers(obj: Mapping[str, Any]) -> list[str]:
+    names: list[str] = obj["metadata"].get("finalizers") or []
+    return names
+
+
+def pod_events(api: Kube, ns: str, pod: str) -> list[dict[str, Any]]:
+    return [
+        event
+        for event in api.list(f"/api/v1/namespaces/{ns}/events")
+        if event["involvedObject"].get("kind") == "Pod" and event["involvedObject"].get("name") == pod
+    ]
+
+
+def status_managers(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return [
+        (entry.get("manager", ""), entry.get("operation", ""), entry.get("subresource", ""))
+        for entry in pod["metadata"].get("managedFields", [])
+    ]
+
+
+def wait_generated(
+    api: Kube, ns: str, pod: Mapping[str, Any], entry: str, timeout: float = 30
+) -> dict[str, Any]:
+    """The one claim generated for (pod, entry), once the pod status names it."""
+
+    def done() -> dict[str, Any] | None:
+        found = claims_of_pod(api, ns, pod, entry)
+        statuses = {
+            s["name"]: s.get("resourceClaimName") for s in claim_statuses(api, ns, pod["metadata"]["name"])
+        }
+        if len(found) == 1 and statuses.get(entry) == found[0]["metadata"]["name"]:
+            return found[0]
+        return None
+
+    return wait_value(done, timeout, f"the claim of {ns}/{pod['metadata']['name']} entry {entry}")
+
+
+def wait_value(condition: Callable[[], T | None], timeout: float, what: str) -> T:
+    """:func:`wait_for` for conditions that return the awaited object, or None until then."""
+    value = wait_for(condition, timeout, what)
+    assert value is not None
+    return value
+
+
+def wait_claim(
+    api: Kube, ns: str, name: str, predicate: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30
+) -> dict[str, Any]:
+    """Wait until the claim exists and ``predicate`` holds for it; return it."""
+
+    def check() -> dict[str, Any] | None:
+        claim: dict[str, Any] | None = api.get_or_none(claims_path(ns, name))
+        return claim if claim is not None and predicate(claim) else None
+
+    return wait_value(check, timeout, what)
+
+
+def assert_unchanged(read: Callable[[], T], seconds: float, what: str, interval: float = 1.0) -> T:
+    """An observation window: ``read()`` must return the same value for ``seconds``."""
+    initial = read()
+    try:
+        wait_for(lambda: read() != initial, seconds, f"a change of {what}", interval=interval)
+    except WaitTimeout:
+        return initial
+    raise AssertionError(f"{what} changed during the observation window: was {initial!r}, now {read()!r}")
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
+
+
+def metric(text: str, name: str, /, **labels: str) -> float | None:
+    """The value of one sample of a Prometheus text exposition, or None if absent."""
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or match["name"] != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"] or ""))
+        if found == labels:
+            return float(match["value"])
+    return None
+
+
+# -- watching one object ----------------------------------------------------------------------
+
+
+class ObjectHistory:
+    """Every version of one object, as ``kubectl get --watch --output-watch-events`` sees it.
+
+    Used where the order of writes matters; a poll could miss an intermediate version.
+    """
+
+    def __init__(self, cluster: harness.Cluster, resource: str, ns: str, name: str) -> None:
+        self._proc = subprocess.Popen(
+            [
+                cluster.kubectl_path,
+                f"--kubeconfig={cluster.kubeconfig}",
+                "get",
+                resource,
+                name,
+                "-n",
+                ns,
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._proc.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                with self._lock:
+                    self._events.append(event)
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._events)
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._proc.terminate()
+        self._proc.wait(10)
+        self._reader.join(5)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        return self.events()
+
+
+# -- state nobody but its owner may add -------------------------------------------------------
+
+
+def assert_no_foreign_state(api: Kube, namespaces: Iterable[str] | None = None) -> None:
+    """Spec scenario 33: no kopf annotations or finalizers, no finalizer of ours, no
+    ``blockOwnerDeletion`` on generated claims."""
+    paths: list[str] = []
+    if namespaces is None:
+        paths = ["/api/v1/pods", f"{RESOURCE_API}/resourceclaims"]
+    else:
+        for ns in namespaces:
+            paths += [pods_path(ns), claims_path(ns)]
+    allowed_finalizers = {DELETE_PROTECTION_FINALIZER, HOLD_FINALIZER}
+    for path in paths:
+        for obj in api.list(path):
+            meta = obj["metadata"]
+            ref = f"{obj.get('kind', path)} {meta.get('namespace')}/{meta['name']}"
+            assert not [k for k in meta.get("annotations", {}) if k.startswith("kopf.zalando.org/")], ref
+            assert set(meta.get("finalizers") or []) <= allowed_finalizers, (ref, meta.get("finalizers"))
+            for owner in meta.get("ownerReferences", []):
+                assert "blockOwnerDeletion" not in owner, (ref, owner)

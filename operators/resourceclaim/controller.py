@@ -1,0 +1,221 @@
+"""The I/O layer of the resourceclaim operator: watch events in, API calls out.
+
+Watch side: each event is parsed into a projection, applied to the :class:`ClusterCache`,
+and the keys the cache returns are enqueued. Nothing here calls the API, and an object
+that cannot be parsed is logged with its reference and skipped (spec section 5).
+
+Work side: a key is turned into a planner (``pod_sync.sync_pod``, ``claim_sync.sync_claim``)
+whose actions are executed one by one against kube-apiserver:
+
+- the pod status is a server-side apply with our field manager and the pod's UID;
+- claim writes are full-object ``PUT`` s carrying the cached ``resourceVersion``;
+- the claim delete carries a UID precondition;
+- creates, updates and deletes name our field manager, so every write is attributable.
+
+The planner's outcome decides what the queue does: ``Retry`` raises :class:`SyncError`,
+which the work queue retries with client-go's rate-limited backoff (never sooner than a
+429's ``Retry-After``); ``Done`` and ``GiveUp`` return normally, which forgets the key's
+failures. ``GiveUp`` input is re-evaluated only by the next watch event (section 6).
+
+One extra key, :data:`CONFIRM_KEY`, runs the 60 s check of created claims the watch has
+not confirmed yet (section 7.3); it is scheduled whenever a create succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from operators.core.client import ApiError
+from operators.core.discovery import find_served
+from operators.core.events import ObjectRef
+from operators.core.runtime import Runtime
+
+from . import metrics
+from .cache import ClusterCache
+from .claim_sync import sync_claim
+from .constants import JUST_CREATED_CONFIRMATION_SECONDS
+from .models import Pod, ResourceClaim, ResourceClaimTemplate
+from .plan import (
+    Action,
+    ApplyPodStatus,
+    CountClaimCreate,
+    CreateClaim,
+    DeleteClaim,
+    EmitPodEvent,
+    Failed,
+    GetClaim,
+    GetPod,
+    GiveUp,
+    Log,
+    Ok,
+    PutClaim,
+    PutClaimStatus,
+    Reply,
+    Retry,
+    drive_async,
+)
+from .pod_sync import confirm_created_claims, sync_pod
+from .resolution import split_key
+
+log = logging.getLogger(__name__)
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSION = "v1"
+RESOURCE_API = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}"
+CONFIRM_KEY = "confirm-created-claims"
+
+T = TypeVar("T")
+
+
+class SyncError(Exception):
+    """A sync that must be retried with backoff; expected, so logged without a traceback."""
+
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def pod_path(namespace: str, name: str, subresource: str = "") -> str:
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def claim_path(namespace: str, name: str = "", subresource: str = "") -> str:
+    path = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims"
+    if name:
+        path += f"/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def _reference(kind: str, body: Mapping[str, Any]) -> str:
+    # Called on bodies that failed to parse, so nothing about their shape is certain.
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return f"{kind} (no metadata)"
+    return f"{kind} {metadata.get('namespace')}/{metadata.get('name')}"
+
+
+class ResourceClaimController:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.cache = ClusterCache()
+        metrics.bind(self.cache)
+
+    # -- start ------------------------------------------------------------------------------
+
+    async def prepare(self) -> bool:
+        """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1."""
+        for plural in ("resourceclaims", "resourceclaimtemplates"):
+            served = await find_served(self.runtime.client, RESOURCE_GROUP, plural, [RESOURCE_VERSION])
+            if served is None:
+                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, RESOURCE_VERSION, plural)
+                return False
+        return True
+
+    def listing_paths(self) -> Sequence[str]:
+        return [
+            "/api/v1/pods",
+            f"{RESOURCE_API}/resourceclaims",
+            f"{RESOURCE_API}/resourceclaimtemplates",
+        ]
+
+    # -- watch side ---------------------------------------------------------------------------
+
+    def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        pod = self._parse(Pod.model_validate, "Pod", body)
+        if pod is not None:
+            self._enqueue(self.cache.apply_pod_event(event_type, pod))
+
+    def observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        claim = self._parse(ResourceClaim.from_body, "ResourceClaim", body)
+        if claim is not None:
+            self._enqueue(self.cache.apply_claim_event(event_type, claim))
+
+    def observe_template(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        template = self._parse(ResourceClaimTemplate.model_validate, "ResourceClaimTemplate", body)
+        if template is not None:
+            self._enqueue(self.cache.apply_template_event(event_type, template))
+
+    @staticmethod
+    def _parse(parse: Callable[[Any], T], kind: str, body: Mapping[str, Any]) -> T | None:
+        try:
+            return parse(dict(body))
+        except ValidationError as err:
+            ref = _reference(kind, body)
+            log.warning("skipping %s that cannot be parsed: %s", ref, err, extra={"object": ref})
+            return None
+
+    def _enqueue(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.runtime.queue.add(key)
+
+    # -- work side ----------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        if key == CONFIRM_KEY:
+            await drive_async(confirm_created_claims(self.cache), self._execute)
+            if self.cache.just_created_count():
+                self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
+            return
+        kind, namespace, name = split_key(key)
+        plan = (
+            sync_pod(self.cache, namespace, name)
+            if kind == "pod"
+            else sync_claim(self.cache, namespace, name)
+        )
+        outcome = await drive_async(plan, self._execute)
+        if isinstance(outcome, Retry):
+            raise SyncError(outcome.error, outcome.retry_after)
+        if isinstance(outcome, GiveUp):
+            # Not retried: the input cannot change by itself (spec section 6).
+            log.warning("not retrying %s: %s", key, outcome.error, extra={"object": key})
+
+    async def _execute(self, action: Action) -> Reply:
+        if isinstance(action, EmitPodEvent):
+            ref = ObjectRef("v1", "Pod", action.name, action.namespace, action.uid)
+            await self.runtime.events.emit(ref, action.type, action.reason, action.message)
+            return Ok()
+        if isinstance(action, CountClaimCreate):
+            metrics.count_create(action.status, action.admin_access)
+            return Ok()
+        if isinstance(action, Log):
+            details = " ".join(f"{k}={v}" for k, v in action.values.items())
+            log.info("%s %s", action.message, details)
+            return Ok()
+        try:
+            return Ok(await self._call(action))
+        except ApiError as err:
+            return Failed(err.status, err.message, err.retry_after)
+
+    async def _call(self, action: Action) -> dict[str, Any] | None:
+        client = self.runtime.client
+        manager = self.runtime.field_manager
+        result: Any
+        if isinstance(action, CreateClaim):
+            result = await client.create(claim_path(action.namespace), action.body, fieldManager=manager)
+            # Should the watch never deliver it, the record is checked with a live GET (7.3).
+            self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
+        elif isinstance(action, ApplyPodStatus):
+            path = pod_path(action.namespace, action.name, "status")
+            result = await client.apply(path, action.body, manager, force=True)
+        elif isinstance(action, PutClaimStatus):
+            path = claim_path(action.namespace, action.name, "status")
+            result = await client.replace(path, action.body, fieldManager=manager)
+        elif isinstance(action, PutClaim):
+            path = claim_path(action.namespace, action.name)
+            result = await client.replace(path, action.body, fieldManager=manager)
+        elif isinstance(action, DeleteClaim):
+            result = await client.delete(claim_path(action.namespace, action.name), uid=action.uid)
+        elif isinstance(action, GetPod):
+            result = await client.get(pod_path(action.namespace, action.name))
+        elif isinstance(action, GetClaim):
+            result = await client.get(claim_path(action.namespace, action.name))
+        else:  # pragma: no cover - the Action union is exhausted above
+            raise TypeError(f"unknown action {action!r}")
+        return result if isinstance(result, dict) else None

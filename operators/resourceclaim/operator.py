@@ -1,0 +1,59 @@
+"""Entry point of ``dra-operators run resourceclaim``: the definition and its API surface.
+
+:data:`API_CALLS` lists every ``(api group, resource, verb)`` the process uses, kopf's
+watches and leader election included; ``manifests/resourceclaim/rbac.yaml`` grants exactly
+these (spec section 11), and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from operators.core.runtime import OperatorDefinition
+from operators.core.settings import OperatorSettings
+
+from .constants import OPERATOR_NAME
+from .controller import ResourceClaimController
+from .handlers import registry
+
+DEFAULT_WORKERS: Final = 50
+"""As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
+
+API_CALLS: Final[list[tuple[str, str, str]]] = [
+    # Watch; live GET of a pod named in reservedFor but missing from the cache (section 8).
+    ("", "pods", "get"),
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    # Server-side apply of status.resourceClaimStatuses (7.4).
+    ("", "pods/status", "patch"),
+    # Watch; GET of an unconfirmed just-created claim (7.3); create (7.2); finalizer removal
+    # (8); deletion of a generated claim whose pod will not run again (8, step 5).
+    ("resource.k8s.io", "resourceclaims", "create"),
+    ("resource.k8s.io", "resourceclaims", "delete"),
+    ("resource.k8s.io", "resourceclaims", "get"),
+    ("resource.k8s.io", "resourceclaims", "list"),
+    ("resource.k8s.io", "resourceclaims", "update"),
+    ("resource.k8s.io", "resourceclaims", "watch"),
+    # reservedFor and allocation writes (7.5, 8)...
+    ("resource.k8s.io", "resourceclaims/status", "update"),
+    # ...which DRAResourceClaimGranularStatusAuthorization also checks on this synthetic
+    # subresource, cluster-wide, with the request's verb.
+    ("resource.k8s.io", "resourceclaims/binding", "update"),
+    ("resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    # Events, and their de-duplication (count and lastTimestamp).
+    ("", "events", "create"),
+    ("", "events", "patch"),
+    # Leader election, in the operator's namespace only.
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "update"),
+]
+
+DEFINITION = OperatorDefinition(
+    name=OPERATOR_NAME,
+    registry=registry,
+    settings_class=OperatorSettings,
+    default_workers=DEFAULT_WORKERS,
+    make_controller=ResourceClaimController,
+)

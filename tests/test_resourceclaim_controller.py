@@ -1,0 +1,280 @@
+"""The resourceclaim I/O layer with a recording fake client: which requests a sync sends,
+how planner outcomes reach the work queue, and that every request is in ``API_CALLS``."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import pytest
+from prometheus_client import generate_latest
+from resourceclaim_builders import (
+    FakeClock,
+    claim_body,
+    pod_body,
+    pod_consumer,
+    template_body,
+    template_entry,
+)
+
+from operators.core.client import ApiError
+from operators.core.events import ObjectRef
+from operators.core.runtime import Runtime
+from operators.core.settings import OperatorSettings
+from operators.resourceclaim import metrics
+from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController, SyncError
+from operators.resourceclaim.operator import API_CALLS
+
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
+MANAGER = "dra-operators-resourceclaim"
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, str], Any]] = []
+        self.errors: dict[str, ApiError] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
+
+    def _record(self, method: str, path: str, params: dict[str, str], body: Any) -> None:
+        self.calls.append((method, path, params, copy.deepcopy(body)))
+        error = self.errors.pop(method, None)
+        if error is not None:
+            raise error
+
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        self._record("POST", path, params, body)
+        created = copy.deepcopy(body)
+        created["metadata"].update(
+            name=created["metadata"]["generateName"] + "bcdfg", uid="new-uid", resourceVersion="1"
+        )
+        return created
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+        self._record("APPLY", path, {"fieldManager": field_manager, "force": str(force)}, body)
+        return body
+
+    async def replace(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        self._record("PUT", path, params, body)
+        return copy.deepcopy(body)
+
+    async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
+        self._record("DELETE", path, {"uid": uid or ""}, None)
+        return {}
+
+    async def get(self, path: str, **params: str) -> Any:
+        self._record("GET", path, params, None)
+        if path in self.objects:
+            return self.objects[path]
+        raise ApiError(404, "NotFound", "not found")
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[ObjectRef, str, str, str]] = []
+
+    async def emit(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.emitted.append((obj, type_, reason, message))
+
+
+class FakeQueue:
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.delayed: list[tuple[str, float]] = []
+
+    def add(self, key: str) -> None:
+        self.added.append(key)
+
+    def add_after(self, key: str, delay: float) -> None:
+        self.delayed.append((key, delay))
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.client = FakeClient()
+        self.events = FakeEvents()
+        self.queue = FakeQueue()
+        runtime = Runtime(
+            name="resourceclaim",
+            settings=OperatorSettings(),
+            client=cast(Any, self.client),
+            events=cast(Any, self.events),
+            health=cast(Any, None),
+            queue=cast(Any, self.queue),
+            field_manager=MANAGER,
+        )
+        self.controller = ResourceClaimController(runtime)
+        self.clock = FakeClock()
+        self.controller.cache = ClusterCache(clock=self.clock)
+        metrics.bind(self.controller.cache)
+
+
+def _creates(status: str, admin: str) -> float:
+    value = metrics.creates.labels(status=status, admin_access=admin)._value.get()
+    return float(value)
+
+
+async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
+    h = Harness()
+    h.controller.observe_template(None, template_body())
+    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    assert h.queue.added == ["pod:demo/my-pod"]
+    before = _creates("success", "false")
+
+    await h.controller.sync("pod:demo/my-pod")
+
+    post, apply = h.client.calls
+    assert post[:3] == ("POST", CLAIMS, {"fieldManager": MANAGER})
+    assert post[3]["metadata"]["generateName"] == "my-pod-gpu-"
+    assert apply[:3] == (
+        "APPLY",
+        "/api/v1/namespaces/demo/pods/my-pod/status",
+        {"fieldManager": MANAGER, "force": "True"},
+    )
+    assert apply[3]["metadata"]["uid"] == "U"
+    assert apply[3]["status"] == {
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}]
+    }
+    assert _creates("success", "false") == before + 1
+    assert (CONFIRM_KEY, 60.0) in h.queue.delayed
+    assert h.events.emitted == []
+
+
+async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
+    h = Harness()
+    h.controller.observe_template(None, template_body())
+    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.client.errors["POST"] = ApiError(429, "TooManyRequests", "slow down", retry_after=7.0)
+    before = _creates("failure", "false")
+
+    with pytest.raises(SyncError) as raised:
+        await h.controller.sync("pod:demo/my-pod")
+
+    assert raised.value.retry_after == 7.0
+    assert raised.value.retryable
+    assert _creates("failure", "false") == before + 1
+    ((ref, type_, reason, message),) = h.events.emitted
+    assert ref == ObjectRef("v1", "Pod", "my-pod", "demo", "U")
+    assert (type_, reason, message) == (
+        "Warning",
+        "FailedResourceClaimCreation",
+        "PodResourceClaim gpu: create ResourceClaim : slow down",
+    )
+
+
+async def test_input_that_cannot_change_by_itself_is_not_retried() -> None:
+    h = Harness()
+    h.controller.observe_pod(None, pod_body(claims=[{"name": "gpu"}]))
+    await h.controller.sync("pod:demo/my-pod")
+    assert [message for *_, message in h.events.emitted] == [
+        'PodResourceClaim gpu: checking for claim before creating it: pod "demo/my-pod", '
+        'spec.resourceClaim "gpu": none of the supported fields are set'
+    ]
+    assert h.client.calls == []
+
+
+async def test_claim_writes_are_full_puts_and_a_uid_guarded_delete() -> None:
+    h = Harness()
+    pod = pod_body(claims=[template_entry("gpu", "gpu-tmpl")], phase="Succeeded")
+    pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}]
+    claim = claim_body(
+        "my-pod-gpu-abcde",
+        "C",
+        owner=("my-pod", "U"),
+        entry="gpu",
+        finalizers=["resource.kubernetes.io/delete-protection"],
+        allocated=True,
+        reserved_for=[pod_consumer("my-pod", "U")],
+    )
+    h.controller.observe_claim(None, claim)
+    h.controller.observe_pod(None, pod)
+
+    await h.controller.sync("claim:demo/my-pod-gpu-abcde")
+
+    path = f"{CLAIMS}/my-pod-gpu-abcde"
+    status_put, finalizer_put, delete = h.client.calls
+    assert status_put[:3] == ("PUT", f"{path}/status", {"fieldManager": MANAGER})
+    assert status_put[3]["metadata"]["resourceVersion"] == "42"
+    assert "managedFields" not in status_put[3]["metadata"]
+    assert status_put[3]["status"] == {"reservedFor": []}
+    assert finalizer_put[:3] == ("PUT", path, {"fieldManager": MANAGER})
+    assert finalizer_put[3]["metadata"]["finalizers"] == []
+    assert delete[:3] == ("DELETE", path, {"uid": "C"})
+
+
+async def test_unconfirmed_created_claims_are_checked_with_a_live_get() -> None:
+    h = Harness()
+    h.controller.observe_template(None, template_body())
+    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    await h.controller.sync("pod:demo/my-pod")
+    assert h.controller.cache.just_created_count() == 1
+
+    h.clock.now += 61
+    await h.controller.sync(CONFIRM_KEY)
+    assert h.client.calls[-1][:2] == ("GET", f"{CLAIMS}/my-pod-gpu-bcdfg")
+    assert h.controller.cache.just_created_count() == 0, "a 404 ends the record"
+
+
+def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness()
+    h.controller.observe_pod(
+        None, {"metadata": {"name": "broken", "namespace": "demo"}, "spec": {"nodeName": 5}}
+    )
+    h.controller.observe_claim("DELETED", {"metadata": "nonsense"})
+    assert h.queue.added == []
+    assert "skipping Pod demo/broken that cannot be parsed" in caplog.text
+    assert "skipping ResourceClaim (no metadata) that cannot be parsed" in caplog.text
+
+
+def test_claims_gauge_is_computed_from_the_cache() -> None:
+    h = Harness()
+    h.controller.observe_claim(None, claim_body("a", owner=("my-pod", "U"), entry="gpu", allocated=True))
+    h.controller.observe_claim(None, claim_body("b"))
+    text = generate_latest().decode()
+    prefix = "dra_operators_resourceclaim_resource_claims"
+    assert f'{prefix}{{admin_access="false",allocated="true",source="resource_claim_template"}} 1.0' in text
+    assert f'{prefix}{{admin_access="false",allocated="false",source=""}} 1.0' in text
+
+
+def _api_call(method: str, path: str) -> tuple[str, str, str]:
+    parts = path.strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    # namespaces/<ns>/<resource>[/<name>[/<subresource>]]
+    resource = rest[2] + (f"/{rest[4]}" if len(rest) > 4 else "")
+    verb = {"POST": "create", "PUT": "update", "APPLY": "patch", "DELETE": "delete", "GET": "get"}[method]
+    return group, resource, verb
+
+
+async def test_every_request_is_a_declared_api_call() -> None:
+    h = Harness()
+    h.controller.observe_template(None, template_body())
+    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    await h.controller.sync("pod:demo/my-pod")
+    pod = pod_body("p2", "U2", claims=[template_entry("gpu", "gpu-tmpl")], phase="Failed")
+    pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p2-gpu-abcde"}]
+    claim = claim_body(
+        "p2-gpu-abcde",
+        owner=("p2", "U2"),
+        entry="gpu",
+        finalizers=["resource.kubernetes.io/delete-protection"],
+        allocated=True,
+        reserved_for=[pod_consumer("p2", "U2"), pod_consumer("ghost", "G")],
+    )
+    h.controller.observe_claim(None, claim)
+    h.controller.observe_pod(None, pod)
+    await h.controller.sync("claim:demo/p2-gpu-abcde")
+    h.clock.now += 61
+    await h.controller.sync(CONFIRM_KEY)
+
+    used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
+    assert used == {
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("", "pods/status", "patch"),
+        ("", "pods", "get"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims", "delete"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+    }
+    assert used <= set(API_CALLS)
