@@ -19,8 +19,8 @@ CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
 LIMIT_VENV := 300
 LIMIT_UNIT := 300
-LIMIT_BIN := 2700
-LIMIT_E2E := 1500
+LIMIT_BIN := 1800
+LIMIT_E2E := 2700
 
 .PHONY: help
 help: ## list the targets
