@@ -24,4 +24,16 @@ Module map (all of them free of kopf and of Kubernetes API calls):
 - ``requests``: the request document handed to actions.
 - ``actions``: the attach-action adapters (Python entry point, webhook, exec, noop, test).
 - ``api``: the stable public API for third-party Python actions.
+
+Runtime side (kopf in ``handlers`` only; the rest talks to the API through the core client):
+
+- ``operator``: the ``DEFINITION`` and ``API_CALLS``; ``settings``: the process flags.
+- ``handlers``: the watches of claims, policies and ledger records (index + event only).
+- ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
+- ``cache`` / ``policybook``: claim projections, the ledger index overlay, policy states.
+- ``claimsync``: one claim's records, calls and status entries; ``steps_exec`` executes steps.
+- ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
+- ``statuswriter`` (server-side apply per driver), ``ledgerio`` (record writes),
+  ``inflight`` (action calls as tasks), ``lookups`` (pods, nodes, slices), ``inventory``
+  (Test action mirror), ``taintrules`` (failure taints), ``notify`` (Events), ``metrics``.
 """

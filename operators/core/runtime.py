@@ -2,18 +2,22 @@
 
 This is the only core module that imports kopf. The division of labour:
 
-- **kopf** lists and watches the kinds an operator reads. Each kind gets an ``@kopf.index``
-  handler and an ``@kopf.on.event`` handler (see :func:`watch`); neither stores anything on
-  the watched objects, so Pods, ResourceClaims and slices never carry kopf annotations or
-  finalizers.
-- The **index handler** updates the operator's own cache and enqueues work. kopf runs index
-  handlers for the whole initial listing of *every* indexed kind before it calls any event
-  handler, so the first event-handler call proves that the caches are complete: that call
-  opens the work queue (:meth:`Runtime.listed`). If every kind was empty at startup there is
-  no such call, so an empty initial listing also opens it.
-- The **event handler** handles deletions (kopf's index drops deleted objects without calling
-  the index handler).
+- **The initial listing is ours.** Before kopf starts, the runtime lists every watched kind
+  (paginated) and feeds each object to the operator's cache; only then does the work queue
+  open, so no decision is ever made on a partial view (after a restart, every claim created
+  before the kill is in the cache before any create is attempted).
+- **kopf watches.** Each kind gets one ``@kopf.on.event`` handler (see :func:`watch`); it
+  stores nothing on the watched objects, so Pods, ResourceClaims and slices never carry kopf
+  annotations or finalizers. kopf's own listing re-delivers every object once (an idempotent
+  upsert), then the watch streams changes.
+- **Objects deleted between the two listings** are found by a second listing a few seconds
+  after kopf is up, and removed from the cache.
 - The **work queue** is level-triggered: every sync recomputes from the cache.
+
+Why not ``@kopf.index`` for the initial listing, as kopf's documentation suggests: kopf holds
+every listed object's worker on one shared condition until all kinds are indexed, and wakes all
+of them on every object indexed. With thousands of objects that is quadratic: 5000 claims took
+minutes instead of seconds (measured; see docs/architecture.md).
 
 Leader election: a replica that does not hold the Lease starts no watch and no worker; it
 only serves probes (not ready). Losing the Lease ends the process with exit code 1, so a
@@ -43,7 +47,6 @@ from .workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 DISCOVERY_RETRY_SECONDS = 30.0
-EMPTY_LISTING_RECHECK_SECONDS = 5.0
 API_PING_SECONDS = 10.0
 
 
@@ -55,9 +58,6 @@ class Controller(Protocol):
 
     async def sync(self, key: Any) -> None:
         """Reconcile one work-queue key from the cache."""
-
-    def listing_paths(self) -> Sequence[str]:
-        """Collection paths of the watched kinds, for the empty-initial-listing check."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,40 @@ class Runtime:
         self._stop.set()
 
 
+@dataclass(frozen=True)
+class WatchedKind:
+    group: str
+    version: str
+    plural: str
+    upsert: Callable[[Any, Mapping[str, Any]], None]
+    delete: Callable[[Any, Mapping[str, Any]], None]
+
+    @property
+    def path(self) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return f"{root}/{self.plural}"
+
+    def ref(self, body: Mapping[str, Any]) -> str:
+        meta = body.get("metadata") or {}
+        ns = meta.get("namespace")
+        return f"{self.plural} {ns + '/' if ns else ''}{meta.get('name')}"
+
+    def apply(self, controller: Any, body: Mapping[str, Any], deleted: bool = False) -> None:
+        try:
+            (self.delete if deleted else self.upsert)(controller, body)
+        except Exception:
+            what = "the deletion of " if deleted else ""
+            log.exception("could not process %s%s", what, self.ref(body), extra={"object": self.ref(body)})
+
+
+# The kinds each registry watches, for the runtime's own initial listing.
+_watched: dict[int, list[WatchedKind]] = {}
+
+
+def watched_kinds(registry: kopf.OperatorRegistry) -> list[WatchedKind]:
+    return list(_watched.get(id(registry), []))
+
+
 def watch(
     registry: kopf.OperatorRegistry,
     group: str,
@@ -111,37 +145,92 @@ def watch(
     upsert: Callable[[Any, Mapping[str, Any]], None],
     delete: Callable[[Any, Mapping[str, Any]], None],
 ) -> None:
-    """Register the cache-and-route handlers of one watched kind (see the module docstring).
+    """Watch one kind: ``upsert(controller, body)`` for every listed, added or modified object,
+    ``delete(controller, body)`` for every deleted one (see the module docstring).
 
-    ``upsert(controller, body)`` and ``delete(controller, body)`` must be synchronous, quick,
-    and never raise on odd input; an exception is logged with the object's reference.
+    Both must be synchronous, quick, and never raise on odd input; an exception is logged with
+    the object's reference. Call it at import time or from ``Controller.prepare()``.
     """
+    kind = WatchedKind(group, version, plural, upsert, delete)
+    _watched.setdefault(id(registry), []).append(kind)
 
-    def _ref(body: Mapping[str, Any]) -> str:
-        meta = body.get("metadata", {})
-        ns = meta.get("namespace")
-        return f"{plural} {ns + '/' if ns else ''}{meta.get('name')}"
-
-    # Both handlers are coroutines although they await nothing: kopf runs plain functions in a thread
-    # pool, while the cache and the work queue may only be touched from the event loop.
-    @kopf.index(group, version, plural, registry=registry, id=f"cache-{plural}.{group or 'core'}")
-    async def _cache(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        try:
-            upsert(memo.runtime.controller, body)
-        except Exception:
-            log.exception("could not process %s", _ref(body), extra={"object": _ref(body)})
-
-    @kopf.on.event(group, version, plural, registry=registry, id=f"route-{plural}.{group or 'core'}")
+    # A coroutine although it awaits nothing: kopf runs plain functions in a thread pool, while
+    # the cache and the work queue may only be touched from the event loop.
+    @kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}.{group or 'core'}")
     async def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        runtime: Runtime = memo.runtime
-        runtime.listed()
-        if event.get("type") == "DELETED":
+        kind.apply(memo.runtime.controller, body, deleted=event.get("type") == "DELETED")
+
+
+LIST_PAGE_SIZE = 500
+RELIST_DELAY_SECONDS = 5.0
+
+
+async def _list_all(client: KubeClient, kind: WatchedKind) -> list[dict[str, Any]]:
+    """Every object of a kind, page by page; an unserved kind (e.g. a CRD not installed) is empty."""
+    items: list[dict[str, Any]] = []
+    params = {"limit": str(LIST_PAGE_SIZE)}
+    while True:
+        try:
+            page = await client.get(kind.path, **params)
+        except ApiError as err:
+            if err.not_found:
+                log.warning("%s is not served; nothing to list", kind.path)
+                return []
+            raise
+        api_version, list_kind = page.get("apiVersion", ""), str(page.get("kind", ""))
+        for item in page.get("items", []):
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", list_kind.removesuffix("List"))
+            items.append(item)
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params = {"limit": str(LIST_PAGE_SIZE), "continue": token}
+
+
+def _stub(item: Mapping[str, Any]) -> dict[str, Any]:
+    meta = item.get("metadata") or {}
+    return {
+        "apiVersion": item.get("apiVersion"),
+        "kind": item.get("kind"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+    }
+
+
+async def _initial_listing(
+    runtime: Runtime, kinds: Sequence[WatchedKind]
+) -> dict[WatchedKind, dict[str, Any]]:
+    """Feed every existing object to the cache; returns the listed UIDs with tombstone bodies."""
+    listed: dict[WatchedKind, dict[str, Any]] = {}
+    for kind in kinds:
+        objects = await _list_all(runtime.client, kind)
+        listed[kind] = {}
+        for item in objects:
+            kind.apply(runtime.controller, item)
+            uid = (item.get("metadata") or {}).get("uid")
+            if uid:
+                listed[kind][uid] = _stub(item)
+        log.info("listed %d %s", len(objects), kind.path)
+    return listed
+
+
+async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str, Any]]) -> None:
+    """Objects deleted after our listing but before kopf's never produce a DELETED event: find
+    them by listing again once kopf is watching, and delete them from the cache."""
+    await asyncio.sleep(RELIST_DELAY_SECONDS)
+    for kind, before in listed.items():
+        while True:
             try:
-                delete(runtime.controller, body)
-            except Exception:
-                log.exception(
-                    "could not process the deletion of %s", _ref(body), extra={"object": _ref(body)}
-                )
+                now = {(o.get("metadata") or {}).get("uid") for o in await _list_all(runtime.client, kind)}
+                break
+            except ApiError as err:
+                log.warning("re-listing %s failed, retrying: %s", kind.path, err)
+                await asyncio.sleep(RELIST_DELAY_SECONDS)
+        for uid, tombstone in before.items():
+            if uid not in now:
+                log.info("%s vanished before the watch started", kind.ref(tombstone))
+                kind.apply(runtime.controller, tombstone, deleted=True)
+    listed.clear()
 
 
 def install_login(registry: kopf.OperatorRegistry) -> None:
@@ -195,20 +284,6 @@ async def _until_prepared(controller: Controller, health: Health, stop: asyncio.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), DISCOVERY_RETRY_SECONDS)
     return False
-
-
-async def _open_when_empty(runtime: Runtime, paths: Sequence[str]) -> None:
-    """Open the queue if no watched kind has any object (kopf then calls no event handler)."""
-    while not runtime.queue.is_open:
-        try:
-            lists = [await runtime.client.get(path, limit="1") for path in paths]
-            if all(not page.get("items") for page in lists):
-                log.info("every watched kind is empty; the initial listing is complete")
-                runtime.listed()
-                return
-        except ApiError as err:
-            log.warning("initial listing check failed: %s", err)
-        await asyncio.sleep(EMPTY_LISTING_RECHECK_SECONDS)
 
 
 async def _ping(runtime: Runtime) -> None:
@@ -329,6 +404,8 @@ async def run(
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime.controller, health, stop):
             return runtime.exit_code
+        listed = await _initial_listing(runtime, watched_kinds(definition.registry))
+        runtime.listed()
         kopf_stop: asyncio.Future[None] = loop.create_future()
         kopf_ready: asyncio.Future[None] = loop.create_future()
         operator = asyncio.create_task(
@@ -350,7 +427,7 @@ async def run(
                 loop.add_signal_handler(sig, on_signal)
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))
-        tasks.append(asyncio.create_task(_open_when_empty(runtime, runtime.controller.listing_paths())))
+        tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
         await _first(stop.wait(), lost.wait(), operator)
         if lost.is_set():
             log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)

@@ -14,4 +14,12 @@ Layout, from the bottom up; every module below is pure (no kopf, no API calls) a
 
 Watch handlers call :class:`.state.DeviceTaintState` and enqueue what it returns; workers ask it for a
 decision per work item, perform the API calls, and report the outcome back.
+
+On top of them, the wiring:
+
+* :mod:`.apis`: which API versions discovery finds (DeviceTaintRules in v1, v1beta2 or v1alpha3);
+* :mod:`.controller`: the I/O layer, feeding watch events to the state and executing its decisions;
+* :mod:`.handlers`: the kopf registry (``@kopf.index`` + ``@kopf.on.event`` only, via the core runtime);
+* :mod:`.metrics`: ``dra_operators_devicetaint_*``;
+* :mod:`.operator`: ``DEFINITION`` for ``dra-operators run devicetaint``, and ``API_CALLS``.
 """

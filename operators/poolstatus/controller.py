@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -114,14 +114,6 @@ class PoolStatusController:
         self.runtime.queue.add(TTL_KEY)
         self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
         return True
-
-    def listing_paths(self) -> Sequence[str]:
-        paths = [SLICES_PATH, CLAIMS_PATH]
-        if self.rules_served:
-            paths.append(RULES_PATH)
-        # Every surface kopf watches, served by us or not, so the emptiness check sees them all.
-        paths += [s.path() for s in surfaces.SURFACES if self.available.get(s)]
-        return paths
 
     async def _recheck_discovery(self) -> None:
         availability, rules_served = await self._discover()

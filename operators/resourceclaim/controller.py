@@ -118,13 +118,6 @@ class ResourceClaimController:
                 return False
         return True
 
-    def listing_paths(self) -> Sequence[str]:
-        return [
-            "/api/v1/pods",
-            f"{RESOURCE_API}/resourceclaims",
-            f"{RESOURCE_API}/resourceclaimtemplates",
-        ]
-
     # -- watch side ---------------------------------------------------------------------------
 
     def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:

@@ -1,0 +1,291 @@
+"""The binding attacher's I/O layer: watch events in, reconciles and API calls out.
+
+Watch side (synchronous, on the event loop, no API calls): claims, policies and ledger
+records are parsed into :mod:`.cache` / :mod:`.policybook` and the affected keys are queued.
+Unreadable objects are logged with their reference and skipped.
+
+Work side, one queue with three kinds of keys:
+
+* :class:`~.cache.ClaimKey` -> :class:`~.claimsync.ClaimSync` (records, calls, status entries);
+* :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
+* :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
+  claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
+  runs when the queue opens, i.e. after the initial listing of every watched kind, so no
+  detach is ever decided from a cache that is still filling (spec §16.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from operators.core.discovery import find_served
+from operators.core.events import WARNING
+
+from . import metrics
+from .actions import close_action
+from .actions.testaction import TestAction
+from .cache import (
+    ClaimCache,
+    ClaimKey,
+    PolicyKey,
+    SweepKey,
+    claim_key,
+    has_binding_conditions,
+    project_claim,
+    put_record,
+    record_claim_key,
+)
+from .claimsync import ClaimSync
+from .identity import DeviceKey
+from .inflight import CallTracker
+from .inventory import InventoryMirror
+from .ledger import PLURAL as RECORDS
+from .ledger import LedgerIndex
+from .ledgerio import LedgerWriter
+from .lookups import Lookups
+from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
+from .policybook import PolicyBook
+from .policysync import PLURAL as POLICIES
+from .policysync import PolicySync, policy_ref
+from .settings import BindingAttacherSettings
+from .statuswriter import StatusWriter
+from .steps_exec import StepExecutor
+from .taintrules import TaintRules
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+OWN_API = f"/apis/{GROUP}/{VERSION}"
+RECORD_COUNTS_DELAY = 10.0
+"""``status.records`` of a policy is refreshed at most this often (spec §21.4)."""
+
+
+class BindingAttacherController:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        settings = runtime.settings
+        assert isinstance(settings, BindingAttacherSettings)
+        self.settings = settings
+        client = runtime.client
+        self.cache = ClaimCache()
+        self.index = LedgerIndex()
+        self.book = PolicyBook()
+        self.calls = CallTracker(settings.max_concurrent_actions)
+        self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager)
+        self.taint_rules_served = False
+        self.policies = PolicySync(
+            client,
+            settings,
+            self.book,
+            self.index,
+            runtime.events,
+            self.mirror,
+            runtime.field_manager,
+            lambda: self.taint_rules_served,
+            self._readiness_changed,
+        )
+        self.executor = StepExecutor(
+            ledger_writer=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
+            writer=StatusWriter(client, self.cache, settings.enable_test_actions),
+            lookups=Lookups(client),
+            calls=self.calls,
+            events=runtime.events,
+            taints=TaintRules(client, runtime.field_manager),
+            queue=runtime.queue,
+            max_pod_events=settings.max_pod_events,
+            test_actions=settings.enable_test_actions,
+            on_forbidden=self._forbidden,
+            on_allowed=self._allowed,
+        )
+        self.claims = ClaimSync(self.cache, self.index, self.book, self.executor, settings.namespace)
+        metrics.bind(self)
+        # Held back by the gated queue until the initial listing of every kind is complete.
+        runtime.queue.add(SweepKey())
+
+    # -- start -------------------------------------------------------------------------------------
+
+    async def prepare(self) -> bool:
+        client = self.runtime.client
+        needed = [
+            ("resource.k8s.io", "resourceclaims", "v1"),
+            (GROUP, POLICIES, VERSION),
+            (GROUP, RECORDS, VERSION),
+        ]
+        for group, plural, version in needed:
+            if await find_served(client, group, plural, [version]) is None:
+                log.warning("%s/%s does not serve %s", group, version, plural)
+                return False
+        self.taint_rules_served = (
+            await find_served(client, "resource.k8s.io", "devicetaintrules", ["v1"]) is not None
+        )
+        return True
+
+    # -- watch side ----------------------------------------------------------------------------------
+
+    def observe_claim(self, body: Mapping[str, Any]) -> None:
+        try:
+            claim = project_claim(body, self.settings.enable_test_actions)
+        except ValidationError as err:
+            ref = _reference("resourceclaim", body)
+            log.warning("skipping %s that cannot be read: %s", ref, err, extra={"object": ref})
+            return
+        if not self.cache.put(claim):
+            return
+        uid = claim.metadata.uid
+        if self.index.for_claim(uid) or self._relevant(claim):
+            self.runtime.queue.add(claim_key(claim))
+
+    def forget_claim(self, body: Mapping[str, Any]) -> None:
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        claim = self.cache.remove(uid)
+        if claim is not None and self.index.for_claim(uid):
+            self.runtime.queue.add(claim_key(claim))
+
+    def observe_policy(self, body: Mapping[str, Any]) -> None:
+        state = self.book.observe(body)
+        for sibling in self.book.same_driver(state.driver) or [state]:
+            self.runtime.queue.add(PolicyKey(sibling.name))
+
+    def forget_policy(self, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name", ""))
+        state = self.book.forget(name)
+        if state is None:
+            return
+        if state.action is not None:
+            asyncio.get_running_loop().create_task(close_action(state.action))
+        for sibling in self.book.same_driver(state.driver):
+            self.runtime.queue.add(PolicyKey(sibling.name))
+        self._readiness_changed(state.driver)
+
+    def observe_record(self, body: Mapping[str, Any]) -> None:
+        record = self._parse_record(body)
+        if record is None or not put_record(self.index, record):
+            return
+        self.runtime.queue.add(record_claim_key(record))
+        self.runtime.queue.add_after(PolicyKey(record.spec.policy.name), RECORD_COUNTS_DELAY)
+        if record.status.phase in (Phase.DETACHED, Phase.FAILED):
+            self._wake_waiters(record)
+
+    def forget_record(self, body: Mapping[str, Any]) -> None:
+        record = self._parse_record(body)
+        if record is None:
+            return
+        self.index.remove(record.metadata.name)
+        self.runtime.queue.add(record_claim_key(record))
+        self.runtime.queue.add(PolicyKey(record.spec.policy.name))
+        self._wake_waiters(record)
+
+    def _parse_record(self, body: Mapping[str, Any]) -> DeviceAttachment | None:
+        namespace = (body.get("metadata") or {}).get("namespace")
+        if namespace != self.settings.namespace:
+            return None  # only the operator namespace holds our ledger
+        try:
+            return DeviceAttachment.model_validate(body)
+        except ValidationError as err:
+            ref = _reference("deviceattachment", body)
+            log.warning("skipping %s that cannot be read: %s", ref, err, extra={"object": ref})
+            return None
+
+    def _wake_waiters(self, record: DeviceAttachment) -> None:
+        """Records waiting for this device (spec §13.3) are re-checked at once."""
+        for other in self.index.for_device(DeviceKey.of_record(record)):
+            if other.metadata.name != record.metadata.name and other.status.phase is Phase.PENDING:
+                self.runtime.queue.add(record_claim_key(other))
+
+    def _relevant(self, claim: ResourceClaim) -> bool:
+        if not has_binding_conditions(claim):
+            return False
+        drivers = self.book.drivers()
+        allocation = claim.status.allocation
+        return allocation is not None and any(r.driver in drivers for r in allocation.devices.results)
+
+    def _readiness_changed(self, driver: str) -> None:
+        for claim in self.cache:
+            allocation = claim.status.allocation
+            if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
+                self.runtime.queue.add(claim_key(claim))
+        for record in self.index.all():
+            if record.spec.driver == driver:
+                self.runtime.queue.add(record_claim_key(record))
+
+    def _allowed(self, driver: str) -> None:
+        """A status write succeeded for a driver whose policy says Authorized=False: the
+        permission was restored, so the policy is re-checked now, not at its 5-minute recheck."""
+        owner = self.book.owner(driver)
+        if owner is not None and owner.authorized is False:
+            self.policies.recheck_authorization(owner)
+            self.runtime.queue.add(PolicyKey(owner.name))
+
+    def _forbidden(self, driver: str) -> None:
+        owner = self.book.owner(driver)
+        if owner is None:
+            return
+        self.policies.recheck_authorization(owner)
+        self.runtime.queue.add(PolicyKey(owner.name))
+        asyncio.get_running_loop().create_task(
+            self.runtime.events.emit(
+                policy_ref(owner),
+                WARNING,
+                "StatusWriteForbidden",
+                f"status.devices writes for driver {driver} are refused: the attacher lacks "
+                "resourceclaims/driver arbitrary-node:patch for this driver",
+            )
+        )
+
+    # -- work side -----------------------------------------------------------------------------------
+
+    async def sync(self, key: object) -> None:
+        if isinstance(key, ClaimKey):
+            await self.claims.sync(key)
+        elif isinstance(key, PolicyKey):
+            again = await self.policies.sync(key.name)
+            if again is not None:
+                self.runtime.queue.add_after(key, again)
+        elif isinstance(key, SweepKey):
+            await self._sweep()
+            self.runtime.queue.add_after(key, self.settings.resync_seconds)
+
+    async def _sweep(self) -> None:
+        for record in self.index.all():
+            self.runtime.queue.add(record_claim_key(record))
+        for claim in self.cache:
+            if self._relevant(claim):
+                self.runtime.queue.add(claim_key(claim))
+        await self.executor.taints.sweep()
+
+    # -- metrics snapshot ------------------------------------------------------------------------
+
+    def record_phases(self) -> Iterable[tuple[str, str, int]]:
+        counts: dict[tuple[str, str], int] = {}
+        for record in self.index.all():
+            key = (record.spec.driver, record.status.phase.value)
+            counts[key] = counts.get(key, 0) + 1
+        return [(driver, phase, n) for (driver, phase), n in counts.items()]
+
+    def inflight(self) -> Iterable[tuple[str, str, int]]:
+        return [(driver, op, n) for (driver, op), n in self.calls.counts().items()]
+
+    def policy_readiness(self) -> Iterable[tuple[str, str, bool]]:
+        return [(s.name, s.driver, s.ready) for s in self.book.all() if s.evaluated]
+
+    def test_action_calls(self) -> Iterable[tuple[str, str, int]]:
+        totals: dict[tuple[str, str], int] = {}
+        for state in self.book.all():
+            if isinstance(state.action, TestAction):
+                for key, count in state.action.calls.items():
+                    totals[key] = totals.get(key, 0) + count
+        return [(op, outcome, n) for (op, outcome), n in totals.items()]
+
+
+def _reference(kind: str, body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace + '/' if namespace else ''}{meta.get('name')}"

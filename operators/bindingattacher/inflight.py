@@ -1,0 +1,142 @@
+"""Action calls in flight, and the per-record facts only the running process knows.
+
+An action call runs as its own task, never inside a reconcile worker: a worker starts it and
+returns, and when the call ends its outcome is parked here and the claim is queued again, so
+the state machine (``after_attach``/``after_detach``) sees the result on the next sync. The
+outcome is only consumed (:meth:`CallTracker.consume`) after the step built from it has
+been persisted, so a failed ledger write never loses a result.
+
+Every call carries a ticket; cancelling a call, or starting another one for the same record,
+makes the older ticket stale, and a stale call's late outcome is dropped. This is what
+"cancel the in-flight call" means for a thread-backed Python action that cannot really be
+stopped (spec §10.3).
+
+Concurrency limits (spec §15.1): attach and probe calls count against the policy's
+``maxAttaches``, detaches against ``maxDetaches`` (separate, so detaches are never starved),
+and all calls against ``--max-concurrent-actions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .actions import AttachResult, CallOutcome, Operation, Outcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecordRuntime:
+    """In-memory facts about one ledger record (``RuntimeFacts`` is built from them)."""
+
+    retry_at: datetime | None = None
+    retries: int = 0
+    last_in_progress: bool = False
+    last_retry_event: float = float("-inf")
+    last_detach_failed_event: float = float("-inf")
+
+
+@dataclass
+class _Call:
+    ticket: int
+    operation: Operation
+    policy: str
+    driver: str
+    task: asyncio.Task[None] | None = None
+    outcome: CallOutcome | None = None
+
+
+class CallTracker:
+    def __init__(self, max_total: int) -> None:
+        self.max_total = max_total
+        self._calls: dict[str, _Call] = {}
+        self._runtime: dict[str, RecordRuntime] = {}
+        self._tickets = itertools.count(1)
+
+    def runtime(self, name: str) -> RecordRuntime:
+        return self._runtime.setdefault(name, RecordRuntime())
+
+    def in_flight(self, name: str) -> bool:
+        call = self._calls.get(name)
+        return call is not None and call.outcome is None and call.task is not None and not call.task.done()
+
+    def outcome(self, name: str) -> tuple[Operation, CallOutcome] | None:
+        call = self._calls.get(name)
+        if call is None or call.outcome is None:
+            return None
+        return call.operation, call.outcome
+
+    def consume(self, name: str) -> None:
+        call = self._calls.get(name)
+        if call is not None and call.outcome is not None:
+            del self._calls[name]
+
+    def _running(self) -> list[_Call]:
+        return [
+            c for c in self._calls.values() if c.outcome is None and c.task is not None and not c.task.done()
+        ]
+
+    def slot_free(self, policy: str, max_attaches: int) -> bool:
+        running = self._running()
+        attaches = sum(1 for c in running if c.policy == policy and c.operation is not Operation.DETACH)
+        return attaches < max_attaches and len(running) < self.max_total
+
+    def start(
+        self,
+        name: str,
+        operation: Operation,
+        policy: str,
+        driver: str,
+        call: Callable[[], Coroutine[Any, Any, CallOutcome]],
+        done: Callable[[], None],
+    ) -> None:
+        """Run ``call`` as a task; ``done`` is invoked (on the loop) once its outcome is parked."""
+        self.cancel(name)
+        entry = _Call(next(self._tickets), operation, policy, driver)
+        self._calls[name] = entry
+        self.runtime(name).retry_at = None
+
+        async def run() -> None:
+            try:
+                outcome = await call()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a bug on our side of the call must not lose the record
+                log.exception("action call %s for %s failed unexpectedly", operation, name)
+                outcome = CallOutcome(AttachResult(Outcome.TRANSIENT_ERROR, f"{type(err).__name__}: {err}"))
+            current = self._calls.get(name)
+            if current is not None and current.ticket == entry.ticket:
+                current.outcome = outcome
+                done()
+
+        entry.task = asyncio.get_running_loop().create_task(run(), name=f"call-{operation}-{name}")
+
+    def cancel(self, name: str) -> None:
+        call = self._calls.pop(name, None)
+        if call is not None and call.task is not None and not call.task.done():
+            call.task.cancel()
+
+    def forget(self, name: str) -> None:
+        self.cancel(name)
+        self._runtime.pop(name, None)
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Calls in flight per ``(driver, operation)``, for the scrape-time gauge."""
+        counts: dict[tuple[str, str], int] = {}
+        for call in self._running():
+            key = (call.driver, call.operation.lower())
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    async def close(self) -> None:
+        tasks = [c.task for c in self._calls.values() if c.task is not None and not c.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._calls.clear()

@@ -1,0 +1,79 @@
+"""Entry point of ``dra-operators run bindingattacher``: the definition and its API surface.
+
+:data:`API_CALLS` lists every ``(api group, resource, verb)`` the process uses, kopf's
+watches and leader election included; ``manifests/bindingattacher/rbac.yaml`` grants exactly
+these, and a test keeps the two equal. Deliberately absent (spec §20): ``resourceclaims/binding``
+(the attacher never changes ``allocation`` or ``reservedFor``), any write on ``resourceclaims``
+itself (no finalizers or annotations on claims), list/watch on pods (point reads only), and
+the ``update`` verbs on claim status (every status write is a server-side apply, i.e. PATCH).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from operators.core.runtime import OperatorDefinition
+
+from .controller import BindingAttacherController
+from .handlers import registry
+from .settings import BindingAttacherSettings
+
+DEFAULT_WORKERS: Final = 20
+"""Spec §15.1 (``--workers``); the queue is keyed by claim, so one worker per claim at a time."""
+
+API_CALLS: Final[list[tuple[str, str, str]]] = [
+    # Cluster-wide watch; live GET to confirm that a claim a record refers to is gone (13.1).
+    ("resource.k8s.io", "resourceclaims", "get"),
+    ("resource.k8s.io", "resourceclaims", "list"),
+    ("resource.k8s.io", "resourceclaims", "watch"),
+    # Server-side apply of our drivers' status.devices entries (11.1)...
+    ("resource.k8s.io", "resourceclaims/status", "patch"),
+    # ...which DRAResourceClaimGranularStatusAuthorization also checks per driver name, with the
+    # request's verb; limited by resourceNames to the configured drivers (20).
+    ("resource.k8s.io", "resourceclaims/driver", "arbitrary-node:patch"),
+    # Device attributes for actions: a list with fieldSelector spec.driver=<driver> (6).
+    ("resource.k8s.io", "resourceslices", "list"),
+    # Optional failure taints (14): create, and the sweep's list and delete of expired rules.
+    ("resource.k8s.io", "devicetaintrules", "create"),
+    ("resource.k8s.io", "devicetaintrules", "delete"),
+    ("resource.k8s.io", "devicetaintrules", "list"),
+    # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
+    ("", "pods", "get"),
+    ("", "nodes", "get"),
+    # Events, and their de-duplication (count and lastTimestamp).
+    ("", "events", "create"),
+    ("", "events", "patch"),
+    # Policies: watch, finalizer (merge patch), status (server-side apply).
+    ("dra-operators.io", "deviceattachpolicies", "list"),
+    ("dra-operators.io", "deviceattachpolicies", "watch"),
+    ("dra-operators.io", "deviceattachpolicies", "patch"),
+    ("dra-operators.io", "deviceattachpolicies/status", "patch"),
+    # Authorized condition: may this process write the driver's entries (21.4)?
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
+    # The ledger. kopf watches cluster-wide, so list/watch are cluster-wide (records outside the
+    # operator namespace are ignored); every write stays in the operator namespace (Role).
+    ("dra-operators.io", "deviceattachments", "list"),
+    ("dra-operators.io", "deviceattachments", "watch"),
+    ("dra-operators.io", "deviceattachments", "get"),
+    ("dra-operators.io", "deviceattachments", "create"),
+    ("dra-operators.io", "deviceattachments", "update"),
+    ("dra-operators.io", "deviceattachments", "delete"),
+    # Webhook CA, client certificate and bearer token, in the operator namespace (10.4).
+    ("", "secrets", "get"),
+    # Test action inventory mirror (server-side apply creates it), with --enable-test-actions.
+    ("", "configmaps", "get"),
+    ("", "configmaps", "create"),
+    ("", "configmaps", "patch"),
+    # Leader election, in the operator namespace only.
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "update"),
+]
+
+DEFINITION = OperatorDefinition(
+    name="bindingattacher",
+    registry=registry,
+    settings_class=BindingAttacherSettings,
+    default_workers=DEFAULT_WORKERS,
+    make_controller=BindingAttacherController,
+)

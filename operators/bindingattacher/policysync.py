@@ -1,0 +1,333 @@
+"""Reconciling one ``DeviceAttachPolicy`` (spec §21.4): evaluate, build, authorize, report.
+
+A sync runs the pure evaluation (``policy.evaluate``), builds the action of a newly accepted
+generation (``actions.build_action``; Secrets are read here, in the operator namespace only),
+asks the API server whether this process may write the driver's ``status.devices`` entries
+(a SelfSubjectAccessReview, re-asked every 5 minutes and after a write was refused), and
+writes ``Accepted``/``Authorized``/``Ready`` plus the record counts with server-side apply on
+the status subresource. A write is skipped when nothing but timestamps would change.
+
+A rejected later generation keeps the last accepted action instance, so detaches of existing
+records continue (spec §21.4). The finalizer ``dra-operators.io/attachments`` is added on
+first acceptance and removed once no record refers to a deleted policy; only then is the
+instance closed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from operators.core.client import MERGE_PATCH, ApiError, KubeClient
+from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
+from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from operators.core.workqueue import Retry
+
+from . import ledger, policy
+from .actions import ActionConfigError, BuildContext, build_action, close_action
+from .actions.testaction import TestAction
+from .durations import parse_duration
+from .inventory import InventoryMirror
+from .ledger import LedgerIndex
+from .models import API_VERSION, ActionKind, DeviceAttachPolicy
+from .policybook import PolicyBook, PolicyState
+from .settings import BindingAttacherSettings
+
+log = logging.getLogger(__name__)
+
+PLURAL = "deviceattachpolicies"
+KIND = "DeviceAttachPolicy"
+POLICIES_PATH = f"/apis/{API_VERSION}/{PLURAL}"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+RECHECK_SECONDS = 300.0
+"""Authorization and Secrets are re-read this often (spec §10.4, §21.4)."""
+
+
+def policy_ref(state: PolicyState) -> ObjectRef:
+    return ObjectRef(API_VERSION, KIND, state.name, None, state.uid)
+
+
+def _pool_size(candidate: DeviceAttachPolicy) -> int:
+    concurrency = candidate.spec.concurrency
+    return concurrency.max_attaches + concurrency.max_detaches
+
+
+def _capped(spec_policy: DeviceAttachPolicy, cap: str | None) -> DeviceAttachPolicy:
+    """The policy with ``bindingTimeout`` cut to ``--binding-timeout`` (the scheduler's value)."""
+    if cap is None:
+        return spec_policy
+    try:
+        if parse_duration(spec_policy.spec.binding_timeout) <= parse_duration(cap):
+            return spec_policy
+    except ValueError:
+        return spec_policy  # validation reports the malformed value
+    spec = spec_policy.spec.model_copy(update={"binding_timeout": cap})
+    return spec_policy.model_copy(update={"spec": spec})
+
+
+class PolicySync:
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: BindingAttacherSettings,
+        book: PolicyBook,
+        index: LedgerIndex,
+        events: EventRecorder,
+        mirror: InventoryMirror,
+        field_manager: str,
+        taint_rules_served: Callable[[], bool],
+        readiness_changed: Callable[[str], None],
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.book = book
+        self.index = index
+        self.events = events
+        self.mirror = mirror
+        self.field_manager = field_manager
+        self.taint_rules_served = taint_rules_served
+        self.readiness_changed = readiness_changed
+
+    async def sync(self, name: str) -> float | None:
+        """Reconcile one policy; returns when to look again (seconds), or None."""
+        state = self.book.get(name)
+        if state is None:
+            return None
+        generation = state.generation
+        verdict = await self._evaluate(state)
+        authorized = await self._authorize(state)
+        accepted, authorized, ready = policy.status_conditions(
+            verdict, authorized, terminating=state.deleting, generation=generation
+        )
+        was = (state.evaluated, state.ready)
+        state.ready = ready.status == TRUE
+        state.not_ready_message = ready.message or ready.reason
+        state.evaluated_generation = generation
+        await self._finalizer(state, verdict.accepted)
+        await self._write_status(state, (accepted, authorized, ready))
+        if was != (True, state.ready):
+            self.readiness_changed(state.driver)
+        return RECHECK_SECONDS
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    async def _evaluate(self, state: PolicyState) -> policy.Verdict:
+        if state.policy is None:
+            return policy.Verdict.rejected("InvalidSpec", state.parse_error)
+        candidate = _capped(state.policy, self.settings.binding_timeout)
+        others = [p if p.metadata.uid != candidate.metadata.uid else candidate for p in self.book.parsed()]
+        verdict = policy.evaluate(
+            candidate,
+            others,
+            test_actions_enabled=self.settings.enable_test_actions,
+            taint_rules_served=self.taint_rules_served(),
+        )
+        if not verdict.accepted or verdict.settings is None:
+            return verdict
+        try:
+            secrets, digest = await self._secrets(state, candidate)
+            current = state.accepted_generation == state.generation and state.action is not None
+            if current and digest == state.secrets_digest:
+                return policy.with_action(verdict, state.action_description)
+            built = await build_action(
+                candidate.spec.action,
+                BuildContext(
+                    policy_name=state.name,
+                    test_actions_enabled=self.settings.enable_test_actions,
+                    secrets=secrets,
+                    pool_size=_pool_size(candidate),
+                    inventory_listener=self._listener(candidate),
+                    logger=logging.getLogger(f"{__name__}.{state.name}"),
+                ),
+            )
+        except ActionConfigError as err:
+            return policy.Verdict.rejected(err.reason, err.message)
+        await self._adopt_inventory(state, candidate, built.action)
+        old = state.action
+        state.action = built.action
+        state.action_kind = candidate.spec.action.kind.value
+        state.settings = verdict.settings
+        state.accepted_generation = state.generation
+        state.secrets_digest = digest
+        state.action_description = built.description
+        if old is not None and old is not built.action:
+            await close_action(old)
+        log.info("built %s", built.description, extra={"object": f"policy {state.name}"})
+        return policy.with_action(verdict, built.description)
+
+    def _listener(self, candidate: DeviceAttachPolicy) -> Any:
+        test = candidate.spec.action.test
+        if candidate.spec.action.kind is not ActionKind.TEST or test is None or not test.inventory_config_map:
+            return None
+        return self.mirror.listener(test.inventory_config_map, candidate.metadata.name)
+
+    async def _adopt_inventory(
+        self, state: PolicyState, candidate: DeviceAttachPolicy, action: object
+    ) -> None:
+        """A new Test action instance continues the inventory of the previous one, or of the
+        ConfigMap it was mirrored into (after a restart)."""
+        if not isinstance(action, TestAction):
+            return
+        if isinstance(state.action, TestAction):
+            action.inventory = state.action.inventory
+            action.calls = state.action.calls
+            return
+        test = candidate.spec.action.test
+        if test is not None and test.inventory_config_map:
+            data = await self.mirror.load(test.inventory_config_map)
+            action.load(own_inventory(data, candidate.spec.driver))
+
+    async def _secrets(
+        self, state: PolicyState, candidate: DeviceAttachPolicy
+    ) -> tuple[dict[str, dict[str, str]], str]:
+        webhook = candidate.spec.action.webhook
+        if candidate.spec.action.kind is not ActionKind.WEBHOOK or webhook is None:
+            return {}, ""
+        fresh = time.monotonic() - state.secrets_read_at < RECHECK_SECONDS
+        if fresh and state.accepted_generation == state.generation:
+            return {}, state.secrets_digest  # unchanged and recently read: no rebuild
+        refs = (webhook.ca_secret_ref, webhook.client_cert_secret_ref, webhook.bearer_token_secret_ref)
+        names = {ref.name for ref in refs if ref is not None}
+        secrets: dict[str, dict[str, str]] = {}
+        for name in sorted(names):
+            try:
+                body = await self.client.get(f"/api/v1/namespaces/{self.settings.namespace}/secrets/{name}")
+            except ApiError as err:
+                if err.not_found:
+                    continue  # reported as SecretNotFound by the builder
+                raise
+            secrets[name] = {
+                k: base64.b64decode(v).decode("utf-8", errors="replace")
+                for k, v in (body.get("data") or {}).items()
+            }
+        state.secrets_read_at = time.monotonic()
+        digest = hashlib.sha256(json.dumps(secrets, sort_keys=True).encode()).hexdigest()
+        return secrets, digest
+
+    # -- authorization -------------------------------------------------------------------------
+
+    async def _authorize(self, state: PolicyState) -> Condition:
+        if not state.driver:
+            return policy.authorized_condition("", None, state.generation, "the policy names no driver")
+        stale = time.monotonic() - state.authorized_at >= RECHECK_SECONDS
+        if state.authorized is None or stale or state.authorized_generation != state.generation:
+            try:
+                review = await self.client.create(ACCESS_REVIEWS, policy.access_review(state.driver))
+                status = review.get("status") or {}
+                state.authorized = bool(status.get("allowed"))
+                state.authorized_detail = str(status.get("reason") or "")
+            except ApiError as err:
+                state.authorized = None
+                state.authorized_detail = str(err)
+            state.authorized_at = time.monotonic()
+            state.authorized_generation = state.generation
+        return policy.authorized_condition(
+            state.driver, state.authorized, state.generation, state.authorized_detail
+        )
+
+    def recheck_authorization(self, state: PolicyState) -> None:
+        state.authorized_at = 0.0
+
+    # -- finalizer and status --------------------------------------------------------------------
+
+    async def _finalizer(self, state: PolicyState, accepted: bool) -> None:
+        has = policy.FINALIZER in state.finalizers
+        if not state.deleting and accepted and not has:
+            await self._set_finalizers(state, (*state.finalizers, policy.FINALIZER))
+        elif state.deleting and has and not self._referenced(state.name):
+            await self._set_finalizers(state, tuple(f for f in state.finalizers if f != policy.FINALIZER))
+            if state.action is not None:
+                await close_action(state.action)
+                state.action = None
+
+    def _referenced(self, name: str) -> bool:
+        return any(r.spec.policy.name == name for r in self.index.all())
+
+    async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> None:
+        body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": state.resource_version}}
+        try:
+            updated = await self.client.patch(f"{POLICIES_PATH}/{state.name}", body, content_type=MERGE_PATCH)
+        except ApiError as err:
+            if err.conflict:
+                raise Retry(0.5, f"policy {state.name} changed while setting its finalizer") from err
+            if err.not_found:
+                return
+            raise
+        meta = updated.get("metadata") or {}
+        state.finalizers = tuple(meta.get("finalizers") or ())
+        state.resource_version = str(meta.get("resourceVersion", state.resource_version))
+
+    async def _write_status(self, state: PolicyState, conditions: tuple[Condition, ...]) -> None:
+        now = format_time(datetime.now(UTC))
+        current = list(state.status.get("conditions") or ())
+        merged: list[dict[str, Any]] = current
+        for condition in conditions:
+            merged = merge(merged, condition, now)
+        records = ledger.record_counts(self.index.all(), state.name)
+        unchanged = (
+            state.status.get("observedGeneration") == state.generation
+            and state.status.get("records") == records
+            and all(same_content(_find(current, c.type), c.to_dict()) for c in conditions)
+        )
+        if unchanged:
+            return
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": state.name},
+            "status": {"observedGeneration": state.generation, "conditions": merged, "records": records},
+        }
+        try:
+            path = f"{POLICIES_PATH}/{state.name}/status"
+            written = await self.client.apply(path, body, self.field_manager)
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        previous = _find(current, policy.ACCEPTED)
+        state.status = dict(written.get("status") or {})
+        await self._accepted_event(state, previous, conditions[0])
+
+    async def _accepted_event(
+        self, state: PolicyState, previous: Mapping[str, Any] | None, accepted: Condition
+    ) -> None:
+        if (
+            previous is not None
+            and previous.get("status") == accepted.status
+            and previous.get("reason") == accepted.reason
+        ):
+            return
+        if accepted.status == TRUE:
+            await self.events.emit(
+                policy_ref(state), NORMAL, "PolicyAccepted", accepted.message or "the policy was accepted"
+            )
+        else:
+            await self.events.emit(
+                policy_ref(state), WARNING, "PolicyRejected", f"{accepted.reason}: {accepted.message}"
+            )
+
+
+def own_inventory(data: Mapping[str, str], driver: str) -> dict[str, str]:
+    """The entries of one driver in a shared inventory ConfigMap (the device is ``driver/pool/name``)."""
+    own = {}
+    for key, raw in data.items():
+        try:
+            device = json.loads(raw).get("device", "")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(device, str) and device.startswith(f"{driver}/"):
+            own[key] = raw
+    return own
+
+
+def _find(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+    for condition in conditions:
+        if condition.get("type") == type_:
+            return condition
+    return None

@@ -1,0 +1,44 @@
+"""Which API versions the devicetaint operator uses, found through discovery (spec §3).
+
+ResourceClaims and ResourceSlices must be served as ``resource.k8s.io/v1``; without them the operator
+reports not ready and asks again later. DeviceTaintRules are optional: the first of ``v1`` (1.37),
+``v1beta2`` (1.36, off by default) and ``v1alpha3`` whose discovery document lists them is watched, and
+their status is written through that same version if it lists ``devicetaintrules/status``. Without any
+version, rules are ignored and ResourceSlice taints still evict.
+
+The field names the operator reads are the same in the three versions, so one projection serves all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from operators.core.client import KubeClient
+from operators.core.discovery import ServedResource, find_served, resources_of
+
+GROUP = "resource.k8s.io"
+CORE_VERSION = "v1"
+RULES = "devicetaintrules"
+RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+
+
+@dataclass(frozen=True)
+class ServedApis:
+    claims_and_slices: bool
+    """Whether ``resource.k8s.io/v1`` serves both ResourceClaims and ResourceSlices."""
+    rules: ServedResource | None
+    """The DeviceTaintRule version to watch, or None when no version serves them."""
+
+    @property
+    def rule_status_writable(self) -> bool:
+        return self.rules is not None and "status" in self.rules.subresources
+
+
+async def discover(client: KubeClient) -> ServedApis:
+    core = await resources_of(client, GROUP, CORE_VERSION)
+    rules = await find_served(client, GROUP, RULES, RULE_VERSIONS)
+    return ServedApis(claims_and_slices={"resourceclaims", "resourceslices"} <= core.keys(), rules=rules)
+
+
+def collection_path(version: str, plural: str) -> str:
+    return f"/apis/{GROUP}/{version}/{plural}"

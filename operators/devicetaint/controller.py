@@ -1,0 +1,270 @@
+"""The I/O layer of the devicetaint operator: it feeds watch events to the state and executes its decisions.
+
+Concurrency contract, as in :mod:`.state`: watch callbacks run synchronously on the event loop; they
+update the state and enqueue work, and never call the API. A worker asks the state for a decision, awaits
+the API calls without touching the state, then reports the outcome. A work item therefore always acts on
+the current cache, whatever event queued it.
+
+Evicting one pod (spec §9, with the cached pod instead of a live GET, see :mod:`.podeviction`): the Event
+``Marking for deletion``, the ``DisruptionTarget`` status PATCH with ``metadata.uid`` as a precondition,
+then a DELETE with a UID precondition. A pod that is already terminating only counts as evicted.
+
+The DeviceTaintRule watch is registered during discovery, before kopf starts, for the version found then,
+so the rules take part in the initial listing like every other kind. kopf cannot start a watch later on,
+so a change of the served rule API (a version appears, or the watched one goes) is followed by a clean
+stop: the Deployment restarts the process, which then discovers and watches the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.discovery import find_served
+from operators.core.events import NORMAL, ObjectRef
+from operators.core.models import KubeModel
+from operators.core.workqueue import Retry
+
+from . import metrics
+from .apis import GROUP, RULE_VERSIONS, RULES, ServedApis, discover
+from .evaluation import describe_reasons
+from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
+from .models import (
+    DeviceTaintRule,
+    Pod,
+    PodItem,
+    ResourceClaim,
+    ResourceSlice,
+    RuleItem,
+    UnparsableObject,
+    WorkItem,
+    describe,
+    parse,
+)
+from .podeviction import (
+    EVENT_CANCELLING_DELETION,
+    EVENT_MARKING_FOR_DELETION,
+    EVENT_REASON,
+    PodDone,
+    PodEvict,
+    PodNotYet,
+    PodOutcome,
+)
+from .state import DeviceTaintState, Effects
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# Spec §2: upstream's code default (kube-controller-manager 1.37.2 actually uses 8, see the report).
+DEFAULT_WORKERS = 10
+REDISCOVERY_SECONDS = 60.0
+
+Model = TypeVar("Model", bound=KubeModel)
+WatchRules = Callable[[str], None]
+"""Registers the DeviceTaintRule watch for one version; only possible before kopf starts."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _pod_ref(item: PodItem) -> ObjectRef:
+    return ObjectRef("v1", "Pod", item.name, item.namespace, item.uid)
+
+
+class DeviceTaintController:
+    def __init__(self, runtime: Runtime, watch_rules: WatchRules) -> None:
+        self.runtime = runtime
+        self.state = DeviceTaintState()
+        self._watch_rules = watch_rules
+        self._apis: ServedApis | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # --- Start -----------------------------------------------------------------------------------------
+
+    async def prepare(self) -> bool:
+        apis = await discover(self.runtime.client)
+        if not apis.claims_and_slices:
+            log.warning("resource.k8s.io/v1 does not serve both resourceclaims and resourceslices")
+            return False
+        if self._apis is None:
+            self._apis = apis
+            self._start_rules(apis)
+            self._spawn(self._rediscover_rules(apis.rules.version if apis.rules else None))
+        return True
+
+    def _start_rules(self, apis: ServedApis) -> None:
+        if apis.rules is None:
+            log.warning(
+                "no version of %s serves %s: DeviceTaintRules are ignored, ResourceSlice taints still "
+                "evict; discovery is repeated every %.0fs",
+                GROUP,
+                RULES,
+                REDISCOVERY_SECONDS,
+            )
+            return
+        self._watch_rules(apis.rules.version)
+        log.info("watching DeviceTaintRules as %s", apis.rules.api_version)
+        if not apis.rule_status_writable:
+            log.warning("%s serves no devicetaintrules/status: rule conditions are not written", apis.rules)
+
+    async def _rediscover_rules(self, watched: str | None) -> None:
+        """Stop the process (for a restart) once the served rule version differs from the watched one.
+
+        A change must be seen twice in a row: one odd discovery answer is no reason to restart.
+        """
+        previous = watched
+        while True:
+            await asyncio.sleep(REDISCOVERY_SECONDS)
+            try:
+                served = await find_served(self.runtime.client, GROUP, RULES, RULE_VERSIONS)
+            except ApiError as err:
+                log.info("DeviceTaintRule discovery failed, trying again later: %s", err)
+                continue
+            seen = served.version if served else None
+            if seen == watched or seen != previous:
+                previous = seen
+                continue
+            log.warning(
+                "the served DeviceTaintRule version changed from %s to %s; stopping so that a restart "
+                "watches it",
+                watched or "none",
+                seen or "none",
+            )
+            self.runtime.request_stop()
+            return
+
+    # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
+
+    def upsert_pod(self, body: Mapping[str, Any]) -> None:
+        self._apply(Pod, body, self.state.apply_pod)
+
+    def delete_pod(self, body: Mapping[str, Any]) -> None:
+        self._apply(Pod, body, lambda pod, _now: self.state.delete_pod(pod))
+
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
+        self._apply(ResourceClaim, body, self.state.apply_claim)
+
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
+        self._apply(ResourceClaim, body, self.state.delete_claim)
+
+    def upsert_slice(self, body: Mapping[str, Any]) -> None:
+        self._apply(ResourceSlice, body, self.state.apply_slice)
+
+    def delete_slice(self, body: Mapping[str, Any]) -> None:
+        self._apply(ResourceSlice, body, self.state.delete_slice)
+
+    def upsert_rule(self, body: Mapping[str, Any]) -> None:
+        self._apply(DeviceTaintRule, body, self.state.apply_rule)
+
+    def delete_rule(self, body: Mapping[str, Any]) -> None:
+        self._apply(DeviceTaintRule, body, self.state.delete_rule)
+
+    def _apply(
+        self, model: type[Model], body: Mapping[str, Any], apply: Callable[[Model, datetime], Effects]
+    ) -> None:
+        try:
+            obj = parse(model, dict(body))
+        except UnparsableObject as err:
+            log.warning("skipped: %s", err, extra={"object": describe(body)})
+            return
+        self._route(apply(obj, _now()))
+
+    def _route(self, effects: Effects) -> None:
+        for enqueue in effects.enqueue:
+            self.runtime.queue.add_after(enqueue.item, enqueue.delay)
+        for item in effects.cancelled:
+            log.info("eviction cancelled", extra={"object": f"Pod {item.namespace}/{item.name}"})
+            self._spawn(
+                self.runtime.events.emit(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
+            )
+        for warning in effects.warnings:
+            log.warning("%s", warning)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- Work items ------------------------------------------------------------------------------------
+
+    async def sync(self, key: WorkItem) -> None:
+        if isinstance(key, PodItem):
+            await self._sync_pod(key)
+        else:
+            await self._sync_rule(key)
+
+    async def _sync_pod(self, item: PodItem) -> None:
+        decision = self.state.decide_pod(item, _now())
+        if isinstance(decision, PodDone):
+            return
+        if isinstance(decision, PodNotYet):
+            raise Retry(decision.delay, "eviction not due yet")
+        outcome = await self._evict(decision)
+        finished = self.state.finish_pod(decision, outcome, _now())
+        if finished.latency is not None:
+            metrics.pod_deletions.inc()
+            metrics.pod_deletion_duration.observe(finished.latency)
+            log.info(
+                "evicted %.3fs after its eviction time; because of: %s",
+                finished.latency,
+                describe_reasons(decision.eviction.reasons),
+                extra={"object": f"Pod {item.namespace}/{item.name}"},
+            )
+        self._route(finished.effects)
+
+    async def _evict(self, decision: PodEvict) -> PodOutcome:
+        """Steps 4-6 of spec §9; the preconditions make a replaced pod answer 409 (retried) or 404 (gone)."""
+        if decision.already_terminating:
+            return PodOutcome.EVICTED
+        item = decision.item
+        path = f"/api/v1/namespaces/{item.namespace}/pods/{item.name}"
+        await self.runtime.events.emit(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
+        client = self.runtime.client
+        try:
+            if decision.status_patch is not None:
+                await client.patch(
+                    f"{path}/status", decision.status_patch, content_type=STRATEGIC_MERGE_PATCH
+                )
+                self.state.pod_status_patched(decision)
+            await client.request("DELETE", path, body=decision.delete_options)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
+            return PodOutcome.GONE
+        return PodOutcome.EVICTED
+
+    async def _sync_rule(self, item: RuleItem) -> None:
+        decision = self.state.decide_rule(item, _now())
+        if isinstance(decision, RuleRequeue):
+            raise Retry(decision.delay, "rule status throttled")
+        apis = self._apis
+        if not isinstance(decision, RuleWrite) or apis is None or apis.rules is None:
+            return
+        if not apis.rule_status_writable:
+            return
+        condition = decision.condition
+        body = rule_status_apply_body(item.name, item.uid, apis.rules.api_version, condition)
+        try:
+            await self.runtime.client.apply(
+                apis.rules.path(item.name, subresource="status"), body, self.runtime.field_manager
+            )
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        self.state.rule_status_written(item, condition)
+        log.info(
+            "EvictionInProgress=%s %s: %s",
+            condition.status,
+            condition.reason,
+            condition.message or '""',
+            extra={"object": f"DeviceTaintRule {item.name}"},
+        )

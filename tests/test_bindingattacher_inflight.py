@@ -1,0 +1,91 @@
+"""Action calls in flight: parked outcomes, cancellation, stale tickets and slot limits."""
+
+from __future__ import annotations
+
+import asyncio
+
+from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
+from operators.bindingattacher.inflight import CallTracker
+
+
+def _outcome(message: str = "") -> CallOutcome:
+    return CallOutcome(AttachResult(Outcome.SUCCEEDED, message))
+
+
+async def test_an_outcome_is_parked_until_consumed() -> None:
+    tracker = CallTracker(max_total=10)
+    done = asyncio.Event()
+
+    async def call() -> CallOutcome:
+        return _outcome("ok")
+
+    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", call, done.set)
+    assert tracker.in_flight("da-1")
+    await asyncio.wait_for(done.wait(), 1)
+    assert not tracker.in_flight("da-1")
+    parked = tracker.outcome("da-1")
+    assert parked is not None
+    assert parked[0] is Operation.ATTACH
+    assert parked[1].result.message == "ok"
+    tracker.consume("da-1")
+    assert tracker.outcome("da-1") is None
+
+
+async def test_a_cancelled_or_superseded_call_never_reports() -> None:
+    tracker = CallTracker(max_total=10)
+    release = asyncio.Event()
+    reported: list[str] = []
+
+    async def slow() -> CallOutcome:
+        await release.wait()
+        return _outcome("late")
+
+    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", slow, lambda: reported.append("attach"))
+    tracker.cancel("da-1")
+    tracker.start("da-2", Operation.ATTACH, "fabric", "drv", slow, lambda: reported.append("first"))
+
+    async def fast() -> CallOutcome:
+        return _outcome("second")
+
+    tracker.start("da-2", Operation.DETACH, "fabric", "drv", fast, lambda: reported.append("second"))
+    release.set()
+    await asyncio.sleep(0.05)
+    assert reported == ["second"]
+    parked = tracker.outcome("da-2")
+    assert parked is not None
+    assert parked[1].result.message == "second"
+    assert tracker.outcome("da-1") is None
+
+
+async def test_a_crashing_call_becomes_a_transient_error() -> None:
+    tracker = CallTracker(max_total=10)
+    done = asyncio.Event()
+
+    async def broken() -> CallOutcome:
+        raise RuntimeError("boom")
+
+    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", broken, done.set)
+    await asyncio.wait_for(done.wait(), 1)
+    parked = tracker.outcome("da-1")
+    assert parked is not None
+    assert parked[1].result.outcome is Outcome.TRANSIENT_ERROR
+    assert "boom" in parked[1].result.message
+
+
+async def test_slots_count_attaches_per_policy_and_all_calls_overall() -> None:
+    tracker = CallTracker(max_total=3)
+    block = asyncio.Event()
+
+    async def wait() -> CallOutcome:
+        await block.wait()
+        return _outcome()
+
+    tracker.start("a1", Operation.ATTACH, "fabric", "drv", wait, lambda: None)
+    tracker.start("d1", Operation.DETACH, "fabric", "drv", wait, lambda: None)
+    assert not tracker.slot_free("fabric", max_attaches=1)
+    assert tracker.slot_free("fabric", max_attaches=2), "detaches have their own limit"
+    tracker.start("a2", Operation.PROBE, "nic", "drv2", wait, lambda: None)
+    assert not tracker.slot_free("other", max_attaches=5), "the process-wide cap is reached"
+    assert tracker.counts() == {("drv", "attach"): 1, ("drv", "detach"): 1, ("drv2", "probe"): 1}
+    await tracker.close()
+    assert tracker.counts() == {}

@@ -1,0 +1,44 @@
+"""The Test action's inventory mirror: coalesced applies of the union of every policy's part."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from operators.bindingattacher.inventory import InventoryMirror
+from operators.core.client import ApiError
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
+        self.stored: dict[str, Any] | None = None
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+        await asyncio.sleep(0)
+        self.applied.append(body)
+        self.stored = body
+        return body
+
+    async def get(self, path: str, **params: str) -> Any:
+        if self.stored is None:
+            raise ApiError(404, "NotFound", "not found")
+        return self.stored
+
+
+async def test_parts_of_several_policies_are_written_together() -> None:
+    client = FakeClient()
+    mirror = InventoryMirror(client, "dra-operators", "fm")  # type: ignore[arg-type]
+    assert await mirror.load("inv") == {}
+    fabric = mirror.listener("inv", "fabric")
+    nic = mirror.listener("inv", "nic")
+    fabric({"da-1": "a"})
+    fabric({"da-1": "b"})
+    nic({"da-2": "c"})
+    for _ in range(10):
+        await asyncio.sleep(0)
+    await mirror.close()
+    assert client.applied[-1]["data"] == {"da-1": "b", "da-2": "c"}
+    assert len(client.applied) <= 2, "changes during a write are coalesced"
+    assert client.applied[-1]["metadata"] == {"name": "inv", "namespace": "dra-operators"}
+    assert await mirror.load("inv") == {"da-1": "b", "da-2": "c"}

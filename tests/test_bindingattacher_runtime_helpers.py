@@ -1,0 +1,127 @@
+"""Small pure helpers of the runtime side: reporting, write kinds, taint rules, events, settings,
+the --binding-timeout cap and shared test inventories."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from bindingattacher_builders import ATTACH_FAILED, ATTACHED, FABRIC, NIC, claim, record, result
+from pydantic import ValidationError
+
+from operators.bindingattacher.claimsync import expected_reported
+from operators.bindingattacher.identity import DeviceKey, taint_rule_name
+from operators.bindingattacher.models import (
+    AttachFailure,
+    DetachReason,
+    DeviceAttachmentStatus,
+    DeviceAttachPolicy,
+    Phase,
+    Reported,
+)
+from operators.bindingattacher.notify import event_type, message, targets
+from operators.bindingattacher.policysync import _capped, own_inventory
+from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.bindingattacher.statuswriter import write_kind
+from operators.bindingattacher.steps import Event
+from operators.bindingattacher.taintrules import EXPIRES_ANNOTATION, expired, rule_body
+
+
+def _with(phase: Phase, **status: object) -> DeviceAttachmentStatus:
+    return DeviceAttachmentStatus(phase=phase, **status)
+
+
+def test_expected_reported_per_phase() -> None:
+    failure = AttachFailure(reason="AttachFailed")
+    cases = [
+        (_with(Phase.ATTACHED), True, Reported.READY),
+        (_with(Phase.FAILED, failure=failure), True, Reported.FAILURE),
+        (_with(Phase.DETACHING, failure=failure, detach_reason=DetachReason.FAILED), True, Reported.FAILURE),
+        (_with(Phase.ATTACHING), True, Reported.PROGRESS),
+        (_with(Phase.PENDING), False, None),
+        (_with(Phase.DETACHING, detach_reason=DetachReason.DEALLOCATED), True, None),
+    ]
+    for status, progress, expected in cases:
+        assert expected_reported(record(status=status), progress) is expected, status
+
+
+def test_write_kind_distinguishes_failure_ready_and_progress() -> None:
+    def entry(**statuses: str) -> dict[str, object]:
+        return {"conditions": [{"type": t, "status": s} for t, s in statuses.items()]}
+
+    failure = frozenset({ATTACH_FAILED})
+    assert write_kind([entry(**{ATTACHED: "False", ATTACH_FAILED: "True"})], failure) == "failure"
+    assert write_kind([entry(**{ATTACHED: "True", ATTACH_FAILED: "False"})], failure) == "ready"
+    assert write_kind([entry(**{ATTACHED: "False", ATTACH_FAILED: "False"})], failure) == "progress"
+
+
+def test_taint_rule_shape_and_expiry() -> None:
+    device = DeviceKey(FABRIC, "fabric-pool", "f0")
+    now = datetime(2026, 8, 1, tzinfo=UTC)
+    body = rule_body(device, "AttachFailed", "fabric", now + timedelta(minutes=10))
+    assert body["metadata"]["name"] == taint_rule_name(device)
+    assert body["spec"]["deviceSelector"] == {"driver": FABRIC, "pool": "fabric-pool", "device": "f0"}
+    assert body["spec"]["taint"] == {
+        "key": "dra-operators.io/attach-failed",
+        "value": "AttachFailed",
+        "effect": "NoSchedule",
+    }
+    assert not expired(body, now)
+    assert expired(body, now + timedelta(minutes=10))
+    body["metadata"]["annotations"][EXPIRES_ANNOTATION] = "garbage"
+    assert expired(body, now)
+    del body["metadata"]["annotations"][EXPIRES_ANNOTATION]
+    assert not expired(body, now), "a rule without our expiry is never swept"
+
+
+def test_event_targets_and_words() -> None:
+    the_claim = claim([result("f0")], reserved=("p1", "p2", "p3"))
+    the_record = record(the_claim)
+    attached = targets(Event.ATTACHED, the_record, the_claim, max_pod_events=2)
+    assert [t.kind for t in attached] == ["ResourceClaim", "Pod", "Pod"]
+    assert [t.kind for t in targets(Event.ATTACH_STARTED, the_record, the_claim, 10)] == ["ResourceClaim"]
+    assert [t.kind for t in targets(Event.DETACHED, the_record, None, 10)] == ["DeviceAttachment"]
+    text = message(Event.ATTACH_FAILED, the_record, "no path")
+    assert f"device {FABRIC}/fabric-pool/f0" in text
+    assert the_record.metadata.name in text
+    assert text.endswith(": no path")
+    assert event_type(Event.ATTACH_FAILED) == "Warning"
+    assert event_type(Event.ATTACHED) == "Normal"
+
+
+def test_settings_validate_durations() -> None:
+    settings = BindingAttacherSettings(binding_timeout="30s", resync_period="1m")
+    assert settings.binding_timeout_cap == timedelta(seconds=30)
+    assert settings.resync_seconds == 60.0
+    assert BindingAttacherSettings().binding_timeout_cap is None
+    with pytest.raises(ValidationError):
+        BindingAttacherSettings(binding_timeout="thirty seconds")
+    with pytest.raises(ValidationError):
+        BindingAttacherSettings(resync_period="0s")
+
+
+def _policy(binding_timeout: str) -> DeviceAttachPolicy:
+    return DeviceAttachPolicy.model_validate(
+        {
+            "metadata": {"name": "p"},
+            "spec": {"driver": FABRIC, "bindingTimeout": binding_timeout, "action": {"kind": "Noop"}},
+        }
+    )
+
+
+def test_binding_timeout_is_capped_at_the_schedulers() -> None:
+    assert _capped(_policy("600s"), "30s").spec.binding_timeout == "30s"
+    assert _capped(_policy("20s"), "30s").spec.binding_timeout == "20s"
+    assert _capped(_policy("600s"), None).spec.binding_timeout == "600s"
+    assert _capped(_policy("bogus"), "30s").spec.binding_timeout == "bogus", "validation reports it"
+
+
+def test_a_shared_inventory_is_split_by_driver() -> None:
+    data = {
+        "da-1": json.dumps({"device": f"{FABRIC}/fabric-pool/f0", "state": "attached"}),
+        "da-2": json.dumps({"device": f"{NIC}/nic-a/n0", "state": "attached"}),
+        "da-3": "not json",
+    }
+    assert set(own_inventory(data, FABRIC)) == {"da-1"}
+    assert set(own_inventory(data, NIC)) == {"da-2"}

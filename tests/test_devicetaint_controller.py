@@ -1,0 +1,320 @@
+"""The devicetaint I/O layer with a fake API: discovery (recorded 1.37.2 documents), writes, retries.
+
+The fake client answers discovery from documents recorded on a 1.37.2 control plane (trimmed to the
+fields discovery reads) and records every write; failures can be queued per method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any, cast
+
+import pytest
+from devicetaint_builders import KEY
+from prometheus_client import REGISTRY
+
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
+from operators.core.events import EventRecorder
+from operators.core.health import Health
+from operators.core.runtime import Runtime
+from operators.core.settings import OperatorSettings
+from operators.core.workqueue import Retry, WorkQueue
+from operators.devicetaint import controller as controller_mod
+from operators.devicetaint.apis import discover
+from operators.devicetaint.controller import DeviceTaintController
+from operators.devicetaint.models import PodItem, RuleItem
+
+RESOURCES_V1 = [
+    ("deviceclasses", "DeviceClass", False),
+    ("devicetaintrules", "DeviceTaintRule", False),
+    ("devicetaintrules/status", "DeviceTaintRule", False),
+    ("resourceclaims", "ResourceClaim", True),
+    ("resourceclaims/status", "ResourceClaim", True),
+    ("resourceclaimtemplates", "ResourceClaimTemplate", True),
+    ("resourceslices", "ResourceSlice", False),
+]
+RESOURCES_V1ALPHA3 = [
+    ("devicetaintrules", "DeviceTaintRule", False),
+    ("devicetaintrules/status", "DeviceTaintRule", False),
+    ("resourcepoolstatusrequests", "ResourcePoolStatusRequest", False),
+    ("resourcepoolstatusrequests/status", "ResourcePoolStatusRequest", False),
+]
+NO_RULES = [r for r in RESOURCES_V1 if not r[0].startswith("devicetaintrules")]
+
+
+def document(version: str, resources: list[tuple[str, str, bool]]) -> dict[str, Any]:
+    return {
+        "kind": "APIResourceList",
+        "groupVersion": f"resource.k8s.io/{version}",
+        "resources": [{"name": n, "kind": k, "namespaced": ns} for n, k, ns in resources],
+    }
+
+
+CLUSTER_1_37 = {
+    "v1": document("v1", RESOURCES_V1),
+    "v1beta2": document("v1beta2", RESOURCES_V1),
+    "v1alpha3": document("v1alpha3", RESOURCES_V1ALPHA3),
+}
+# A 1.36 cluster with --runtime-config=resource.k8s.io/v1beta2=true: rules only in v1beta2.
+CLUSTER_1_36_BETA = {"v1": document("v1", NO_RULES), "v1beta2": document("v1beta2", RESOURCES_V1)}
+CLUSTER_WITHOUT_RULES = {"v1": document("v1", NO_RULES)}
+CLUSTER_ALPHA_WITHOUT_STATUS = {
+    "v1": document("v1", NO_RULES),
+    "v1alpha3": document("v1alpha3", [("devicetaintrules", "DeviceTaintRule", False)]),
+}
+
+
+class FakeClient:
+    def __init__(self, versions: dict[str, dict[str, Any]]) -> None:
+        self.versions = versions
+        self.calls: list[tuple[str, str, Any]] = []
+        self.failures: dict[str, list[ApiError]] = defaultdict(list)
+
+    async def get(self, path: str, **params: str) -> Any:
+        version = path.rsplit("/", 1)[-1]
+        if path.startswith("/apis/resource.k8s.io/") and version in self.versions:
+            return self.versions[version]
+        raise ApiError(404, "NotFound", path)
+
+    async def request(self, method: str, path: str, *, body: Any = None, **kwargs: Any) -> Any:
+        self.calls.append((method, path, body))
+        if self.failures[method]:
+            raise self.failures[method].pop(0)
+        return {}
+
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        return await self.request("POST", path, body=body)
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
+        return await self.request("PATCH", path, body={"type": content_type, "body": body})
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+        return await self.request(
+            "APPLY", path, body={"manager": field_manager, "force": force, "body": body}
+        )
+
+    def writes(self, method: str) -> list[tuple[str, Any]]:
+        return [(path, body) for m, path, body in self.calls if m == method]
+
+
+def make_controller(
+    versions: dict[str, dict[str, Any]],
+) -> tuple[DeviceTaintController, FakeClient, list[str]]:
+    client = FakeClient(versions)
+    kube = cast(KubeClient, client)
+    runtime = Runtime(
+        name="devicetaint",
+        settings=OperatorSettings(),
+        client=kube,
+        events=EventRecorder(kube, "dra-operators-devicetaint"),
+        health=Health(),
+        queue=WorkQueue("devicetaint-unit"),
+        field_manager="dra-operators-devicetaint",
+    )
+    watched: list[str] = []
+    controller = DeviceTaintController(runtime, watched.append)
+    runtime.controller = controller
+    return controller, client, watched
+
+
+def slice_body(taints: list[dict[str, Any]]) -> dict[str, Any]:
+    device: dict[str, Any] = {"name": "gpu-0", **({"taints": taints} if taints else {})}
+    return {
+        "metadata": {"name": "node-1-slice", "uid": "S1"},
+        "spec": {
+            "driver": "dra.example.com",
+            "pool": {"name": "node-1", "generation": 1},
+            "devices": [device],
+        },
+    }
+
+
+CLAIM: dict[str, Any] = {
+    "metadata": {"name": "c1", "namespace": "ns1", "uid": "C1"},
+    "status": {
+        "allocation": {
+            "devices": {"results": [{"driver": "dra.example.com", "pool": "node-1", "device": "gpu-0"}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": "p1", "uid": "U1"}],
+    },
+}
+POD: dict[str, Any] = {
+    "metadata": {"name": "p1", "namespace": "ns1", "uid": "U1"},
+    "spec": {"nodeName": "node-1", "resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]},
+}
+P1 = PodItem("ns1", "p1", "U1")
+TAINT = {"key": KEY, "value": "Broken", "effect": "NoExecute", "timeAdded": "2026-03-01T12:00:00Z"}
+
+
+def fixture_f(controller: DeviceTaintController, taints: list[dict[str, Any]]) -> None:
+    controller.upsert_slice(slice_body(taints))
+    controller.upsert_claim(CLAIM)
+    controller.upsert_pod(POD)
+
+
+# --- Discovery ------------------------------------------------------------------------------------------
+
+
+async def test_1_37_watches_v1_rules_with_status() -> None:
+    apis = await discover(cast(KubeClient, FakeClient(CLUSTER_1_37)))
+    assert apis.claims_and_slices
+    assert apis.rules is not None
+    assert apis.rules.api_version == "resource.k8s.io/v1"
+    assert apis.rule_status_writable
+
+
+async def test_only_v1beta2_serves_rules() -> None:
+    controller, client, watched = make_controller(CLUSTER_1_36_BETA)
+    assert await controller.prepare()
+    assert watched == ["v1beta2"]
+    controller.upsert_rule(
+        {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
+    )
+    await controller.sync(RuleItem("example", "R1"))
+    ((path, body),) = client.writes("APPLY")
+    assert path == "/apis/resource.k8s.io/v1beta2/devicetaintrules/example/status"
+    assert body["manager"] == "dra-operators-devicetaint"
+    assert body["force"] is True
+    assert body["body"]["apiVersion"] == "resource.k8s.io/v1beta2"
+    assert body["body"]["metadata"] == {"name": "example", "uid": "R1"}
+    (condition,) = body["body"]["status"]["conditions"]
+    assert (condition["type"], condition["reason"], condition["message"]) == (
+        "EvictionInProgress",
+        "NotStarted",
+        "",
+    )
+
+
+async def test_without_rule_api_slice_taints_still_evict(caplog: pytest.LogCaptureFixture) -> None:
+    controller, client, watched = make_controller(CLUSTER_WITHOUT_RULES)
+    assert await controller.prepare()
+    assert watched == []
+    assert "DeviceTaintRules are ignored" in caplog.text
+    fixture_f(controller, [TAINT])
+    await controller.sync(P1)
+    assert [m for m, _, _ in client.calls] == ["POST", "PATCH", "DELETE"]
+
+
+async def test_rule_status_not_written_without_status_subresource() -> None:
+    controller, client, watched = make_controller(CLUSTER_ALPHA_WITHOUT_STATUS)
+    assert await controller.prepare()
+    assert watched == ["v1alpha3"]
+    controller.upsert_rule(
+        {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
+    )
+    await controller.sync(RuleItem("example", "R1"))
+    assert client.writes("APPLY") == []
+
+
+async def test_not_ready_without_claims_and_slices() -> None:
+    controller, _, watched = make_controller({"v1alpha3": document("v1alpha3", RESOURCES_V1ALPHA3)})
+    assert not await controller.prepare()
+    assert watched == []
+
+
+async def test_changed_rule_api_stops_the_process_after_two_sightings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(controller_mod, "REDISCOVERY_SECONDS", 0.0)
+    controller, client, _ = make_controller(CLUSTER_WITHOUT_RULES)
+    client.versions = CLUSTER_1_37
+    await asyncio.wait_for(controller._rediscover_rules(None), 5)
+    assert controller.runtime._stop.is_set()
+
+
+# --- Pod evictions --------------------------------------------------------------------------------------
+
+
+def deletions() -> float:
+    return REGISTRY.get_sample_value("dra_operators_devicetaint_pod_deletions_total") or 0.0
+
+
+async def test_eviction_sends_event_patch_and_delete_with_uid_preconditions() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    fixture_f(controller, [TAINT])
+    before = deletions()
+    await controller.sync(P1)
+    (event_path, event), (patch_path, patch), (delete_path, options) = [(p, b) for _, p, b in client.calls]
+    assert event_path == "/api/v1/namespaces/ns1/events"
+    assert (event["reason"], event["message"], event["involvedObject"]["uid"]) == (
+        "DeviceTaintManagerEviction",
+        "Marking for deletion",
+        "U1",
+    )
+    assert patch_path == "/api/v1/namespaces/ns1/pods/p1/status"
+    assert patch["type"] == STRATEGIC_MERGE_PATCH
+    assert patch["body"]["metadata"] == {"uid": "U1"}
+    assert delete_path == "/api/v1/namespaces/ns1/pods/p1"
+    assert options == {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "U1"}}
+    assert deletions() == before + 1
+
+
+async def test_failed_deletes_are_retried_with_a_single_status_patch() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    fixture_f(controller, [TAINT])
+    client.failures["DELETE"] = [ApiError(500, "InternalError", "injected") for _ in range(3)]
+    for _ in range(3):
+        with pytest.raises(ApiError):
+            await controller.sync(P1)
+    await controller.sync(P1)
+    assert len(client.writes("PATCH")) == 1 + 3  # one status PATCH, then three Event count updates
+    assert [body["body"]["count"] for path, body in client.writes("PATCH") if "/events/" in path] == [2, 3, 4]
+    assert len(client.writes("DELETE")) == 4
+
+
+async def test_vanished_pod_is_done_without_metric() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    fixture_f(controller, [TAINT])
+    client.failures["DELETE"] = [ApiError(404, "NotFound", "gone")]
+    before = deletions()
+    await controller.sync(P1)
+    await controller.sync(P1)
+    assert deletions() == before
+    assert len(client.writes("DELETE")) == 1
+
+
+async def test_terminating_pod_counts_without_writes() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    terminating = {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-03-01T12:00:00Z"}}
+    controller.upsert_slice(slice_body([TAINT]))
+    controller.upsert_claim(CLAIM)
+    controller.upsert_pod(terminating)
+    before = deletions()
+    await controller.sync(P1)
+    assert client.calls == []
+    assert deletions() == before + 1
+
+
+async def test_future_eviction_is_retried_later() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
+    fixture_f(controller, [far])
+    with pytest.raises(Retry):
+        await controller.sync(P1)
+    assert client.calls == []
+
+
+async def test_cancelled_eviction_emits_an_event() -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
+    fixture_f(controller, [far])
+    controller.upsert_slice(slice_body([]))
+    await asyncio.sleep(0)
+    ((_, event),) = client.writes("POST")
+    assert event["message"] == "Cancelling deletion"
+
+
+async def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    controller.upsert_pod({"kind": "Pod", "metadata": {"namespace": "ns1"}, "spec": {"nodeName": 7}})
+    controller.upsert_slice({"kind": "ResourceSlice", "metadata": {"name": "broken"}, "spec": {}})
+    assert "skipped" in caplog.text
+    assert client.calls == []
