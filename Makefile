@@ -12,6 +12,7 @@ UPSTREAM_DRA ?=
 FAKE_NODES ?=
 BINDING_TIMEOUT ?=
 PYTEST_ARGS ?=
+DEMO ?=
 
 CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
@@ -42,7 +43,7 @@ lint: $(STAMP) ## ruff (lint and format check)
 
 .PHONY: typecheck
 typecheck: $(STAMP) ## mypy --strict
-	$(VENV)/bin/mypy operators e2e tests conftest.py
+	$(VENV)/bin/mypy operators e2e tests demo conftest.py
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## unit tests (no cluster)
@@ -84,6 +85,10 @@ cluster-status: $(STAMP) ## state of the devcluster in .cluster/
 .PHONY: run
 run: $(STAMP) ## the main job: local control plane (unless KUBECONFIG names a cluster), CRDs, all operators
 	$(PY) -m e2e.run
+
+.PHONY: demo
+demo: $(STAMP) ## walk through the demo scenarios on the local control plane (demo/README.md; DEMO=<name>)
+	$(PY) -m demo $(DEMO)
 
 .PHONY: clean
 clean: ## remove the virtualenv and test artifacts (the binary cache stays)

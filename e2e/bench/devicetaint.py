@@ -1,0 +1,139 @@
+"""devicetaint: a NoExecute DeviceTaintRule over N allocated, reserved, bound pods; seconds from
+creating the rule until every pod has a deletionTimestamp. Also our operator's peak RSS."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+from e2e.bench.env import (
+    TIERS,
+    PeakRss,
+    Result,
+    bounded_gather,
+    devcluster,
+    our_operator,
+    poll_until,
+    run_async,
+)
+from e2e.cluster.constants import PLACEHOLDER_IMAGE
+from e2e.cluster.nodes import node_body
+from e2e.kube import Kube, wait_for
+from operators.core.client import KubeClient
+
+DRIVER = "bench.devicetaint.dra-operators.test"
+NAMESPACE = "bench-devicetaint"
+NODES = 10
+RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+
+
+async def _populate(client: KubeClient, pods: int) -> None:
+    await bounded_gather(
+        [
+            functools.partial(client.create, "/api/v1/nodes", node_body(f"bench-node-{n}"))
+            for n in range(NODES)
+        ]
+    )
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+
+    async def one(i: int) -> None:
+        node = f"bench-node-{i % NODES}"
+        claim = await client.create(
+            claims,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"claim-{i:05d}"},
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "bench"}}]}},
+            },
+        )
+        pod = await client.create(
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"pod-{i:05d}"},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [
+                        {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "d"}]}}
+                    ],
+                    "resourceClaims": [{"name": "d", "resourceClaimName": f"claim-{i:05d}"}],
+                },
+            },
+        )
+        claim["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "r", "driver": DRIVER, "pool": node, "device": f"dev-{i // NODES}"}
+                    ]
+                }
+            },
+            "reservedFor": [
+                {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+            ],
+        }
+        await client.replace(f"{claims}/{claim['metadata']['name']}/status", claim)
+
+    await bounded_gather([functools.partial(one, i) for i in range(pods)])
+
+
+def _workload(api: Kube, pods: int, rss: PeakRss | None) -> float:
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER},
+            "taint": {"key": "bench", "value": "x", "effect": "NoExecute"},
+        },
+    }
+    started = time.monotonic()
+    api.create(RULES, rule)
+
+    def done() -> bool:
+        if rss is not None:
+            rss.sample()
+        items = api.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
+        return sum(1 for p in items if p["metadata"].get("deletionTimestamp")) == pods
+
+    poll_until(done, 900, f"{pods} pods to be marked for deletion", interval=0.25)
+    return time.monotonic() - started
+
+
+def _setup(api: Kube, pods: int) -> None:
+    api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    wait_for(
+        lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60, "default SA"
+    )
+    run_async(functools.partial(_populate, pods=pods), api.kubeconfig)
+
+
+def run(pods: int = 1000) -> list[Result]:
+    results = []
+    for tier in TIERS.values():
+        result = Result("devicetaint", tier.name)
+        with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                _setup(api, pods)
+                result.upstream["seconds"] = round(_workload(api, pods, None), 2)
+            finally:
+                api.close()
+        with devcluster(upstream=False) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                _setup(api, pods)
+                with our_operator(cluster, api, "devicetaint", tier.operator_args) as op:
+                    assert op.process is not None
+                    rss = PeakRss(op.process.pid)
+                    result.ours["seconds"] = round(_workload(api, pods, rss), 2)
+                    result.ours["peak_rss_mib"] = rss.mib
+            finally:
+                api.close()
+        result.notes.append(f"{pods} allocated, reserved, bound pods; one NoExecute rule over their driver")
+        results.append(result)
+    return results

@@ -1,0 +1,109 @@
+"""The runtime's own initial listing: every page is fed to the cache before the queue opens,
+unserved kinds are empty, and objects that vanish before the watch starts are forgotten."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, cast
+
+import kopf
+import pytest
+
+from operators.core import runtime
+from operators.core.client import ApiError, KubeClient
+
+
+class PagedClient:
+    def __init__(self, pages: dict[str, list[dict[str, Any]]]) -> None:
+        self.pages = pages
+        self.calls: list[tuple[str, dict[str, str]]] = []
+
+    async def get(self, path: str, **params: str) -> Any:
+        self.calls.append((path, params))
+        if path not in self.pages:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        pages = self.pages[path]
+        index = int(params.get("continue", "0"))
+        page = pages[index]
+        meta = {"continue": str(index + 1)} if index + 1 < len(pages) else {}
+        return {
+            "apiVersion": "v1",
+            "kind": "PodList",
+            "metadata": meta,
+            "items": [dict(i) for i in page["items"]],
+        }
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.upserts: list[str] = []
+        self.deletes: list[str] = []
+
+
+def _pod(name: str, uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid}, "spec": {"nodeName": "n"}}
+
+
+def _kind(registry: kopf.OperatorRegistry, plural: str = "pods") -> runtime.WatchedKind:
+    def upsert(controller: Recorder, body: Mapping[str, Any]) -> None:
+        if body["metadata"]["name"] == "broken":
+            raise ValueError("odd input")
+        controller.upserts.append(f"{body['kind']}/{body['metadata']['name']}")
+
+    def delete(controller: Recorder, body: Mapping[str, Any]) -> None:
+        controller.deletes.append(body["metadata"]["uid"])
+
+    runtime.watch(registry, "", "v1", plural, upsert=upsert, delete=delete)
+    return runtime.watched_kinds(registry)[-1]
+
+
+def _runtime(client: PagedClient, controller: Recorder) -> runtime.Runtime:
+    return cast(
+        runtime.Runtime, type("R", (), {"client": cast(KubeClient, client), "controller": controller})()
+    )
+
+
+async def test_initial_listing_reads_every_page_and_skips_bad_objects(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = kopf.OperatorRegistry()
+    kind = _kind(registry)
+    client = PagedClient(
+        {
+            "/api/v1/pods": [
+                {"items": [_pod("a", "1"), _pod("broken", "2")]},
+                {"items": [_pod("c", "3")]},
+            ]
+        }
+    )
+    controller = Recorder()
+    listed = await runtime._initial_listing(_runtime(client, controller), [kind])
+    assert controller.upserts == ["Pod/a", "Pod/c"], (
+        "items get their kind from the list, bad ones are skipped"
+    )
+    assert set(listed[kind]) == {"1", "2", "3"}
+    assert [params.get("continue") for _, params in client.calls] == [None, "1"]
+    assert "could not process pods ns/broken" in caplog.text
+
+
+async def test_unserved_kind_lists_as_empty() -> None:
+    registry = kopf.OperatorRegistry()
+    kind = _kind(registry, "widgets")
+    controller = Recorder()
+    listed = await runtime._initial_listing(_runtime(PagedClient({}), controller), [kind])
+    assert listed == {kind: {}}
+    assert controller.upserts == []
+
+
+async def test_objects_gone_before_the_watch_are_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "RELIST_DELAY_SECONDS", 0)
+    registry = kopf.OperatorRegistry()
+    kind = _kind(registry)
+    controller = Recorder()
+    client = PagedClient({"/api/v1/pods": [{"items": [_pod("a", "1"), _pod("b", "2")]}]})
+    listed = await runtime._initial_listing(_runtime(client, controller), [kind])
+    client.pages["/api/v1/pods"] = [{"items": [_pod("b", "2"), _pod("new", "9")]}]
+    await asyncio.wait_for(runtime._forget_vanished(_runtime(client, controller), listed), 5)
+    assert controller.deletes == ["1"], "only what was listed first and is gone now is forgotten"
+    assert listed == {}
