@@ -305,10 +305,23 @@ async def test_cancelled_eviction_emits_an_event() -> None:
     await controller.prepare()
     far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
     fixture_f(controller, [far])
+    controller.runtime.queue.open()
     controller.upsert_slice(slice_body([]))
     await asyncio.sleep(0)
     ((_, event),) = client.writes("POST")
     assert event["message"] == "Cancelling deletion"
+
+
+async def test_no_cancel_event_during_the_initial_listing() -> None:
+    """Before the listing is complete, an eviction 'scheduled' from a partial view (an older slice
+    generation listed before the newer one) was never real: cancelling it emits nothing."""
+    controller, client, _ = make_controller(CLUSTER_1_37)
+    await controller.prepare()
+    far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
+    fixture_f(controller, [far])
+    controller.upsert_slice(slice_body([]))
+    await asyncio.sleep(0)
+    assert client.writes("POST") == []
 
 
 async def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:

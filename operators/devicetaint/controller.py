@@ -179,7 +179,9 @@ class DeviceTaintController:
     def _route(self, effects: Effects) -> None:
         for enqueue in effects.enqueue:
             self.runtime.queue.add_after(enqueue.item, enqueue.delay)
-        for item in effects.cancelled:
+        # During the initial listing the state is still partial (a newer slice generation may not be
+        # listed yet), so an eviction "cancelled" then was never really scheduled: no Event.
+        for item in effects.cancelled if self.runtime.queue.is_open else ():
             log.info("eviction cancelled", extra={"object": f"Pod {item.namespace}/{item.name}"})
             self._spawn(
                 self.runtime.events.emit(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
