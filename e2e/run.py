@@ -26,7 +26,7 @@ from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
 from operators import OPERATOR_NAMES
 from operators.cli import NotImplementedOperator, load_definition
 
-DEMO_DRIVER = "gpu.demo.dra-operators.io"
+DEMO = REPO_ROOT / "demo" / "claims-from-templates"
 
 
 def _kubeconfig() -> tuple[str, str]:
@@ -61,54 +61,43 @@ def _kubectl(kubectl: str, kubeconfig: str, *args: str, stdin: str | None = None
 
 
 def _demo_workload(kubectl: str, kubeconfig: str) -> None:
-    import yaml
+    """The first demo scenario: a fake driver's GPUs and two pods whose claims come from a template."""
+    from demo import fakedriver
+    from e2e.kube import Kube
 
-    from e2e.cluster.nodes import make_devices, node_body, slice_body
-
-    docs = [node_body("demo-node-0"), slice_body("demo-node-0", DEMO_DRIVER, make_devices(4, prefix="gpu"))]
-    docs.append(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "demo-gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DEMO_DRIVER}"'}}]},
-        }
-    )
-    docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra-demo"}})
-    docs.append(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": "dra-demo"},
-            "spec": {
-                "spec": {
-                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "demo-gpu"}}]}
-                }
-            },
-        }
-    )
-    docs.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "demo-pod", "namespace": "dra-demo"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.invalid/pause:none",
-                        "resources": {"claims": [{"name": "gpu"}]},
-                    }
-                ],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-            },
-        }
-    )
-    stream = "\n---\n".join(yaml.safe_dump(d) for d in docs)
-    print(
-        _kubectl(
-            kubectl, kubeconfig, "apply", "--server-side", "--field-manager=dra-demo", "-f", "-", stdin=stream
+    api = Kube(kubeconfig)
+    try:
+        fakedriver.apply(api, fakedriver.load(fakedriver.driver_file(DEMO)))
+    finally:
+        api.close()
+    for manifest in sorted(DEMO.glob("[2-9]-*.yaml")):
+        print(
+            _kubectl(
+                kubectl, kubeconfig, "apply", "--server-side", "--field-manager=dra-demo", "-f", str(manifest)
+            ),
+            end="",
         )
+
+
+def _show_demo(kubectl: str, kubeconfig: str) -> None:
+    from e2e.kube import Kube, wait_for
+
+    api = Kube(kubeconfig)
+    try:
+        pods = "/api/v1/namespaces/demo-templates/pods"
+        wait_for(
+            lambda: all(p["spec"].get("nodeName") for p in api.list(pods)) and api.list(pods),
+            60,
+            "the demo pods to be bound",
+        )
+    except AssertionError as err:
+        print(f"demo: {err}")
+    finally:
+        api.close()
+    print("\n$ kubectl get resourceclaims,pods -n demo-templates -o wide")
+    print(
+        _kubectl(kubectl, kubeconfig, "get", "resourceclaims,pods", "-n", "demo-templates", "-o", "wide"),
+        end="",
     )
 
 
@@ -120,10 +109,13 @@ def _pump(name: str, proc: subprocess.Popen[str]) -> None:
 
 def main() -> int:
     kubeconfig, kubectl = _kubeconfig()
-    crds = sorted((REPO_ROOT / "crds").glob("*.yaml"))
-    if crds:
-        args = ["apply", "--server-side", "--field-manager=dra-operators"] + [f"-f={c}" for c in crds]
-        print(_kubectl(kubectl, kubeconfig, *args), end="")
+    crds = REPO_ROOT / "crds"
+    print(
+        _kubectl(
+            kubectl, kubeconfig, "apply", "--server-side", "--field-manager=dra-operators", "-k", str(crds)
+        ),
+        end="",
+    )
     implemented = []
     for name in OPERATOR_NAMES:
         try:
@@ -153,7 +145,9 @@ def main() -> int:
         )
         print(f"{name}: running, metrics and probes on http://{address}")
         threading.Thread(target=_pump, args=(name, procs[name]), daemon=True).start()
-    print(f"\nKUBECONFIG={kubeconfig} kubectl get resourceclaims,pods -n dra-demo  # the demo; Ctrl-C stops")
+    if "resourceclaim" in procs:
+        _show_demo(kubectl, kubeconfig)
+    print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={kubeconfig}")
     try:
         while all(p.poll() is None for p in procs.values()) or not procs:
             time.sleep(1)

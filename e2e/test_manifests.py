@@ -8,6 +8,7 @@ import yaml
 
 from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
+from operators import OPERATOR_NAMES
 
 OVERLAYS = ["manifests", "manifests/overlays/dev", "manifests/overlays/ha"]
 
@@ -31,7 +32,7 @@ def test_apply_dry_run(cluster: harness.Cluster, operator_namespace: str, target
 def test_deployments_follow_the_restricted_profile(cluster: harness.Cluster) -> None:
     rendered = cluster.kubectl("kustomize", str(REPO_ROOT / "manifests")).stdout
     deployments = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
-    assert len(deployments) == 4
+    assert len(deployments) == len(OPERATOR_NAMES)
     for deployment in deployments:
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True

@@ -9,4 +9,4 @@ __all__ = ["OPERATOR_NAMES", "__version__"]
 
 __version__ = "0.1.0"
 
-OPERATOR_NAMES = ("resourceclaim", "devicetaint", "poolstatus", "bindingattacher")
+OPERATOR_NAMES = ("resourceclaim", "devicetaint", "poolstatus", "bindingattacher", "taintselector")

@@ -21,6 +21,7 @@ DESCRIPTIONS = {
     "devicetaint": "evicts pods from devices with NoExecute taints; DeviceTaintRule status",
     "poolstatus": "answers ResourcePoolStatusRequests (built-in API or the project CRD)",
     "bindingattacher": "prepares devices with binding conditions and reports readiness",
+    "taintselector": "taints devices chosen by DeviceClass or CEL through generated DeviceTaintRules",
 }
 
 

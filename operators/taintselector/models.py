@@ -1,0 +1,184 @@
+"""Typed projections of the objects the taint-selector operator reads, and its own resource.
+
+``DeviceTaintSelector`` (``dra-operators.io/v1alpha1``, cluster-scoped) restores what the
+built-in DeviceTaintRule lost in Kubernetes 1.35: selecting devices by DeviceClass and with CEL.
+Its ``spec.deviceSelector`` deliberately has the shape of the removed upstream field
+(``deviceClassName``, ``driver``, ``pool``, ``device``, ``selectors[].cel.expression``), so rules
+written for the documented API carry over, plus ``allDevices`` to make "every device" explicit.
+
+Only the fields the operator uses are modelled; Kubernetes omits empty lists, and a hand-written
+object may carry ``null`` for one, which reads as empty instead of failing the whole object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import BeforeValidator
+
+from operators.core.cel import CelDevice, DeviceAttribute, DeviceCapacity
+from operators.core.models import KubeModel, ObjectMeta
+from operators.core.taints import DeviceTaint
+from operators.core.taints import DeviceTaintSelector as RuleDeviceSelector
+
+GROUP = "dra-operators.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DeviceTaintSelector"
+PLURAL = "devicetaintselectors"
+
+RULE_KIND = "DeviceTaintRule"
+RULE_GROUP = "resource.k8s.io"
+EVICTION_IN_PROGRESS = "EvictionInProgress"
+
+
+def _none_as_empty(value: Any) -> Any:
+    return () if value is None else value
+
+
+def _none_as_empty_map(value: Any) -> Any:
+    return {} if value is None else value
+
+
+NoneAsEmpty = BeforeValidator(_none_as_empty)
+NoneAsEmptyMap = BeforeValidator(_none_as_empty_map)
+
+
+class DeviceId(NamedTuple):
+    """A published device; sorting these orders by driver, then pool, then device name."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+# --- DeviceTaintSelector -----------------------------------------------------------------------------
+
+
+class CelExpression(KubeModel):
+    expression: str
+
+
+class ExpressionSelector(KubeModel):
+    """One entry of ``selectors``; like a DeviceClass selector, ``cel`` is its only kind."""
+
+    cel: CelExpression | None = None
+
+
+class DeviceSelection(KubeModel):
+    """``spec.deviceSelector``: every criterion that is set must match."""
+
+    device_class_name: str | None = None
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    selectors: Annotated[tuple[ExpressionSelector, ...], NoneAsEmpty] = ()
+    all_devices: bool = False
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(entry.cel.expression for entry in self.selectors if entry.cel is not None)
+
+    @property
+    def has_criteria(self) -> bool:
+        named = (self.device_class_name, self.driver, self.pool, self.device)
+        return any(value is not None for value in named) or bool(self.expressions)
+
+
+class TaintSelectorSpec(KubeModel):
+    taint: DeviceTaint
+    device_selector: DeviceSelection = DeviceSelection()
+
+
+class TaintSelector(KubeModel):
+    """The ``DeviceTaintSelector`` object; ``status`` stays raw so that conditions can be merged."""
+
+    metadata: ObjectMeta
+    spec: TaintSelectorSpec
+    status: Annotated[Mapping[str, Any], NoneAsEmptyMap] = {}
+
+
+# --- ResourceSlice and DeviceClass -------------------------------------------------------------------
+
+
+class SliceDevice(KubeModel):
+    name: str
+    attributes: Annotated[Mapping[str, DeviceAttribute], NoneAsEmptyMap] = {}
+    capacity: Annotated[Mapping[str, DeviceCapacity], NoneAsEmptyMap] = {}
+    allow_multiple_allocations: bool | None = None
+
+    def cel_device(self, driver: str) -> CelDevice:
+        return CelDevice(
+            driver=driver,
+            attributes=self.attributes,
+            capacity=self.capacity,
+            allow_multiple_allocations=self.allow_multiple_allocations,
+        )
+
+
+class SlicePool(KubeModel):
+    name: str
+    generation: int = 0
+
+
+class SliceSpec(KubeModel):
+    driver: str
+    pool: SlicePool
+    devices: Annotated[tuple[SliceDevice, ...], NoneAsEmpty] = ()
+
+
+class ResourceSlice(KubeModel):
+    metadata: ObjectMeta
+    spec: SliceSpec
+
+
+class DeviceClassSpec(KubeModel):
+    selectors: Annotated[tuple[ExpressionSelector, ...], NoneAsEmpty] = ()
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(entry.cel.expression for entry in self.selectors if entry.cel is not None)
+
+
+class DeviceClass(KubeModel):
+    metadata: ObjectMeta
+    spec: DeviceClassSpec = DeviceClassSpec()
+
+
+# --- DeviceTaintRule ---------------------------------------------------------------------------------
+
+
+class RuleCondition(KubeModel):
+    """A condition as read back from the API, where any field may be missing."""
+
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+
+
+class RuleSpec(KubeModel):
+    device_selector: RuleDeviceSelector | None = None
+    taint: DeviceTaint
+
+
+class RuleStatus(KubeModel):
+    conditions: Annotated[tuple[RuleCondition, ...], NoneAsEmpty] = ()
+
+
+class DeviceTaintRule(KubeModel):
+    metadata: ObjectMeta
+    spec: RuleSpec
+    status: RuleStatus = RuleStatus()
+
+    def controlled_by(self, uid: str) -> bool:
+        return any(ref.controller and ref.uid == uid for ref in self.metadata.owner_references)
+
+    @property
+    def eviction_condition(self) -> RuleCondition | None:
+        return next((c for c in self.status.conditions if c.type == EVICTION_IN_PROGRESS), None)

@@ -1,0 +1,199 @@
+"""Which published devices a DeviceTaintSelector selects, or why it cannot say.
+
+The devices are those of the ResourceSlices, pool by pool, taking only the slices of a pool's
+highest ``spec.pool.generation``: a driver republishes a pool under a new generation and older
+slices linger until it deletes them, so a device that vanished from the new generation is gone
+even if an old slice still lists it. A device listed twice is taken from the first slice by name,
+so the answer never depends on the order in which slices arrived.
+
+For each device the criteria are applied in a fixed order and the first one that does not match
+ends the evaluation, as the scheduler does with a request's class and selectors:
+
+1. ``driver``, ``pool`` and ``device`` (plain comparisons);
+2. the DeviceClass's own CEL selectors, in order;
+3. the selector's CEL expressions, in order.
+
+So an expression that reads a vendor attribute is only evaluated for devices that passed the
+earlier criteria; naming the driver keeps it away from devices of other vendors, where the
+attribute would be missing.
+
+Failure is all-or-nothing (:class:`Invalid`): an unknown DeviceClass, an expression that does not
+compile, or an evaluation error on *any* candidate device invalidates the whole selection, because
+a partial set of taints would silently miss devices. The message names the expression, the device
+and the error. A selector without any criterion selects nothing unless ``allDevices`` is true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from operators.core.cel import (
+    CelCompileError,
+    CelEvaluationError,
+    CompiledExpression,
+    PreparedDevice,
+    compile_expression,
+)
+from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
+
+from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, SliceDevice, TaintSelectorSpec
+
+__all__ = [
+    "REASON_CEL_RUNTIME_ERROR",
+    "REASON_INVALID_CEL",
+    "REASON_INVALID_DEVICE_CLASS",
+    "REASON_INVALID_TAINT",
+    "REASON_UNKNOWN_DEVICE_CLASS",
+    "Invalid",
+    "Selection",
+    "evaluate",
+    "select_devices",
+    "visible_devices",
+]
+
+# Reasons of the Invalid condition; they are API (users match on them), so keep them stable.
+REASON_INVALID_CEL = "InvalidCEL"
+REASON_CEL_RUNTIME_ERROR = "CELRuntimeError"
+REASON_UNKNOWN_DEVICE_CLASS = "UnknownDeviceClass"
+REASON_INVALID_DEVICE_CLASS = "InvalidDeviceClass"
+REASON_INVALID_TAINT = "InvalidTaint"
+
+VALID_EFFECTS = (EFFECT_NONE, EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The selected devices, sorted; ``empty_selector`` when nothing was asked for."""
+
+    devices: tuple[DeviceId, ...]
+    empty_selector: bool = False
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """The spec cannot be evaluated; ``message`` is one sentence naming the expression and the error."""
+
+    reason: str
+    message: str
+
+
+def visible_devices(slices: Iterable[ResourceSlice]) -> dict[DeviceId, SliceDevice]:
+    """Every device of the newest generation of its pool; a device listed twice comes from the first slice."""
+    newest: dict[tuple[str, str], int] = {}
+    slice_list = sorted(slices, key=lambda s: s.metadata.name)
+    for resource_slice in slice_list:
+        pool = (resource_slice.spec.driver, resource_slice.spec.pool.name)
+        newest[pool] = max(
+            newest.get(pool, resource_slice.spec.pool.generation), resource_slice.spec.pool.generation
+        )
+    devices: dict[DeviceId, SliceDevice] = {}
+    for resource_slice in slice_list:
+        spec = resource_slice.spec
+        if spec.pool.generation != newest[(spec.driver, spec.pool.name)]:
+            continue
+        for device in spec.devices:
+            devices.setdefault(DeviceId(spec.driver, spec.pool.name, device.name), device)
+    return dict(sorted(devices.items()))
+
+
+def check_spec(spec: TaintSelectorSpec) -> Invalid | None:
+    """What admission should already have refused, re-checked so that a bypass cannot create bad rules."""
+    if not spec.taint.key:
+        return Invalid(REASON_INVALID_TAINT, "The taint has no key.")
+    if spec.taint.effect not in VALID_EFFECTS:
+        return Invalid(
+            REASON_INVALID_TAINT,
+            f"The taint effect {spec.taint.effect!r} is not one of {', '.join(VALID_EFFECTS)}.",
+        )
+    return None
+
+
+def _compile_all(
+    expressions: Iterable[str], describe: str, reason: str
+) -> tuple[list[CompiledExpression], Invalid | None]:
+    compiled: list[CompiledExpression] = []
+    problems: list[str] = []
+    for expression in expressions:
+        try:
+            compiled.append(compile_expression(expression))
+        except CelCompileError as error:
+            problems.append(f"{describe} {expression!r} is invalid: {error}")
+    if problems:
+        return compiled, Invalid(reason, "; ".join(problems) + ".")
+    return compiled, None
+
+
+def _matches_names(selection: DeviceSelection, device: DeviceId) -> bool:
+    return (
+        (selection.driver is None or selection.driver == device.driver)
+        and (selection.pool is None or selection.pool == device.pool)
+        and (selection.device is None or selection.device == device.device)
+    )
+
+
+def select_devices(
+    selection: DeviceSelection,
+    slices: Iterable[ResourceSlice],
+    classes: Mapping[str, DeviceClass],
+) -> Selection | Invalid:
+    """Evaluate ``selection`` against the published devices (see the module docstring)."""
+    if not selection.has_criteria and not selection.all_devices:
+        return Selection(devices=(), empty_selector=True)
+
+    class_expressions: list[CompiledExpression] = []
+    class_name = selection.device_class_name
+    if class_name is not None:
+        device_class = classes.get(class_name)
+        if device_class is None:
+            return Invalid(REASON_UNKNOWN_DEVICE_CLASS, f"DeviceClass {class_name!r} does not exist.")
+        class_expressions, problem = _compile_all(
+            device_class.spec.expressions, f"DeviceClass {class_name!r} selector", REASON_INVALID_DEVICE_CLASS
+        )
+        if problem is not None:
+            return problem
+    own_expressions, problem = _compile_all(selection.expressions, "CEL expression", REASON_INVALID_CEL)
+    if problem is not None:
+        return problem
+
+    selected: list[DeviceId] = []
+    for device_id, device in visible_devices(slices).items():
+        if not _matches_names(selection, device_id):
+            continue
+        prepared = PreparedDevice(device.cel_device(device_id.driver))
+        outcome = _evaluate_device(prepared, device_id, class_name, class_expressions, own_expressions)
+        if isinstance(outcome, Invalid):
+            return outcome
+        if outcome:
+            selected.append(device_id)
+    return Selection(devices=tuple(selected))
+
+
+def _evaluate_device(
+    prepared: PreparedDevice,
+    device_id: DeviceId,
+    class_name: str | None,
+    class_expressions: list[CompiledExpression],
+    own_expressions: list[CompiledExpression],
+) -> bool | Invalid:
+    stages = [(f"DeviceClass {class_name!r} selector", e) for e in class_expressions]
+    stages += [("CEL expression", e) for e in own_expressions]
+    for describe, expression in stages:
+        try:
+            if not expression.matches(prepared):
+                return False
+        except CelEvaluationError as error:
+            return Invalid(
+                REASON_CEL_RUNTIME_ERROR,
+                f"{describe} {expression.expression!r} failed on device {device_id}: {error}.",
+            )
+    return True
+
+
+def evaluate(
+    spec: TaintSelectorSpec,
+    slices: Iterable[ResourceSlice],
+    classes: Mapping[str, DeviceClass],
+) -> Selection | Invalid:
+    """The whole verdict on a spec: its taint, then its device selection."""
+    return check_spec(spec) or select_devices(spec.device_selector, slices, classes)
