@@ -147,7 +147,8 @@ def main() -> int:
         threading.Thread(target=_pump, args=(name, procs[name]), daemon=True).start()
     if "resourceclaim" in procs:
         _show_demo(kubectl, kubeconfig)
-    print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={kubeconfig}")
+    shown = os.path.relpath(kubeconfig, REPO_ROOT) if kubeconfig.startswith(str(REPO_ROOT)) else kubeconfig
+    print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={shown}")
     try:
         while all(p.poll() is None for p in procs.values()) or not procs:
             time.sleep(1)

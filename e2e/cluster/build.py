@@ -39,6 +39,13 @@ MIN_GO = (1, 26)
 BUILD_FLAGS = ("-trimpath", "-pgo=off", "-buildvcs=false")
 
 
+def shown(path: Path) -> str:
+    """A path as people write it: under the home directory as ``~/...``."""
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home) :] if text == home or text.startswith(home + "/") else text
+
+
 def cache_root() -> Path:
     explicit = os.environ.get("DEVCLUSTER_CACHE_DIR")
     if explicit:
@@ -180,7 +187,7 @@ def build(timeout: float | None = None, log: object = print) -> BuildResult:
     if _complete(target, None):
         go_version = _go_version() if shutil.which("go") else None
         if go_version is None or _complete(target, inputs_sha256(go_version)):
-            say(f"reusing {target}")
+            say(f"reusing {shown(target)}")
             return BuildResult(target, reused=True, seconds=0.0)
     go_version = _go_version()
     expected = inputs_sha256(go_version)
@@ -188,7 +195,7 @@ def build(timeout: float | None = None, log: object = print) -> BuildResult:
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _complete(target, expected):
-            say(f"reusing {target}")
+            say(f"reusing {shown(target)}")
             return BuildResult(target, reused=True, seconds=0.0)
         return _build_locked(target, go_version, expected, timeout, say)
 
