@@ -153,6 +153,7 @@ class RunningOperator:
     stop_event: asyncio.Event | None = None
     result: dict[str, Any] = field(default_factory=dict)
     stopped_by_fixture: bool = False
+    killed: bool = False
 
     def metrics(self) -> str:
         status, text = http_get(self.metrics_url)
@@ -177,6 +178,7 @@ class RunningOperator:
         """SIGKILL the whole process group (subprocess mode only): the crash tests."""
         assert self.process is not None, "kill() needs subprocess mode"
         self.stopped_by_fixture = True
+        self.killed = True
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
@@ -262,7 +264,8 @@ def start_operator(
         op.stop()
         raise AssertionError(f"{name} did not become ready; its log:\n{op.log()[-5000:]}") from None
     if not op.alive():
-        raise AssertionError(f"{name} exited during start; its log:\n{op.log()[-5000:]}")
+        error = op.result.get("error") or op.result.get("exit_code")
+        raise AssertionError(f"{name} exited during start ({error!r}); its log:\n{op.log()[-5000:]}")
     return op
 
 
@@ -305,6 +308,7 @@ def _start_in_process(op: RunningOperator, args: list[str]) -> None:
         finally:
             loop.close()
             logging.getLogger().removeHandler(handler)
+            handler.close()
 
     op.thread = threading.Thread(target=main, name=f"operator-{op.name}", daemon=True)
     op.thread.start()
@@ -328,6 +332,10 @@ def operator_running(
         code = op.stop()
         if crashed:
             raise AssertionError(f"{name} exited on its own with code {code}; its log:\n{op.log()[-5000:]}")
+        if not op.killed and code not in (0, None):
+            raise AssertionError(
+                f"{name} exited with {code} after SIGTERM; a graceful stop exits 0:\n{op.log()[-3000:]}"
+            )
 
 
 def load_json_lines(text: str) -> list[dict[str, Any]]:

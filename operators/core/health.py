@@ -57,23 +57,23 @@ def _probe(check: tuple[bool, str]) -> web.Response:
 
 
 def build_app(health: Health, *, probes: bool = True, metrics_endpoint: bool = True) -> web.Application:
+    async def alive(_: web.Request) -> web.Response:
+        return _probe(health.alive())
+
+    async def ready(_: web.Request) -> web.Response:
+        return _probe(health.ready())
+
+    async def exposition(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8")
+
     app = web.Application()
     if probes:
-        app.router.add_get("/healthz", lambda _: _async(_probe(health.alive())))
-        app.router.add_get("/livez", lambda _: _async(_probe(health.alive())))
-        app.router.add_get("/readyz", lambda _: _async(_probe(health.ready())))
+        app.router.add_get("/healthz", alive)
+        app.router.add_get("/livez", alive)
+        app.router.add_get("/readyz", ready)
     if metrics_endpoint:
-        app.router.add_get(
-            "/metrics",
-            lambda _: _async(
-                web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8")
-            ),
-        )
+        app.router.add_get("/metrics", exposition)
     return app
-
-
-async def _async(response: web.Response) -> web.Response:
-    return response
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -261,9 +261,6 @@ def kopf_settings() -> kopf.OperatorSettings:
     settings.scanning.disabled = True
     # Our Events come from EventRecorder, with our reporting component and de-duplication.
     settings.posting.enabled = False
-    # kopf batches an object's events for this long before handling them; our handlers only
-    # update a cache, so waiting buys nothing and costs latency.
-    settings.batching.batch_window = 0.01
     settings.watching.connect_timeout = 10
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
