@@ -47,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         _print(results)
     out = REPO_ROOT / "bench-results"
     out.mkdir(exist_ok=True)
-    (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    # Keep earlier results of benchmarks not run this time, so partial runs add up.
+    path = out / "results.json"
+    ran = {r.benchmark for r in results}
+    kept = [r for r in json.loads(path.read_text()) if r["benchmark"] not in ran] if path.is_file() else []
+    path.write_text(json.dumps(kept + [asdict(r) for r in results], indent=2) + "\n")
     print(f"\nwritten to {out / 'results.json'}")
     return 0
 

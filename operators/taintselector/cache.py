@@ -1,0 +1,149 @@
+"""The taint-selector operator's view of the cluster, and which selectors an event concerns.
+
+Pure: the controller feeds it watch events (raw bodies) and enqueues the selector names each method
+returns. Everything is keyed by name; a body that does not parse is dropped from the cache (and
+logged by the caller), so a malformed object never stops the others from being handled.
+
+Which selectors an event concerns:
+
+* a selector: itself;
+* a ResourceSlice: every selector, because a class or a CEL expression may select any device;
+* a DeviceClass: the selectors naming it;
+* a DeviceTaintRule: its controlling selector (its rules feed ``EvictionInProgress``), and the
+  selectors whose rule names it could carry (``<selector>-<digest>``): one of them may be waiting for
+  a conflicting rule of the same name to go away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from operators.core.models import KubeModel
+
+from .models import DeviceClass, DeviceId, DeviceTaintRule, ResourceSlice, TaintSelector
+from .rules import rule_name as make_rule_name
+
+Model = TypeVar("Model", bound=KubeModel)
+
+
+class Unparsable(ValueError):
+    """A watched object that does not have the expected shape."""
+
+
+def _name(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("name") or "")
+
+
+def _parse(model: type[Model], body: Mapping[str, Any]) -> Model:
+    try:
+        return model.model_validate(body)
+    except ValidationError as err:
+        errors = err.errors()
+        if not errors:
+            raise Unparsable(str(err)) from None
+        where = ".".join(str(part) for part in errors[0]["loc"])
+        raise Unparsable(f"{where or 'object'}: {errors[0]['msg']}") from None
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.selectors: dict[str, TaintSelector] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self.classes: dict[str, DeviceClass] = {}
+        self.rules: dict[str, DeviceTaintRule] = {}
+
+    # --- Events; each returns the names of the selectors to reconcile ----------------------------------
+
+    def upsert_selector(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        try:
+            self.selectors[name] = _parse(TaintSelector, body)
+        except Unparsable:
+            self.selectors.pop(name, None)
+            raise
+        return [name]
+
+    def delete_selector(self, body: Mapping[str, Any]) -> list[str]:
+        # Its rules go with the garbage collector; nothing is left to reconcile for it.
+        self.selectors.pop(_name(body), None)
+        return []
+
+    def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        try:
+            self.slices[name] = _parse(ResourceSlice, body)
+        except Unparsable:
+            self.slices.pop(name, None)
+            raise
+        return sorted(self.selectors)
+
+    def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
+        self.slices.pop(_name(body), None)
+        return sorted(self.selectors)
+
+    def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        try:
+            self.classes[name] = _parse(DeviceClass, body)
+        except Unparsable:
+            self.classes.pop(name, None)
+            raise
+        return self._naming_class(name)
+
+    def delete_class(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        self.classes.pop(name, None)
+        return self._naming_class(name)
+
+    def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        previous = self.rules.get(name)
+        try:
+            self.rules[name] = _parse(DeviceTaintRule, body)
+        except Unparsable:
+            self.rules.pop(name, None)
+            raise
+        return self._concerned_by_rule(name, [previous, self.rules[name]])
+
+    def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
+        name = _name(body)
+        return self._concerned_by_rule(name, [self.rules.pop(name, None)])
+
+    # --- Queries ---------------------------------------------------------------------------------------
+
+    def rules_of(self, uid: str, names: Iterable[str] = ()) -> list[DeviceTaintRule]:
+        """The rules ``uid`` controls, plus any rule bearing one of ``names`` (possible conflicts)."""
+        wanted = set(names)
+        return [
+            rule for rule in self.rules.values() if rule.controlled_by(uid) or rule.metadata.name in wanted
+        ]
+
+    def _naming_class(self, class_name: str) -> list[str]:
+        return sorted(
+            name
+            for name, selector in self.selectors.items()
+            if selector.spec.device_selector.device_class_name == class_name
+        )
+
+    def _concerned_by_rule(self, rule_name: str, versions: Iterable[DeviceTaintRule | None]) -> list[str]:
+        owners = {
+            ref.uid
+            for rule in versions
+            if rule is not None
+            for ref in rule.metadata.owner_references
+            if ref.controller
+        }
+        return sorted(
+            name
+            for name, selector in self.selectors.items()
+            if selector.metadata.uid in owners or rule_name.startswith(_rule_prefix(name))
+        )
+
+
+def _rule_prefix(selector_name: str) -> str:
+    """What every rule name of ``selector_name`` starts with (long names are truncated)."""
+    sample = make_rule_name(selector_name, DeviceId("", "", ""))
+    return sample[: sample.rindex("-") + 1]

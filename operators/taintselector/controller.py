@@ -1,0 +1,279 @@
+"""The I/O layer of the taint-selector operator: watch events into the cache, decisions into API calls.
+
+One work-queue key per selector name. A pass (see the package docstring) evaluates the selector in a
+worker thread (the CEL interpreter is thread-safe and 1000 devices take a few hundred milliseconds,
+too long to hold the event loop), writes the rule diff, then the status by server-side apply.
+
+Watch callbacks are synchronous and never call the API; slice events are debounced so that a driver
+republishing fifty slices costs one evaluation per selector, not fifty.
+
+DeviceTaintRules are watched in the version discovery finds (``v1``, else ``v1beta2``, else
+``v1alpha3``). kopf cannot add a watch after it started, so the watch is registered in
+:meth:`prepare`, and a later change of the served version stops the process for a restart. Without
+any version the selections are still evaluated and every selector reports
+``Ready=False/DeviceTaintRuleUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from operators.core.client import ApiError
+from operators.core.conditions import TRUE, find
+from operators.core.discovery import ServedResource, find_served, resources_of
+from operators.core.events import WARNING, ObjectRef
+
+from . import metrics
+from .cache import Cache, Unparsable
+from .models import API_VERSION, GROUP, KIND, PLURAL, RULE_GROUP, TaintSelector
+from .rules import RuleDiff, desired_rules, diff_rules
+from .selection import Invalid, Selection, evaluate
+from .status import INVALID, needs_write, selector_status
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 4
+RULE_PLURAL = "devicetaintrules"
+RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+CORE_VERSION = "v1"
+REDISCOVERY_SECONDS = 60.0
+SLICE_DEBOUNCE_SECONDS = 0.2
+RULE_DEBOUNCE_SECONDS = 0.5
+WRITE_CONCURRENCY = 32
+EVENT_INVALID = "InvalidSelector"
+
+WatchRules = Callable[[str], None]
+"""Registers the DeviceTaintRule watch for one version; only possible before kopf starts."""
+
+
+def _selector_ref(selector: TaintSelector) -> ObjectRef:
+    return ObjectRef(API_VERSION, KIND, selector.metadata.name, None, selector.metadata.uid)
+
+
+class TaintSelectorController:
+    def __init__(self, runtime: Runtime, watch_rules: WatchRules) -> None:
+        self.runtime = runtime
+        self.cache = Cache()
+        self.rules_api: ServedResource | None = None
+        self.selected: dict[str, int] = {}
+        self._watch_rules = watch_rules
+        self._prepared = False
+        self._background: set[asyncio.Task[Any]] = set()
+        metrics.observe(self)
+
+    # --- Start -----------------------------------------------------------------------------------------
+
+    async def prepare(self) -> bool:
+        client = self.runtime.client
+        core = await resources_of(client, RULE_GROUP, CORE_VERSION)
+        own = await resources_of(client, GROUP, API_VERSION.split("/")[1])
+        if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
+            log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
+            return False
+        if not self._prepared:
+            self._prepared = True
+            self.rules_api = await find_served(client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS)
+            if self.rules_api is None:
+                log.warning("no DeviceTaintRule API is served: selectors are evaluated but taint nothing")
+            else:
+                self._watch_rules(self.rules_api.version)
+                log.info("writing DeviceTaintRules as %s", self.rules_api.api_version)
+            self._spawn(self._rediscover())
+        return True
+
+    async def _rediscover(self) -> None:
+        """Stop for a restart once a different DeviceTaintRule version is served twice in a row."""
+        watched = self.rules_api.version if self.rules_api else None
+        previous = watched
+        while True:
+            await asyncio.sleep(REDISCOVERY_SECONDS)
+            try:
+                served = await find_served(self.runtime.client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS)
+            except ApiError as err:
+                log.info("DeviceTaintRule discovery failed, trying again later: %s", err)
+                continue
+            seen = served.version if served else None
+            if seen == watched or seen != previous:
+                previous = seen
+                continue
+            log.warning("the served DeviceTaintRule version is now %s; stopping for a restart", seen)
+            self.runtime.request_stop()
+            return
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
+
+    def upsert_selector(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.upsert_selector, body, 0.0)
+
+    def delete_selector(self, body: Mapping[str, Any]) -> None:
+        self.selected.pop(str((body.get("metadata") or {}).get("name")), None)
+        self._route(self.cache.delete_selector, body, 0.0)
+
+    def upsert_slice(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.upsert_slice, body, SLICE_DEBOUNCE_SECONDS)
+
+    def delete_slice(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.delete_slice, body, SLICE_DEBOUNCE_SECONDS)
+
+    def upsert_class(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.upsert_class, body, SLICE_DEBOUNCE_SECONDS)
+
+    def delete_class(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.delete_class, body, SLICE_DEBOUNCE_SECONDS)
+
+    def upsert_rule(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.upsert_rule, body, RULE_DEBOUNCE_SECONDS)
+
+    def delete_rule(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.delete_rule, body, RULE_DEBOUNCE_SECONDS)
+
+    def _route(
+        self, update: Callable[[Mapping[str, Any]], list[str]], body: Mapping[str, Any], delay: float
+    ) -> None:
+        try:
+            names = update(body)
+        except Unparsable as err:
+            meta = body.get("metadata") or {}
+            log.warning(
+                "skipped, cannot be read: %s", err, extra={"object": f"{body.get('kind')} {meta.get('name')}"}
+            )
+            return
+        for name in names:
+            self.runtime.queue.add_after(name, delay)
+
+    # --- Reconcile -------------------------------------------------------------------------------------
+
+    async def sync(self, name: str) -> None:
+        selector = self.cache.selectors.get(name)
+        if selector is None or selector.metadata.deletion_timestamp is not None:
+            return
+        outcome = await self._evaluate(selector)
+        pending: RuleDiff | None = None
+        if isinstance(outcome, Invalid):
+            await self._report_invalid(selector, outcome)
+        else:
+            self.selected[name] = len(outcome.devices)
+            if self.rules_api is not None:
+                pending = await self._write_rules(selector, outcome, self.rules_api)
+        status = selector_status(
+            selector,
+            outcome,
+            rules_available=self.rules_api is not None,
+            pending=pending,
+            rules=self.cache.rules_of(selector.metadata.uid),
+        )
+        if needs_write(selector.status, status):
+            await self._write_status(selector, status)
+
+    async def _evaluate(self, selector: TaintSelector) -> Selection | Invalid:
+        slices, classes = list(self.cache.slices.values()), dict(self.cache.classes)
+        started = time.monotonic()
+        outcome = await asyncio.to_thread(evaluate, selector.spec, slices, classes)
+        metrics.evaluation_duration.observe(time.monotonic() - started)
+        metrics.evaluations.labels(result="invalid" if isinstance(outcome, Invalid) else "valid").inc()
+        return outcome
+
+    async def _report_invalid(self, selector: TaintSelector, outcome: Invalid) -> None:
+        """A Warning Event when the selector becomes invalid, or invalid for another reason."""
+        previous = find(selector.status.get("conditions"), INVALID)
+        seen = (
+            previous is not None
+            and previous.get("status") == TRUE
+            and previous.get("reason") == outcome.reason
+        )
+        if seen and selector.status.get("observedGeneration") == selector.metadata.generation:
+            return
+        log.warning("invalid: %s", outcome.message, extra={"object": f"{KIND} {selector.metadata.name}"})
+        await self.runtime.events.emit(_selector_ref(selector), WARNING, EVENT_INVALID, outcome.message)
+
+    async def _write_rules(
+        self, selector: TaintSelector, outcome: Selection, rules_api: ServedResource
+    ) -> RuleDiff:
+        """Apply the diff; what is left is the conflicts, since every write either succeeded or raised."""
+        desired = desired_rules(selector, outcome.devices, rules_api.api_version)
+        diff = diff_rules(selector.metadata.uid, desired, self.cache.rules_of(selector.metadata.uid, desired))
+        client = self.runtime.client
+        calls: list[Callable[[], Awaitable[None]]] = []
+
+        async def create(body: Mapping[str, Any]) -> None:
+            try:
+                await client.create(rules_api.path(), body)
+            except ApiError as err:
+                if err.status != 409:  # AlreadyExists: the watch brings it, the next pass compares it
+                    raise
+            metrics.rule_writes.labels(operation="create").inc()
+
+        async def update(rule: str, patch: Mapping[str, Any]) -> None:
+            try:
+                await client.patch(rules_api.path(rule), patch)
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+            metrics.rule_writes.labels(operation="update").inc()
+
+        async def delete(rule: str, uid: str) -> None:
+            try:
+                await client.delete(rules_api.path(rule), uid=uid)
+            except ApiError as err:
+                # 404: gone already; 409: the UID precondition failed, the name is someone else's now.
+                if not (err.not_found or err.conflict):
+                    raise
+            metrics.rule_writes.labels(operation="delete").inc()
+
+        calls += [functools.partial(create, body) for body in diff.create]
+        calls += [functools.partial(update, item.name, item.patch) for item in diff.update]
+        calls += [
+            functools.partial(delete, name, self.cache.rules[name].metadata.uid) for name in diff.delete
+        ]
+        await _bounded(calls, WRITE_CONCURRENCY)
+        if calls:
+            log.info(
+                "rules written: %d created, %d updated, %d deleted",
+                len(diff.create),
+                len(diff.update),
+                len(diff.delete),
+                extra={"object": f"{KIND} {selector.metadata.name}"},
+            )
+        return RuleDiff(conflicts=diff.conflicts)
+
+    async def _write_status(self, selector: TaintSelector, status: Mapping[str, Any]) -> None:
+        """Server-side apply of the whole status; ``metadata.uid`` keeps it off a re-created namesake."""
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": selector.metadata.name, "uid": selector.metadata.uid},
+            "status": dict(status),
+        }
+        path = f"/apis/{API_VERSION}/{PLURAL}/{selector.metadata.name}/status"
+        try:
+            await self.runtime.client.apply(path, body, self.runtime.field_manager)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+
+
+async def _bounded(calls: list[Callable[[], Awaitable[None]]], limit: int) -> None:
+    """Run the calls with at most ``limit`` in flight; the first failure is raised after all finished."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[None]]) -> None:
+        async with semaphore:
+            await call()
+
+    results = await asyncio.gather(*(one(call) for call in calls), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

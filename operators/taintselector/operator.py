@@ -1,0 +1,45 @@
+"""Entry point of ``dra-operators run taintselector``: the definition the runtime starts, and the API calls.
+
+``API_CALLS`` lists every (API group, resource, verb) the process uses, kopf's watches and the leader
+election included; ``manifests/taintselector/rbac.yaml`` grants exactly these. Rules are created,
+patched and deleted, never read one by one (the watch cache serves), and selectors need no
+``finalizers`` or ``update``: the owner references of the rules set no ``blockOwnerDeletion``.
+"""
+
+from __future__ import annotations
+
+from operators.core.runtime import OperatorDefinition, Runtime
+from operators.core.settings import OperatorSettings
+
+from . import handlers
+from .controller import DEFAULT_WORKERS, TaintSelectorController
+
+API_CALLS: list[tuple[str, str, str]] = [
+    ("dra-operators.io", "devicetaintselectors", "list"),
+    ("dra-operators.io", "devicetaintselectors", "watch"),
+    ("dra-operators.io", "devicetaintselectors/status", "patch"),
+    ("resource.k8s.io", "resourceslices", "list"),
+    ("resource.k8s.io", "resourceslices", "watch"),
+    ("resource.k8s.io", "deviceclasses", "list"),
+    ("resource.k8s.io", "deviceclasses", "watch"),
+    ("resource.k8s.io", "devicetaintrules", "list"),
+    ("resource.k8s.io", "devicetaintrules", "watch"),
+    ("resource.k8s.io", "devicetaintrules", "create"),
+    ("resource.k8s.io", "devicetaintrules", "patch"),
+    ("resource.k8s.io", "devicetaintrules", "delete"),
+    ("", "events", "create"),
+    ("", "events", "patch"),
+    # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+]
+
+
+def _make_controller(runtime: Runtime) -> TaintSelectorController:
+    return TaintSelectorController(runtime, handlers.watch_rules)
+
+
+DEFINITION = OperatorDefinition(
+    "taintselector", handlers.registry, OperatorSettings, DEFAULT_WORKERS, _make_controller
+)
