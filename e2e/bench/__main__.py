@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     for name in args.names or _available():
         print(f"==> {name}", flush=True)
-        results.extend(importlib.import_module(f"e2e.bench.{name}").run())
+        try:
+            results.extend(importlib.import_module(f"e2e.bench.{name}").run())
+        except Exception as err:  # one broken workload must not lose the others' numbers
+            failed = Result(name, "failed")
+            failed.notes.append(f"{type(err).__name__}: {err}"[:500])
+            results.append(failed)
         _print(results)
     out = REPO_ROOT / "bench-results"
     out.mkdir(exist_ok=True)

@@ -33,7 +33,11 @@ CLAIMS = 200
 POLL = 0.05
 
 
-def _slice() -> dict[str, Any]:
+SLICES = 2  # a slice holds at most 128 devices
+
+
+def _slice(index: int) -> dict[str, Any]:
+    per_slice = CLAIMS // SLICES
     devices = [
         {
             "name": f"gpu-{i}",
@@ -41,24 +45,17 @@ def _slice() -> dict[str, Any]:
             "bindingConditions": [CONDITION],
             "bindingFailureConditions": [f"{DRIVER}/attach-failed"],
         }
-        for i in range(CLAIMS)
+        for i in range(index * per_slice, (index + 1) * per_slice)
     ]
+    selector = {"key": "bench.dra-operators.test/fabric", "operator": "In", "values": ["true"]}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": "bench-fabric"},
+        "metadata": {"name": f"bench-fabric-{index}"},
         "spec": {
             "driver": DRIVER,
-            "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
-            "nodeSelector": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "bench.dra-operators.test/fabric", "operator": "In", "values": ["true"]}
-                        ]
-                    }
-                ]
-            },
+            "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": SLICES},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [selector]}]},
             "devices": devices,
         },
     }
@@ -69,7 +66,8 @@ async def _fabric(client: KubeClient) -> None:
         await client.create(
             "/api/v1/nodes", node_body(f"fabric-{n}", labels={"bench.dra-operators.test/fabric": "true"})
         )
-    await client.create("/apis/resource.k8s.io/v1/resourceslices", _slice())
+    for index in range(SLICES):
+        await client.create("/apis/resource.k8s.io/v1/resourceslices", _slice(index))
     await client.create(
         "/apis/resource.k8s.io/v1/deviceclasses",
         {
