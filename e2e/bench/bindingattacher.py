@@ -131,7 +131,7 @@ def _ready(claim: dict[str, Any]) -> bool:
 
 
 def run() -> list[Result]:
-    result = Result("bindingattacher", "default-limits")
+    result = Result("bindingattacher", "unthrottled")
     with devcluster(upstream=False, binding_timeout="60s") as cluster:
         api = Kube(cluster.kubeconfig)
         try:
@@ -145,7 +145,7 @@ def run() -> list[Result]:
                 lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60, "SA"
             )
             run_async(_fabric, api.kubeconfig)
-            with our_operator(cluster, api, "bindingattacher", ()) as op:
+            with our_operator(cluster, api, "bindingattacher", ("--kube-api-qps=0",)) as op:
                 assert op.process is not None
                 rss = PeakRss(op.process.pid)
                 allocated: dict[str, float] = {}
