@@ -2,7 +2,11 @@
 
 An identical Event (same involved object UID, type, reason and message) is not created
 again: the existing one gets its ``count`` incremented and ``lastTimestamp`` set, as
-client-go's recorder does. The recorder remembers the Events it created in a bounded LRU; after
+client-go's recorder does. Like client-go's correlator, *similar* Events (same object, type
+and reason, different messages, e.g. API errors that name a random generated object) are
+aggregated after ``SIMILAR_LIMIT`` distinct messages within ``SIMILAR_WINDOW`` seconds: the rest
+go into one Event whose message starts with ``(combined from similar events): ``.
+The recorder remembers the Events it created in a bounded LRU; after
 a restart the first repetition creates a new Event, like a restarted kube-controller-manager.
 
 Posting an Event never fails the caller: Events are diagnostics, and a lost one must not block
@@ -14,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import string
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +31,9 @@ log = logging.getLogger(__name__)
 NORMAL = "Normal"
 WARNING = "Warning"
 REMEMBERED_EVENTS = 4096
+SIMILAR_LIMIT = 10
+SIMILAR_WINDOW = 600.0
+COMBINED_PREFIX = "(combined from similar events): "
 
 
 @dataclass(frozen=True)
@@ -63,18 +71,36 @@ class EventRecorder:
         self.component = component
         self.instance = instance
         self._posted: OrderedDict[tuple[str, str, str, str], _Posted] = OrderedDict()
+        self._similar: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
+
+    def _aggregate(self, obj: ObjectRef, type_: str, reason: str, message: str) -> str:
+        """The message to post: itself, or the combined form once similar ones pile up."""
+        now = time.monotonic()
+        seen = self._similar.setdefault((obj.uid, type_, reason), [])
+        seen[:] = [t for t in seen if now - t < SIMILAR_WINDOW]
+        if (obj.uid, type_, reason, message) not in self._posted:
+            seen.append(now)
+        self._similar.move_to_end((obj.uid, type_, reason))
+        while len(self._similar) > REMEMBERED_EVENTS:
+            self._similar.popitem(last=False)
+        return COMBINED_PREFIX + message if len(seen) > SIMILAR_LIMIT else message
 
     async def emit(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
-        key = (obj.uid, type_, reason, message)
+        message = self._aggregate(obj, type_, reason, message)
+        # All combined messages of one (object, type, reason) share one Event.
+        key = (obj.uid, type_, reason, COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
         now = now_rfc3339()
         namespace = obj.namespace or "default"
         try:
             posted = self._posted.get(key)
             if posted is not None:
                 posted.count += 1
+                patch: dict[str, object] = {"count": posted.count, "lastTimestamp": now}
+                if key[3] == COMBINED_PREFIX:
+                    patch["message"] = message
                 await self.client.patch(
                     f"/api/v1/namespaces/{posted.namespace}/events/{posted.name}",
-                    {"count": posted.count, "lastTimestamp": now},
+                    patch,
                     content_type=MERGE_PATCH,
                 )
                 self._posted.move_to_end(key)

@@ -1,0 +1,47 @@
+"""Event de-duplication (identical messages) and aggregation (similar messages)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from operators.core.client import KubeClient
+from operators.core.events import COMBINED_PREFIX, SIMILAR_LIMIT, EventRecorder, ObjectRef
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.creates: list[dict[str, Any]] = []
+        self.patches: list[dict[str, Any]] = []
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        self.creates.append(body)
+        return body
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = "") -> Any:
+        self.patches.append(body)
+        return body
+
+
+POD = ObjectRef("v1", "Pod", "p", "ns", "uid-1")
+
+
+async def test_identical_events_increment_one_count() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    for _ in range(3):
+        await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert len(client.creates) == 1
+    assert client.creates[0]["source"] == {"component": "dra-operators-test"}
+    assert [p["count"] for p in client.patches] == [2, 3]
+
+
+async def test_similar_events_are_combined_after_the_limit() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    for i in range(SIMILAR_LIMIT + 5):
+        await recorder.emit(POD, "Warning", "Failed", f"claim x-{i} is forbidden")
+    messages = [c["message"] for c in client.creates]
+    assert len(messages) == SIMILAR_LIMIT + 1, "ten Events, then one combined Event"
+    assert messages[-1] == COMBINED_PREFIX + f"claim x-{SIMILAR_LIMIT} is forbidden"
+    assert client.patches[-1]["message"] == COMBINED_PREFIX + f"claim x-{SIMILAR_LIMIT + 4} is forbidden"
+    assert client.patches[-1]["count"] == 5
