@@ -7,10 +7,14 @@ an operator can tell whether it may write status through that version.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .client import ApiError, KubeClient
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,3 +81,25 @@ async def find_served(
         if resource is not None:
             return resource
     return None
+
+
+async def served_version_change(
+    client: KubeClient, group: str, plural: str, versions: Sequence[str], watched: str | None, interval: float
+) -> str | None:
+    """Return once a version other than ``watched`` (None: not served) serves ``plural``.
+
+    A change must be seen twice in a row, so one odd discovery answer never restarts anyone.
+    Used by operators whose watch is fixed at start: kopf cannot add a watch later.
+    """
+    previous = watched
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            served = await find_served(client, group, plural, versions)
+        except ApiError as err:
+            log.info("discovery of %s/%s failed, trying again later: %s", group or "core", plural, err)
+            continue
+        seen = served.version if served else None
+        if seen != watched and seen == previous:
+            return seen
+        previous = seen

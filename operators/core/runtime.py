@@ -151,8 +151,13 @@ def watch(
     Both must be synchronous, quick, and never raise on odd input; an exception is logged with
     the object's reference. Call it at import time or from ``Controller.prepare()``.
     """
+    kinds = _watched.setdefault(id(registry), [])
+    # Idempotent per kind: a watch registered from prepare() meets the same registry again when
+    # an operator is started twice in one process (in-process tests).
+    if any((k.group, k.version, k.plural) == (group, version, plural) for k in kinds):
+        return
     kind = WatchedKind(group, version, plural, upsert, delete)
-    _watched.setdefault(id(registry), []).append(kind)
+    kinds.append(kind)
 
     # A coroutine although it awaits nothing: kopf runs plain functions in a thread pool, while
     # the cache and the work queue may only be touched from the event loop.

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
-from operators.core.discovery import find_served
+from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel
 from operators.core.workqueue import Retry
@@ -115,30 +115,16 @@ class DeviceTaintController:
             log.warning("%s serves no devicetaintrules/status: rule conditions are not written", apis.rules)
 
     async def _rediscover_rules(self, watched: str | None) -> None:
-        """Stop the process (for a restart) once the served rule version differs from the watched one.
-
-        A change must be seen twice in a row: one odd discovery answer is no reason to restart.
-        """
-        previous = watched
-        while True:
-            await asyncio.sleep(REDISCOVERY_SECONDS)
-            try:
-                served = await find_served(self.runtime.client, GROUP, RULES, RULE_VERSIONS)
-            except ApiError as err:
-                log.info("DeviceTaintRule discovery failed, trying again later: %s", err)
-                continue
-            seen = served.version if served else None
-            if seen == watched or seen != previous:
-                previous = seen
-                continue
-            log.warning(
-                "the served DeviceTaintRule version changed from %s to %s; stopping so that a restart "
-                "watches it",
-                watched or "none",
-                seen or "none",
-            )
-            self.runtime.request_stop()
-            return
+        """Stop the process (for a restart that watches it) once another rule version is served."""
+        seen = await served_version_change(
+            self.runtime.client, GROUP, RULES, RULE_VERSIONS, watched, REDISCOVERY_SECONDS
+        )
+        log.warning(
+            "the served DeviceTaintRule version changed from %s to %s; stopping so that a restart watches it",
+            watched or "none",
+            seen or "none",
+        )
+        self.runtime.request_stop()
 
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 

@@ -42,17 +42,8 @@ runtime.watch(
     delete=DeviceTaintController.delete_slice,
 )
 
-_rule_versions: set[str] = set()
-
-
 def watch_rules(version: str) -> None:
-    """Add the DeviceTaintRule watch for the discovered version; called before kopf starts.
-
-    Idempotent, because in-process test runs start the operator several times on this one registry.
-    """
-    if version in _rule_versions:
-        return
-    _rule_versions.add(version)
+    """Add the DeviceTaintRule watch for the discovered version; called before kopf starts."""
     runtime.watch(
         registry,
         GROUP,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
-from operators.core.discovery import ServedResource, find_served, resources_of
+from operators.core.discovery import ServedResource, find_served, resources_of, served_version_change
 from operators.core.events import WARNING, ObjectRef
 
 from . import metrics
@@ -90,23 +90,13 @@ class TaintSelectorController:
         return True
 
     async def _rediscover(self) -> None:
-        """Stop for a restart once a different DeviceTaintRule version is served twice in a row."""
+        """Stop for a restart once a different DeviceTaintRule version is served."""
         watched = self.rules_api.version if self.rules_api else None
-        previous = watched
-        while True:
-            await asyncio.sleep(REDISCOVERY_SECONDS)
-            try:
-                served = await find_served(self.runtime.client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS)
-            except ApiError as err:
-                log.info("DeviceTaintRule discovery failed, trying again later: %s", err)
-                continue
-            seen = served.version if served else None
-            if seen == watched or seen != previous:
-                previous = seen
-                continue
-            log.warning("the served DeviceTaintRule version is now %s; stopping for a restart", seen)
-            self.runtime.request_stop()
-            return
+        seen = await served_version_change(
+            self.runtime.client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS, watched, REDISCOVERY_SECONDS
+        )
+        log.warning("the served DeviceTaintRule version is now %s; stopping for a restart", seen)
+        self.runtime.request_stop()
 
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)
