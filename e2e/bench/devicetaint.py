@@ -6,16 +6,7 @@ from __future__ import annotations
 import functools
 import time
 
-from e2e.bench.env import (
-    TIERS,
-    PeakRss,
-    Result,
-    bounded_gather,
-    devcluster,
-    our_operator,
-    poll_until,
-    run_async,
-)
+from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, poll_until, run_async
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.cluster.nodes import node_body
 from e2e.kube import Kube, wait_for
@@ -113,27 +104,9 @@ def _setup(api: Kube, pods: int) -> None:
 
 
 def run(pods: int = 1000) -> list[Result]:
-    results = []
-    for tier in TIERS.values():
-        result = Result("devicetaint", tier.name)
-        with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
-            api = Kube(cluster.kubeconfig)
-            try:
-                _setup(api, pods)
-                result.upstream["seconds"] = round(_workload(api, pods, None), 2)
-            finally:
-                api.close()
-        with devcluster(upstream=False) as cluster:
-            api = Kube(cluster.kubeconfig)
-            try:
-                _setup(api, pods)
-                with our_operator(cluster, api, "devicetaint", tier.operator_args) as op:
-                    assert op.process is not None
-                    rss = PeakRss(op.process.pid)
-                    result.ours["seconds"] = round(_workload(api, pods, rss), 2)
-                    result.ours["peak_rss_mib"] = rss.mib
-            finally:
-                api.close()
-        result.notes.append(f"{pods} allocated, reserved, bound pods; one NoExecute rule over their driver")
-        results.append(result)
-    return results
+    return compare_tiers(
+        "devicetaint",
+        lambda api: _setup(api, pods),
+        lambda api, rss: _workload(api, pods, rss),
+        f"{pods} allocated, reserved, bound pods; one NoExecute rule over their driver",
+    )

@@ -161,3 +161,37 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def compare_tiers(
+    operator: str,
+    setup: Callable[[Kube], None],
+    workload: Callable[[Kube, PeakRss | None], float],
+    note: str,
+) -> list[Result]:
+    """For each tier: the workload's seconds with the upstream controller, then with ours (and our
+    peak RSS), each on a fresh devcluster prepared by ``setup``."""
+    results = []
+    for tier in TIERS.values():
+        result = Result(operator, tier.name)
+        with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                setup(api)
+                result.upstream["seconds"] = round(workload(api, None), 2)
+            finally:
+                api.close()
+        with devcluster(upstream=False) as cluster:
+            api = Kube(cluster.kubeconfig)
+            try:
+                setup(api)
+                with our_operator(cluster, api, operator, tier.operator_args) as op:
+                    assert op.process is not None
+                    rss = PeakRss(op.process.pid)
+                    result.ours["seconds"] = round(workload(api, rss), 2)
+                    result.ours["peak_rss_mib"] = rss.mib
+            finally:
+                api.close()
+        result.notes.append(note)
+        results.append(result)
+    return results

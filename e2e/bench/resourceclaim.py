@@ -8,16 +8,7 @@ import threading
 import time
 from typing import Any
 
-from e2e.bench.env import (
-    TIERS,
-    PeakRss,
-    Result,
-    bounded_gather,
-    devcluster,
-    our_operator,
-    poll_until,
-    run_async,
-)
+from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, poll_until, run_async
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
@@ -79,25 +70,9 @@ def _workload(api: Kube, pods: int, rss: PeakRss | None) -> float:
 
 
 def run(pods: int = 1000) -> list[Result]:
-    results = []
-    for tier in TIERS.values():
-        result = Result("resourceclaim", tier.name)
-        with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
-            api = Kube(cluster.kubeconfig)
-            try:
-                result.upstream["seconds"] = round(_workload(api, pods, None), 2)
-            finally:
-                api.close()
-        with devcluster(upstream=False) as cluster:
-            api = Kube(cluster.kubeconfig)
-            try:
-                with our_operator(cluster, api, "resourceclaim", tier.operator_args) as op:
-                    assert op.process is not None
-                    rss = PeakRss(op.process.pid)
-                    result.ours["seconds"] = round(_workload(api, pods, rss), 2)
-                    result.ours["peak_rss_mib"] = rss.mib
-            finally:
-                api.close()
-        result.notes.append(f"{pods} pods, one template claim each")
-        results.append(result)
-    return results
+    return compare_tiers(
+        "resourceclaim",
+        lambda api: None,
+        lambda api, rss: _workload(api, pods, rss),
+        f"{pods} pods, one template claim each",
+    )
