@@ -42,6 +42,7 @@ runtime.watch(
     delete=DeviceTaintController.delete_slice,
 )
 
+
 def watch_rules(version: str) -> None:
     """Add the DeviceTaintRule watch for the discovered version; called before kopf starts."""
     runtime.watch(

@@ -42,6 +42,7 @@ runtime.watch(
     delete=TaintSelectorController.delete_class,
 )
 
+
 def watch_rules(version: str) -> None:
     """Add the DeviceTaintRule watch for the discovered version; called before kopf starts."""
     runtime.watch(
