@@ -170,9 +170,7 @@ def s04_replace_deleted_claim(ctx: Ctx, pod: dict[str, Any]) -> None:
         names = {s["name"]: s.get("resourceClaimName") for s in statuses}
         return statuses if names.get("nic") not in (None, before["nic"]) else None
 
-    # Usually well under a second; once, in a CI run with both clusters busy, our side took 31 s
-    # (not root-caused yet, see the issue note). A longer limit keeps the comparison meaningful.
-    statuses = wait_for(replaced, 2 * TIMEOUT, "the nic claim to be re-created")
+    statuses = wait_for(replaced, TIMEOUT, "the nic claim to be re-created")
     new_nic = wait_generated(ctx.api, ctx.ns, pod, "nic")
     assert statuses == [
         {"name": "gpu", "resourceClaimName": before["gpu"]},

@@ -25,7 +25,6 @@ from e2e.resourceclaim_scenarios import (
     s01_create,
     s02_annotation_override,
     s03_truncation,
-    s04_replace_deleted_claim,
     s04_two_claims,
     s05_create_template,
     s05_missing_template_pod,
@@ -56,8 +55,10 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
         s01_create(ctx)
         s02_annotation_override(ctx)
         s03_truncation(ctx)
-        two = s04_two_claims(ctx)
-        s04_replace_deleted_claim(ctx, two)
+        s04_two_claims(ctx)
+        # Scenario 4's second part (re-creating a claim deleted by hand) stays in test_resourceclaim.py:
+        # the in-tree controller keeps the claims it created in a mutation cache and, in CI runs,
+        # sometimes had not re-created the claim after 60 s; its timing is not comparable.
         waiting = s05_missing_template_pod(ctx)
         s05_create_template(ctx, waiting, within=TIMEOUT)
         s08_user_claim_pod(ctx)
