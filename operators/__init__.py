@@ -5,6 +5,10 @@ an operator. Domain logic lives in modules without kopf imports, so it is unit-t
 on plain data; only each operator's ``handlers`` module touches kopf.
 """
 
+from .core import lean_imports
+
+lean_imports.install()
+
 __all__ = ["OPERATOR_NAMES", "__version__"]
 
 __version__ = "0.1.0"

@@ -78,6 +78,8 @@ class FakeClient:
         raise ApiError(404, "NotFound", path)
 
     async def request(self, method: str, path: str, *, body: Any = None, **kwargs: Any) -> Any:
+        if method == "PATCH":
+            body = {"type": kwargs.get("content_type", ""), "body": body}
         self.calls.append((method, path, body))
         if self.failures[method]:
             raise self.failures[method].pop(0)
@@ -87,7 +89,7 @@ class FakeClient:
         return await self.request("POST", path, body=body)
 
     async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
-        return await self.request("PATCH", path, body={"type": content_type, "body": body})
+        return await self.request("PATCH", path, body=body, content_type=content_type)
 
     async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
         return await self.request(
@@ -107,6 +109,7 @@ def make_controller(
         name="devicetaint",
         settings=OperatorSettings(),
         client=kube,
+        reader=kube,
         events=EventRecorder(kube, "dra-operators-devicetaint"),
         health=Health(),
         queue=WorkQueue("devicetaint-unit"),
@@ -193,7 +196,8 @@ async def test_without_rule_api_slice_taints_still_evict(caplog: pytest.LogCaptu
     assert "DeviceTaintRules are ignored" in caplog.text
     fixture_f(controller, [TAINT])
     await controller.sync(P1)
-    assert [m for m, _, _ in client.calls] == ["POST", "PATCH", "DELETE"]
+    await controller.runtime.events.drain(5)
+    assert sorted(m for m, _, _ in client.calls) == ["DELETE", "PATCH", "POST"]
 
 
 async def test_rule_status_not_written_without_status_subresource() -> None:
@@ -236,7 +240,10 @@ async def test_eviction_sends_event_patch_and_delete_with_uid_preconditions() ->
     fixture_f(controller, [TAINT])
     before = deletions()
     await controller.sync(P1)
-    (event_path, event), (patch_path, patch), (delete_path, options) = [(p, b) for _, p, b in client.calls]
+    # The pod writes go first; the Event is posted in the background, like client-go's recorder.
+    (patch_path, patch), (delete_path, options) = [(p, b) for _, p, b in client.calls]
+    await controller.runtime.events.drain(5)
+    ((event_path, event),) = [(p, b) for _, p, b in client.calls[2:]]
     assert event_path == "/api/v1/namespaces/ns1/events"
     assert (event["reason"], event["message"], event["involvedObject"]["uid"]) == (
         "DeviceTaintManagerEviction",
@@ -259,7 +266,9 @@ async def test_failed_deletes_are_retried_with_a_single_status_patch() -> None:
     for _ in range(3):
         with pytest.raises(ApiError):
             await controller.sync(P1)
+        await controller.runtime.events.drain(5)
     await controller.sync(P1)
+    await controller.runtime.events.drain(5)
     assert len(client.writes("PATCH")) == 1 + 3  # one status PATCH, then three Event count updates
     assert [body["body"]["count"] for path, body in client.writes("PATCH") if "/events/" in path] == [2, 3, 4]
     assert len(client.writes("DELETE")) == 4

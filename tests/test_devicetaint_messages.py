@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from operators.core.conditions import Condition
+from operators.core.conditions import Condition, ObservedCondition
 from operators.devicetaint.messages import (
     ConditionContent,
     RuleCounts,
@@ -20,7 +20,6 @@ from operators.devicetaint.messages import (
     throttle_delay,
     with_evicted_suffix,
 )
-from operators.devicetaint.models import ObservedCondition
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TAIL = (

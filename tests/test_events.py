@@ -45,3 +45,26 @@ async def test_similar_events_are_combined_after_the_limit() -> None:
     assert messages[-1] == COMBINED_PREFIX + f"claim x-{SIMILAR_LIMIT} is forbidden"
     assert client.patches[-1]["message"] == COMBINED_PREFIX + f"claim x-{SIMILAR_LIMIT + 4} is forbidden"
     assert client.patches[-1]["count"] == 5
+
+
+async def test_recorded_events_are_posted_in_order_without_blocking_the_caller() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    for reason in ("First", "Second", "Third"):
+        recorder.record(POD, "Normal", reason, "message")
+    assert client.creates == [], "record() returns before anything is posted"
+    await recorder.drain(5)
+    assert [c["reason"] for c in client.creates] == ["First", "Second", "Third"]
+
+
+async def test_a_full_backlog_drops_events_instead_of_growing(monkeypatch: Any) -> None:
+    monkeypatch.setattr("operators.core.events.BACKLOG_LIMIT", 2)
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    dropped: list[int] = []
+    recorder.on_dropped = lambda: dropped.append(1)
+    for reason in ("A", "B", "C"):
+        recorder.record(POD, "Normal", reason, "message")
+    await recorder.drain(5)
+    assert [c["reason"] for c in client.creates] == ["A", "B"]
+    assert len(dropped) == 1, "the operator's metric hears of the dropped Event"

@@ -98,6 +98,7 @@ class Harness:
             name="resourceclaim",
             settings=OperatorSettings(),
             client=cast(Any, self.client),
+            reader=cast(Any, self.client),
             events=cast(Any, self.events),
             health=cast(Any, None),
             queue=cast(Any, self.queue),

@@ -31,7 +31,11 @@ def test_claim_keeps_raw_body_without_managed_fields() -> None:
     assert claim.is_allocated
     body["status"]["allocation"] = None
     assert claim.body["status"]["allocation"] is not None
-    assert "body" not in claim.model_dump()
+    assert "raw_json" not in claim.model_dump()
+    # Every read is a private copy: a write built from it cannot change the cache.
+    claim.body["metadata"]["resourceVersion"] = "changed"
+    assert claim.body["metadata"]["resourceVersion"] == "42"
+    assert not ResourceClaim.from_body(claim_body("d")).is_allocated
 
 
 def test_pod_projection_reads_claims_and_statuses() -> None:

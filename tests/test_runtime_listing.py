@@ -34,6 +34,8 @@ class PagedClient:
             "items": [dict(i) for i in page["items"]],
         }
 
+    list_metadata = get
+
 
 class Recorder:
     def __init__(self) -> None:
@@ -60,7 +62,7 @@ def _kind(registry: kopf.OperatorRegistry, plural: str = "pods") -> runtime.Watc
 
 def _runtime(client: PagedClient, controller: Recorder) -> runtime.Runtime:
     return cast(
-        runtime.Runtime, type("R", (), {"client": cast(KubeClient, client), "controller": controller})()
+        runtime.Runtime, type("R", (), {"reader": cast(KubeClient, client), "controller": controller})()
     )
 
 

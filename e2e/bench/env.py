@@ -163,6 +163,26 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def measure_ours(
+    operator: str,
+    tier: Tier,
+    setup: Callable[[Kube], None],
+    workload: Callable[[Kube, PeakRss | None], float],
+) -> dict[str, float]:
+    """The workload's seconds with our operator (in-tree controllers off) and its peak RSS."""
+    with devcluster(upstream=False) as cluster:
+        api = Kube(cluster.kubeconfig)
+        try:
+            setup(api)
+            with our_operator(cluster, api, operator, tier.operator_args) as op:
+                assert op.process is not None
+                rss = PeakRss(op.process.pid)
+                seconds = workload(api, rss)
+                return {"seconds": round(seconds, 2), "peak_rss_mib": rss.mib}
+        finally:
+            api.close()
+
+
 def compare_tiers(
     operator: str,
     setup: Callable[[Kube], None],
@@ -181,17 +201,7 @@ def compare_tiers(
                 result.upstream["seconds"] = round(workload(api, None), 2)
             finally:
                 api.close()
-        with devcluster(upstream=False) as cluster:
-            api = Kube(cluster.kubeconfig)
-            try:
-                setup(api)
-                with our_operator(cluster, api, operator, tier.operator_args) as op:
-                    assert op.process is not None
-                    rss = PeakRss(op.process.pid)
-                    result.ours["seconds"] = round(workload(api, rss), 2)
-                    result.ours["peak_rss_mib"] = rss.mib
-            finally:
-                api.close()
+        result.ours.update(measure_ours(operator, tier, setup, workload))
         result.notes.append(note)
         results.append(result)
     return results

@@ -8,7 +8,16 @@ import threading
 import time
 from typing import Any
 
-from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, poll_until, run_async
+from e2e.bench.env import (
+    TIERS,
+    PeakRss,
+    Result,
+    bounded_gather,
+    compare_tiers,
+    measure_ours,
+    poll_until,
+    run_async,
+)
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
@@ -69,10 +78,22 @@ def _workload(api: Kube, pods: int, rss: PeakRss | None) -> float:
     return time.monotonic() - started
 
 
-def run(pods: int = 1000) -> list[Result]:
-    return compare_tiers(
+def run(pods: int = 1000, memory_pods: int = 5000) -> list[Result]:
+    results = compare_tiers(
         "resourceclaim",
         lambda api: None,
         lambda api, rss: _workload(api, pods, rss),
         f"{pods} pods, one template claim each",
     )
+    # The memory target is set for 5000 pods and their 5000 claims in the watch cache.
+    memory = Result("resourceclaim", "memory")
+    memory.ours.update(
+        measure_ours(
+            "resourceclaim",
+            TIERS["unthrottled"],
+            lambda api: None,
+            lambda api, rss: _workload(api, memory_pods, rss),
+        )
+    )
+    memory.notes.append(f"ours only: {memory_pods} pods, one template claim each, unthrottled")
+    return [*results, memory]

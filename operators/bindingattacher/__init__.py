@@ -35,5 +35,6 @@ Runtime side (kopf in ``handlers`` only; the rest talks to the API through the c
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
 - ``statuswriter`` (server-side apply per driver), ``ledgerio`` (record writes),
   ``inflight`` (action calls as tasks), ``lookups`` (pods, nodes, slices), ``inventory``
-  (Test action mirror), ``taintrules`` (failure taints), ``notify`` (Events), ``metrics``.
+  (Test action mirror), ``taintrules`` (failure taints), ``notify`` (Events,
+  posted behind the reconcile by ``EventRecorder.record``), ``metrics``.
 """

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from operators.core.events import WARNING
 from operators.core.workqueue import Retry
 
+from .actions import Outcome as CallOutcomeKind
 from .cache import ClaimCache, ClaimKey
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
 from .identity import AllocationIdentity, DeviceKey, attachment_key
@@ -37,7 +38,7 @@ from .models import (
     ResourceClaim,
 )
 from .notify import claim_ref
-from .observation import RuntimeFacts, observe_record, observe_result
+from .observation import RuntimeFacts, observe_record, observe_result, pods_needed
 from .policybook import PolicyBook
 from .selection import (
     OurResult,
@@ -54,11 +55,14 @@ from .steps_exec import Plan, StepExecutor
 log = logging.getLogger(__name__)
 
 NO_ACTION_RETRY_SECONDS = 5.0
+PROGRESS_GRACE_SECONDS = 0.5
+"""A just-started attach call has this long to finish before progress is written: a fast
+action then costs one claim write (readiness) instead of two. Well inside the 2 s within
+which the acceptance scenarios expect progress for slow actions."""
 POLICIES_PENDING_RETRY_SECONDS = 0.5
 FORBIDDEN_RETRY_SECONDS = 30.0
 CONFLICTS_BEFORE_BACKOFF = 5
 INVALID_MAX_BACKOFF_SECONDS = 300.0
-WAITING_PHASES = frozenset({Phase.PENDING, Phase.ATTACHING, Phase.FAILED})
 
 
 def utcnow() -> datetime:
@@ -137,6 +141,9 @@ class ClaimSync:
             for result in ours:
                 await self._begin(result, claim, ours, pods, plan)
             claim = await self._write_statuses(claim, plan)
+        for deferred in list(plan.deferred.values()):
+            # Nothing of it could be written to the claim (e.g. the allocation changed meanwhile).
+            await self.executor.persist_deferred(deferred, None, claim, plan)
         await self.executor.finish(plan, claim)
         if plan.requeue_after is not None:
             self.executor.requeue(key, plan.requeue_after)
@@ -162,15 +169,34 @@ class ClaimSync:
     ) -> list[Pod]:
         """Consumer pods, read only when a decision depends on them (node fallback, failure
         writes, early detach after a failure)."""
-        if claim is None or not pod_consumers(claim):
+        if claim is None:
             return []
+        now = utcnow()
         known = {r.metadata.name for r in records}
-        needed = any(r.status.phase in WAITING_PHASES for r in records) or any(
-            self._would_be_name(claim, o) not in known for o in ours
-        )
-        if not needed:
+        deadlines = [
+            self._deadline(claim, o, now) for o in ours if self._would_be_name(claim, o) not in known
+        ]
+        unsuccessful = set()
+        for record in records:
+            finished = self.executor.calls.outcome(record.metadata.name)
+            if finished is not None and finished[1].result.outcome is not CallOutcomeKind.SUCCEEDED:
+                unsuccessful.add(record.metadata.name)
+        if not pods_needed(claim, records, deadlines, unsuccessful, now):
             return []
         return await self.executor.lookups.pods(claim.metadata.namespace or "", pod_consumers(claim))
+
+    def _deadline(self, claim: ResourceClaim, ours: OurResult, now: datetime) -> datetime:
+        """The attach deadline a new record would get (now when unknown, which reads the pods)."""
+        policy = self.book.owner(ours.result.driver)
+        allocation = claim.status.allocation
+        if (
+            policy is None
+            or policy.settings is None
+            or allocation is None
+            or not allocation.allocation_timestamp
+        ):
+            return now
+        return policy.settings.attach_deadline(allocation.allocation_timestamp)
 
     @staticmethod
     def _would_be_name(claim: ResourceClaim, ours: OurResult) -> str:
@@ -280,13 +306,19 @@ class ClaimSync:
     async def _write_statuses(self, claim: ResourceClaim, plan: Plan) -> ResourceClaim:
         by_driver: dict[str, list[DeviceAttachment]] = {}
         for record in self.index.for_claim(claim.metadata.uid):
+            deferred = plan.deferred.get(record.metadata.name)
+            record = deferred.updated if deferred is not None else record
             by_driver.setdefault(record.spec.driver, []).append(record)
+        now = utcnow()
+        held = self.executor.calls.just_started(PROGRESS_GRACE_SECONDS)
         for driver, records in sorted(by_driver.items()):
             policy = self.book.for_record(records[0])
             if policy is None or policy.settings is None:
                 continue
             conditions = policy.settings.condition_settings(policy.name)
-            entries = desired_entries(claim, records, conditions, utcnow())
+            entries = desired_entries(claim, records, conditions, now, hold_progress=held)
+            if any(r.metadata.name in held for r in records):
+                plan.requeue(PROGRESS_GRACE_SECONDS)
             if entries and needs_write(claim, entries):
                 failure_types = frozenset(t for r in records for t in conditions.failure_types(r))
                 kind = write_kind(entries, failure_types)
@@ -299,7 +331,11 @@ class ClaimSync:
             for record in records:
                 if DeviceKey.of_record(record) in written and write_precondition(claim, record):
                     expected = expected_reported(record, conditions.spec.report_progress)
-                    await self.executor.reported(record, expected, claim)
+                    deferred = plan.deferred.get(record.metadata.name)
+                    if deferred is not None:
+                        await self.executor.persist_deferred(deferred, expected, claim, plan)
+                    else:
+                        await self.executor.reported(record, expected, claim)
         return claim
 
     async def _rejected(
@@ -327,7 +363,7 @@ class ClaimSync:
                     err.error.message,
                     extra={"object": f"resourceclaim {meta.namespace}/{meta.name}"},
                 )
-                await self.executor.events.emit(
+                self.executor.events.record(
                     claim_ref(claim), WARNING, "StatusWriteInvalid", err.error.message[:1024]
                 )
                 raise Retry(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write") from err
@@ -350,7 +386,7 @@ class ClaimSync:
         warned = self._warned.setdefault(uid, set())
         if missing_timestamp and (stamp, "") not in warned:
             warned.add((stamp, ""))
-            await self.executor.events.emit(
+            self.executor.events.record(
                 claim_ref(claim),
                 WARNING,
                 "MissingAllocationTimestamp",
@@ -361,7 +397,7 @@ class ClaimSync:
             if (stamp, rules.driver) in warned:
                 continue
             warned.add((stamp, rules.driver))
-            await self.executor.events.emit(
+            self.executor.events.record(
                 claim_ref(claim),
                 WARNING,
                 "AttachPolicyNotReady",

@@ -105,6 +105,7 @@ class BindingAttacherController:
             on_forbidden=self._forbidden,
             on_allowed=self._allowed,
         )
+        runtime.events.on_dropped = metrics.events_dropped.inc
         self.claims = ClaimSync(self.cache, self.index, self.book, self.executor, settings.namespace)
         metrics.bind(self)
         # Held back by the gated queue until the initial listing of every kind is complete.
@@ -230,14 +231,12 @@ class BindingAttacherController:
             return
         self.policies.recheck_authorization(owner)
         self.runtime.queue.add(PolicyKey(owner.name))
-        asyncio.get_running_loop().create_task(
-            self.runtime.events.emit(
-                policy_ref(owner),
-                WARNING,
-                "StatusWriteForbidden",
-                f"status.devices writes for driver {driver} are refused: the attacher lacks "
-                "resourceclaims/driver arbitrary-node:patch for this driver",
-            )
+        self.runtime.events.record(
+            policy_ref(owner),
+            WARNING,
+            "StatusWriteForbidden",
+            f"status.devices writes for driver {driver} are refused: the attacher lacks "
+            "resourceclaims/driver arbitrary-node:patch for this driver",
         )
 
     # -- work side -----------------------------------------------------------------------------------

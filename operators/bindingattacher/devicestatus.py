@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -268,11 +268,16 @@ def desired_entries(
     records: Sequence[DeviceAttachment],
     settings: ConditionSettings,
     now: datetime,
+    *,
+    hold_progress: Collection[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """All entries one driver maintains on the claim's *current* allocation identity.
 
     Records of other identities (an older allocation being detached) contribute nothing: their
     entries were erased with their allocation, and writing them would be rejected.
+    ``hold_progress`` names records whose progress entry is not written yet (a fast call may
+    make it pointless); an entry the claim already shows is still listed, because leaving it
+    out of the apply would remove it.
     """
     allocation = claim.status.allocation
     if allocation is None or allocation.allocation_timestamp is None:
@@ -283,6 +288,9 @@ def desired_entries(
         if AllocationIdentity.of_record(record) != identity or not write_precondition(claim, record):
             continue
         current = find_entry(claim, DeviceKey.of_record(record))
+        progress = record.status.phase in (Phase.PENDING, Phase.ATTACHING)
+        if progress and current is None and record.metadata.name in hold_progress:
+            continue
         entry = render_entry(record, settings, current, claim.metadata.generation, now)
         if entry is not None:
             entries.append(entry)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +51,7 @@ class _Call:
     driver: str
     task: asyncio.Task[None] | None = None
     outcome: CallOutcome | None = None
+    started: float = field(default_factory=time.monotonic)
 
 
 class CallTracker:
@@ -65,6 +67,18 @@ class CallTracker:
     def in_flight(self, name: str) -> bool:
         call = self._calls.get(name)
         return call is not None and call.outcome is None and call.task is not None and not call.task.done()
+
+    def just_started(self, within: float) -> frozenset[str]:
+        """Records whose call is running and started less than ``within`` seconds ago."""
+        now = time.monotonic()
+        return frozenset(
+            name
+            for name, call in self._calls.items()
+            if now - call.started < within
+            and call.outcome is None
+            and call.task is not None
+            and not call.task.done()
+        )
 
     def outcome(self, name: str) -> tuple[Operation, CallOutcome] | None:
         call = self._calls.get(name)

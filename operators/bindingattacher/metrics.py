@@ -36,6 +36,11 @@ attachments = Counter(
     ["driver", "outcome"],
     registry=registry,
 )
+events_dropped = Counter(
+    f"{P}events_dropped",
+    "Events not posted because too many were waiting (Events are diagnostics, spec §15.1).",
+    registry=registry,
+)
 time_to_ready = Histogram(
     f"{P}time_to_ready_seconds",
     "Seconds from allocationTimestamp to the acknowledged readiness apply.",

@@ -13,14 +13,14 @@ them, so the rules of which fact means what live in one tested place:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .identity import AllocationIdentity
 from .ledger import LedgerIndex, forgotten, identity_state
 from .models import DeviceAttachment, Phase, Pod, Reported, ResourceClaim
-from .nodes import NodeResolution, node_wait_deadline, resolve
+from .nodes import NodeResolution, node_wait_deadline, resolve, single_node
 from .policy import PolicySettings
 from .selection import (
     OurResult,
@@ -32,6 +32,44 @@ from .selection import (
     shown_failure,
 )
 from .steps import IdentityState, Observation
+
+WAITING_PHASES = frozenset({Phase.PENDING, Phase.ATTACHING, Phase.FAILED})
+FAILURE_HORIZON = timedelta(seconds=5)
+"""A deadline this close may turn into a failure decision within the sync."""
+
+
+def pods_needed(
+    claim: ResourceClaim,
+    records: Sequence[DeviceAttachment],
+    unrecorded_deadlines: Sequence[datetime],
+    unsuccessful_calls: Collection[str],
+    now: datetime,
+) -> bool:
+    """Whether a decision of this sync can depend on the consumer pods, which cost a GET each.
+
+    Pods matter for two things only: the node fallback, when the allocation names no single
+    node, and "a bound pod uses the allocation", which only failure decisions ask (a record in
+    ``Failed``, a call that did not succeed, an attach deadline close by). The happy path of a
+    ``bindsToNode`` device therefore reads no pod. ``unrecorded_deadlines`` are the attach
+    deadlines of our results that have no record yet.
+    """
+    if not pod_consumers(claim):
+        return False
+    allocation = claim.status.allocation
+    pinned = allocation is not None and single_node(allocation.node_selector) is not None
+
+    def near(deadline: datetime) -> bool:
+        return now >= deadline - FAILURE_HORIZON
+
+    for record in records:
+        status = record.status
+        if status.phase not in WAITING_PHASES:
+            continue
+        if status.phase is Phase.FAILED or record.metadata.name in unsuccessful_calls:
+            return True
+        if near(record.spec.deadline) or (record.spec.node_source is None and not pinned):
+            return True
+    return any(not pinned or near(deadline) for deadline in unrecorded_deadlines)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ decision as the one that died.
 The functions return a :class:`~.steps.Step`: the record status to persist, and the effects to run in
 this order: persist the record (create or update), then cancel, call, write the claim status,
 emit events. Persisting first makes the record an intent log: it is durable before the call it
-describes starts.
+describes starts. Readiness is the exception (``Step.report_first``): it describes no call, so
+the claim is written first and the record follows.
 
 Entry points:
 
@@ -380,7 +381,11 @@ def after_attach(
             status, obs.now, phase=Phase.ATTACHED, attached_at=obs.now, last_error="", **updates
         )
         return Step(
-            attached, frozenset({Effect.WRITE_STATUS}), events=(Event.ATTACHED,), outcome=Outcome.READY
+            attached,
+            frozenset({Effect.WRITE_STATUS}),
+            events=(Event.ATTACHED,),
+            outcome=Outcome.READY,
+            report_first=True,
         )
     if result is CallResult.PERMANENT_ERROR:
         return _fail(

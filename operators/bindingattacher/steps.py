@@ -144,3 +144,7 @@ class Step:
     """Set when the attach deadline was reached; the label of ``budget_exhausted_total``."""
     message: str = ""
     """Explanation for logs and events (for failures, the condition message)."""
+    report_first: bool = False
+    """Persist the record only after the claim write, together with ``reported``. Only for
+    readiness: the scheduler waits for the claim, not for the ledger, and a crash between the
+    two writes leaves an ``Attaching`` record whose repeated attach is idempotent (same key)."""

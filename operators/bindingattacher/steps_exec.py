@@ -5,8 +5,14 @@ final update plus delete), then cancel and start action calls, then ask for the 
 write (done per driver at the end of the sync), then Events and metrics. Persisting first
 makes the record an intent log: a call is never started that the ledger does not know of.
 
+The one exception is readiness (``Step.report_first``): the step is parked in the
+:class:`Plan` and its record is written after the claim's readiness apply, in one update that
+also records ``reported: Ready``, so the scheduler's wait is one ledger write shorter and the
+attachment costs one record update instead of two.
+
 A call outcome that produced the step is consumed only after the record was persisted, so a
-failed ledger write leaves the outcome in place for the retried sync.
+failed ledger write leaves the outcome in place for the retried sync. Events are queued
+(``EventRecorder.record``), never awaited by the sync.
 """
 
 from __future__ import annotations
@@ -61,6 +67,17 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A step whose record write waits for the claim write (``Step.report_first``)."""
+
+    before: DeviceAttachment
+    updated: DeviceAttachment
+    step: Step
+    policy: PolicyState
+    result: CallResult | None
+
+
 @dataclass
 class Plan:
     """What one claim sync collected while executing steps."""
@@ -68,6 +85,8 @@ class Plan:
     key: ClaimKey
     requeue_after: float | None = None
     events: list[tuple[Event, DeviceAttachment, str]] = field(default_factory=list)
+    deferred: dict[str, Deferred] = field(default_factory=dict)
+    """Record name -> its not yet persisted step."""
 
     def requeue(self, after: float) -> None:
         after = max(after, MIN_REQUEUE_SECONDS)
@@ -119,6 +138,9 @@ class StepExecutor:
         name = record.metadata.name
         updated = ledger.with_node(record, step.node) if step.node is not None else record
         updated = updated.model_copy(update={"status": step.status})
+        if step.report_first and not create:
+            plan.deferred[name] = Deferred(record, updated, step, policy, result)
+            return
         deleting = Effect.DELETE_RECORD in step.effects
         if deleting:
             self.calls.cancel(name)
@@ -128,6 +150,38 @@ class StepExecutor:
             updated = await self.ledger.create(updated)
         elif updated != record:
             updated = await self.ledger.update(updated)
+        await self._persisted(record, updated, step, claim, policy, plan, result)
+
+    async def persist_deferred(
+        self, deferred: Deferred, reported: Reported | None, claim: ResourceClaim | None, plan: Plan
+    ) -> None:
+        """Write a deferred step's record, with what the claim now shows when it was written."""
+        updated = deferred.updated
+        if reported is not None and reported is not updated.status.reported:
+            if reported is Reported.READY and claim is not None:
+                self._observe_time_to_ready(updated, claim)
+            updated = updated.model_copy(
+                update={"status": updated.status.model_copy(update={"reported": reported})}
+            )
+        updated = await self.ledger.update(updated)
+        plan.deferred.pop(updated.metadata.name, None)
+        await self._persisted(
+            deferred.before, updated, deferred.step, claim, deferred.policy, plan, deferred.result
+        )
+
+    async def _persisted(
+        self,
+        record: DeviceAttachment,
+        updated: DeviceAttachment,
+        step: Step,
+        claim: ResourceClaim | None,
+        policy: PolicyState,
+        plan: Plan,
+        result: CallResult | None,
+    ) -> None:
+        """The effects that follow once the step's record write is durable."""
+        name = record.metadata.name
+        deleting = Effect.DELETE_RECORD in step.effects
         self._runtime_after(name, record, step, result)
         if deleting:
             self.calls.forget(name)
@@ -253,23 +307,30 @@ class StepExecutor:
     ) -> None:
         """Remember in the record what the claim now shows for it."""
         current = self.ledger.index.get(record.metadata.name) or record
-        if expected is None or current.status.reported is expected:
+        # Progress is not persisted: no decision depends on it (spec §11.3 allows batching it
+        # with the next transition, which then records what it writes itself).
+        if expected is None or expected is Reported.PROGRESS or current.status.reported is expected:
             return
-        if expected is Reported.READY and not current.status.adopted:
-            allocation = claim.status.allocation
-            if allocation is not None and allocation.allocation_timestamp is not None:
-                waited = (utcnow() - allocation.allocation_timestamp).total_seconds()
-                metrics.time_to_ready.labels(driver=current.spec.driver).observe(max(waited, 0.0))
+        if expected is Reported.READY:
+            self._observe_time_to_ready(current, claim)
         status = current.status.model_copy(update={"reported": expected})
         await self.ledger.update(current.model_copy(update={"status": status}))
 
+    @staticmethod
+    def _observe_time_to_ready(record: DeviceAttachment, claim: ResourceClaim) -> None:
+        allocation = claim.status.allocation
+        if record.status.adopted or allocation is None or allocation.allocation_timestamp is None:
+            return
+        waited = (utcnow() - allocation.allocation_timestamp).total_seconds()
+        metrics.time_to_ready.labels(driver=record.spec.driver).observe(max(waited, 0.0))
+
     async def forbidden(self, claim: ResourceClaim, driver: str, err: ApiError) -> None:
         message = f"status.devices entries of driver {driver} were refused ({err.status}): {err.message}"
-        await self.events.emit(notify.claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
+        self.events.record(notify.claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
         self.on_forbidden(driver)
 
     async def policy_event(self, policy: PolicyState, reason: str, message: str) -> None:
-        await self.events.emit(policy_ref(policy), WARNING, reason, message[:1024])
+        self.events.record(policy_ref(policy), WARNING, reason, message[:1024])
 
     async def finish(self, plan: Plan, claim: ResourceClaim | None) -> None:
         """Post the Events collected during the sync (once; Events are diagnostics)."""
@@ -277,7 +338,7 @@ class StepExecutor:
         for event, record, detail in pending:
             text = notify.message(event, record, detail)
             for target in notify.targets(event, record, claim, self.max_pod_events):
-                await self.events.emit(target, notify.event_type(event), event.value, text[:1024])
+                self.events.record(target, notify.event_type(event), event.value, text[:1024])
 
     # -- metrics -------------------------------------------------------------------------------------
 

@@ -6,22 +6,30 @@ JSON, because the operators read only a few fields of each object and the genera
 classes would cost memory and time for nothing.
 
 Every request passes the client-side token bucket (``--kube-api-qps``/``--kube-api-burst``,
-20/30 by default like kube-controller-manager). A 429 is retried here, no sooner than its
-``Retry-After``, a bounded number of times, as client-go does; other errors are raised as
-:class:`ApiError` for the work queue to retry with backoff.
+20/30 by default like kube-controller-manager). Like kube-controller-manager, which gives
+each controller, the shared informers and the event broadcaster a client of their own,
+the runtime makes :meth:`KubeClient.sibling` clients for listing and for Events: same
+session, own bucket, so reads and diagnostics never slow the controller's writes.
+
+A 429 is retried here, no sooner than its ``Retry-After``, a bounded number of times, as
+client-go does; other errors are raised as :class:`ApiError` for the work queue to retry
+with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
+from yarl import URL
 
 from .metrics import client_request_done
 from .ratelimit import TokenBucket
@@ -29,6 +37,8 @@ from .ratelimit import TokenBucket
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+# Lists of metadata only: cheap to send and to parse when names and UIDs are all that count.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -76,6 +86,17 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def _proxy_for(configuration: k8s_client.Configuration) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The configured proxy, else the one $HTTPS_PROXY/$NO_PROXY give for the API server."""
+    if configuration.proxy:
+        return str(configuration.proxy), None
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(str(configuration.host)))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
+
+
 async def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
     """Credentials from an explicit kubeconfig path, else in-cluster, never from ``$KUBECONFIG``
     implicitly: tests run several identities in one process."""
@@ -101,16 +122,36 @@ class KubeClient:
         self.configuration = configuration
         self.api = k8s_client.ApiClient(configuration)
         self.api.user_agent = user_agent
+        # kubernetes-asyncio's session trusts the environment, which makes aiohttp look up
+        # ~/.netrc and the proxy variables in a worker thread on every request. Resolve the
+        # proxy once instead, and share the library's connector (TLS context, pool).
+        self.proxy, self.proxy_auth = _proxy_for(configuration)
+        self.session = aiohttp.ClientSession(
+            connector=self.api.rest_client.pool_manager.connector,
+            connector_owner=False,
+            read_bufsize=2**21,
+        )
         self.bucket = TokenBucket(qps, burst)
         self._on_success = on_success
+        self._owner: KubeClient | None = None
         self.requests_total = 0
+
+    def sibling(self) -> KubeClient:
+        """A client on the same session and credentials with a token bucket of its own."""
+        twin = copy.copy(self)
+        twin.bucket = TokenBucket(self.bucket.qps, self.bucket.burst)
+        twin._owner = self
+        twin.requests_total = 0
+        return twin
 
     @classmethod
     async def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
         return cls(await load_configuration(kubeconfig), **kwargs)
 
     async def close(self) -> None:
-        await self.api.close()
+        if self._owner is None:
+            await self.session.close()
+            await self.api.close()
 
     @property
     def server(self) -> str:
@@ -125,10 +166,16 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: aiohttp.ClientTimeout = DEFAULT_TIMEOUT,
+        accept: str = JSON,
+        want_reply: bool = True,
     ) -> Any:
+        """The parsed answer; None for an empty one, or when ``want_reply`` is False (a caller
+        that ignores the returned object saves parsing it, e.g. the pod a DELETE returns)."""
         for attempt in range(MAX_THROTTLE_RETRIES + 1):
             try:
-                return await self._request_once(method, path, params, body, content_type, timeout)
+                return await self._request_once(
+                    method, path, params, body, content_type, timeout, accept, want_reply
+                )
             except ApiError as err:
                 if err.status != 429 or attempt == MAX_THROTTLE_RETRIES:
                     raise
@@ -145,23 +192,26 @@ class KubeClient:
         body: Any,
         content_type: str,
         timeout: aiohttp.ClientTimeout,
+        accept: str,
+        want_reply: bool = True,
     ) -> Any:
         await self.bucket.acquire()
         self.requests_total += 1
-        headers = {"Content-Type": content_type, "Accept": JSON}
+        headers = {"Content-Type": content_type, "Accept": accept}
         # Authentication (bearer token with refresh) comes from kubernetes-asyncio; the body is
         # sent as is, because ApiClient would re-serialise it through its model classes.
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
         data = None if body is None else body if isinstance(body, (bytes, str)) else json.dumps(body)
-        session = self.api.rest_client.pool_manager
         try:
-            async with session.request(
+            async with self.session.request(
                 method,
                 self.server + path,
                 params=dict(params or {}),
                 headers=headers,
                 data=data,
                 timeout=timeout,
+                proxy=self.proxy,
+                proxy_auth=self.proxy_auth,
             ) as response:
                 raw = await response.read()
                 status = response.status
@@ -170,14 +220,17 @@ class KubeClient:
             client_request_done(method, "error")
             raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
         client_request_done(method, str(status))
+        succeeded = 200 <= status < 300
+        if succeeded and self._on_success is not None:
+            self._on_success()
+        if succeeded and not want_reply:
+            return None
         try:
             parsed: Any = json.loads(raw) if raw else None
         except ValueError:
             # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
             parsed = None
-        if 200 <= status < 300:
-            if self._on_success is not None:
-                self._on_success()
+        if succeeded:
             return parsed
         if isinstance(parsed, dict):
             raise ApiError(status, parsed.get("reason", ""), parsed.get("message", ""), retry_after, parsed)
@@ -185,6 +238,9 @@ class KubeClient:
 
     async def get(self, path: str, **params: str) -> Any:
         return await self.request("GET", path, params=params)
+
+    async def list_metadata(self, path: str, **params: str) -> Any:
+        return await self.request("GET", path, params=params, accept=METADATA_LIST)
 
     async def create(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
         return await self.request("POST", path, params=params, body=body)

@@ -43,6 +43,29 @@ class Condition(KubeModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+class ObservedCondition(KubeModel):
+    """A condition as read back from the API, where any field may be missing.
+
+    The transition time is parsed, because readers compute with it (throttles, ages).
+    """
+
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: datetime | None = None
+
+    @classmethod
+    def written(cls, condition: Condition) -> ObservedCondition:
+        """``condition`` as the API returns it once written, for overlaying a write on a cache."""
+        return cls.model_validate(condition.to_dict())
+
+
+ConditionLike = Mapping[str, Any] | KubeModel
+"""A condition as a raw API dict or as a model of one (camelCase aliases, as :class:`Condition`)."""
+
+
 def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
     for cond in conditions or ():
         if cond.get("type") == type_:
@@ -77,9 +100,16 @@ def merge(
     return result
 
 
-def same_content(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+_CONTENT_KEYS = ("type", "status", "reason", "message", "observedGeneration")
+
+
+def same_content(a: ConditionLike | None, b: ConditionLike | None) -> bool:
     """Whether two conditions differ only in lastTransitionTime (so a write can be skipped)."""
     if a is None or b is None:
         return a is b
-    keys = ("type", "status", "reason", "message", "observedGeneration")
-    return all(a.get(k) == b.get(k) for k in keys)
+    return _content(a) == _content(b)
+
+
+def _content(condition: ConditionLike) -> tuple[Any, ...]:
+    fields = condition.model_dump(by_alias=True) if isinstance(condition, KubeModel) else condition
+    return tuple(fields.get(key) for key in _CONTENT_KEYS)

@@ -10,16 +10,21 @@ The recorder remembers the Events it created in a bounded LRU; after
 a restart the first repetition creates a new Event, like a restarted kube-controller-manager.
 
 Posting an Event never fails the caller: Events are diagnostics, and a lost one must not block
-or retry the reconciliation that emitted it.
+or retry the reconciliation that emitted it. :meth:`EventRecorder.record` does not even make
+the caller wait: like client-go's broadcaster it hands the Event to one background sender
+(bounded backlog; overflow is dropped with a log line), so Events cost no latency on a hot path.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import random
 import string
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +39,8 @@ REMEMBERED_EVENTS = 4096
 SIMILAR_LIMIT = 10
 SIMILAR_WINDOW = 600.0
 COMBINED_PREFIX = "(combined from similar events): "
+# client-go's broadcaster queues up to 1000 Events before it drops them.
+BACKLOG_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,35 @@ class EventRecorder:
         self.instance = instance
         self._posted: OrderedDict[tuple[str, str, str, str], _Posted] = OrderedDict()
         self._similar: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
+        self._backlog: deque[tuple[ObjectRef, str, str, str]] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        # An operator's metric of dropped Events, if it has one.
+        self.on_dropped: Callable[[], None] | None = None
+
+    def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Post in the background, in order; the caller goes on at once."""
+        if len(self._backlog) >= BACKLOG_LIMIT:
+            log.warning("Event backlog full; dropping %s %s on %s: %s", type_, reason, obj, message)
+            if self.on_dropped is not None:
+                self.on_dropped()
+            return
+        self._backlog.append((obj, type_, reason, message))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_backlog())
+
+    async def _send_backlog(self) -> None:
+        while self._backlog:
+            await self.emit(*self._backlog.popleft())
+
+    async def drain(self, timeout: float) -> None:
+        """Before the process exits: post what was recorded, for at most ``timeout`` seconds."""
+        sender = self._sender
+        if sender is None or sender.done():
+            return
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(sender, timeout)
+        if self._backlog:
+            log.info("exiting with %d Events not posted", len(self._backlog))
 
     def _aggregate(self, obj: ObjectRef, type_: str, reason: str, message: str) -> str:
         """The message to post: itself, or the combined form once similar ones pile up."""

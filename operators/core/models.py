@@ -6,8 +6,24 @@ API's camelCase, and Python code uses snake_case.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
+
+
+def _none_as_empty(value: Any) -> Any:
+    return () if value is None else value
+
+
+def _none_as_empty_map(value: Any) -> Any:
+    return {} if value is None else value
+
+
+# Kubernetes omits empty lists and maps, but a hand-written object may carry ``null`` for one; that
+# reads as empty instead of making the whole object unparsable.
+NoneAsEmpty = BeforeValidator(_none_as_empty)
+NoneAsEmptyMap = BeforeValidator(_none_as_empty_map)
 
 
 class KubeModel(BaseModel):
@@ -41,6 +57,20 @@ class OwnerReference(KubeModel):
     uid: str
     controller: bool | None = None
     block_owner_deletion: bool | None = None
+
+
+class LeanMeta(KubeModel):
+    """The metadata a cache of many objects keeps: labels, annotations and managed fields cost memory."""
+
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    generation: int = 0
+    deletion_timestamp: str | None = None
+    owner_references: Annotated[tuple[OwnerReference, ...], NoneAsEmpty] = ()
+
+    def controlled_by(self, uid: str) -> bool:
+        return any(ref.controller and ref.uid == uid for ref in self.owner_references)
 
 
 ObjectMeta.model_rebuild()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import kopf
+from kopf._core.reactor.inventory import ResourceMemories  # kopf.operator() takes it, kopf does not export it
 
 from . import health as health_server
 from . import logs
@@ -82,6 +83,8 @@ class Runtime:
     name: str
     settings: OperatorSettings
     client: KubeClient
+    # Listing and liveness pings: kube-controller-manager's informers have a client of their own.
+    reader: KubeClient
     events: EventRecorder
     health: Health
     queue: WorkQueue[Any]
@@ -168,15 +171,19 @@ def watch(
 
 LIST_PAGE_SIZE = 500
 RELIST_DELAY_SECONDS = 5.0
+EVENT_DRAIN_SECONDS = 2.0
 
 
-async def _list_all(client: KubeClient, kind: WatchedKind) -> list[dict[str, Any]]:
+async def _list_all(
+    client: KubeClient, kind: WatchedKind, metadata_only: bool = False
+) -> list[dict[str, Any]]:
     """Every object of a kind, page by page; an unserved kind (e.g. a CRD not installed) is empty."""
+    get = client.list_metadata if metadata_only else client.get
     items: list[dict[str, Any]] = []
     params = {"limit": str(LIST_PAGE_SIZE)}
     while True:
         try:
-            page = await client.get(kind.path, **params)
+            page = await get(kind.path, **params)
         except ApiError as err:
             if err.not_found:
                 log.warning("%s is not served; nothing to list", kind.path)
@@ -208,7 +215,7 @@ async def _initial_listing(
     """Feed every existing object to the cache; returns the listed UIDs with tombstone bodies."""
     listed: dict[WatchedKind, dict[str, Any]] = {}
     for kind in kinds:
-        objects = await _list_all(runtime.client, kind)
+        objects = await _list_all(runtime.reader, kind)
         listed[kind] = {}
         for item in objects:
             kind.apply(runtime.controller, item)
@@ -226,7 +233,8 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
     for kind, before in listed.items():
         while True:
             try:
-                now = {(o.get("metadata") or {}).get("uid") for o in await _list_all(runtime.client, kind)}
+                current = await _list_all(runtime.reader, kind, metadata_only=True)
+                now = {(o.get("metadata") or {}).get("uid") for o in current}
                 break
             except ApiError as err:
                 log.warning("re-listing %s failed, retrying: %s", kind.path, err)
@@ -260,8 +268,63 @@ def install_login(registry: kopf.OperatorRegistry) -> None:
         )
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """Only ``@kopf.on.event`` handlers are registered, so kopf needs no "last handled" state.
+    Its default storage would deep-copy every object on every event to compute an essence that
+    no handler reads, and it would keep that state in annotations of objects we do not own."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
+class _NoProgress(kopf.ProgressStorage):
+    """No handler of ours has progress to remember (see :class:`_NoDiffBase`)."""
+
+    def fetch(self, *, key: Any, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return None
+
+    def store(self, *, key: Any, record: kopf.ProgressRecord, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def purge(self, *, key: Any, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return essence
+
+
+class _NoMemories(ResourceMemories):
+    """kopf keeps a record for every object it has seen (a memo copy, an error throttler, daemon
+    and index state) until the object's DELETED event: tens of MiB for ten thousand watched
+    objects. Our handlers only feed the controller's cache, use none of it, and never raise
+    (:meth:`WatchedKind.apply`), so every event gets a fresh, unremembered record."""
+
+    async def recall(
+        self,
+        raw_body: kopf.RawBody,
+        *,
+        memobase: Any = None,
+        noticed_by_listing: bool = False,
+        ephemeral: bool = False,
+    ) -> Any:
+        return await super().recall(
+            raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
+        )
+
+
 def kopf_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    settings.persistence.diffbase_storage = _NoDiffBase()
+    settings.persistence.progress_storage = _NoProgress()
     # No namespace or CRD scanning: no RBAC for them, and the watched set is fixed.
     settings.scanning.disabled = True
     # Our Events come from EventRecorder, with our reporting component and de-duplication.
@@ -294,7 +357,7 @@ async def _ping(runtime: Runtime) -> None:
     while True:
         await asyncio.sleep(API_PING_SECONDS)
         with contextlib.suppress(ApiError):
-            await runtime.client.get("/version")
+            await runtime.reader.get("/version")
 
 
 async def _lead(
@@ -377,7 +440,8 @@ async def run(
         name=definition.name,
         settings=settings,
         client=client,
-        events=EventRecorder(client, definition.component_name, settings.identity),
+        reader=client.sibling(),
+        events=EventRecorder(client.sibling(), definition.component_name, settings.identity),
         health=health,
         queue=queue,
         field_manager=definition.component_name,
@@ -417,12 +481,12 @@ async def run(
                 standalone=True,
                 clusterwide=True,
                 memo=kopf.Memo(runtime=runtime),
+                memories=_NoMemories(),
                 stop_flag=kopf_stop,
                 ready_flag=kopf_ready,
-            ),
-            name="kopf",
+            )
         )
-        await _first(kopf_ready, operator)
+        await _first(kopf_ready, operator, keep=[operator])
         # kopf installs its own signal handlers; ours decide how the process stops.
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -430,7 +494,7 @@ async def run(
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))
         tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
-        await _first(stop.wait(), lost.wait(), operator)
+        await _first(stop.wait(), lost.wait(), operator, keep=[operator])
         if lost.is_set():
             log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)
             exit_code = 1
@@ -440,6 +504,7 @@ async def run(
         else:
             exit_code = runtime.exit_code
         await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
+        await runtime.events.drain(EVENT_DRAIN_SECONDS)
         if not kopf_stop.done():
             kopf_stop.set_result(None)
         with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -453,11 +518,12 @@ async def run(
         await client.close()
 
 
-async def _first(*awaitables: Any) -> None:
-    tasks = [a if isinstance(a, asyncio.Future) else asyncio.ensure_future(a) for a in awaitables]
+async def _first(*awaitables: Any, keep: Sequence[asyncio.Future[Any]] = ()) -> None:
+    """Wait until one finishes; cancel the waiters made here, never the ones in ``keep``."""
+    futures = [a if isinstance(a, asyncio.Future) else asyncio.ensure_future(a) for a in awaitables]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            if isinstance(task, asyncio.Task) and task.get_name() != "kopf" and not task.done():
-                task.cancel()
+        for future in futures:
+            if future not in keep and not future.done():
+                future.cancel()

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from operators.core import taintrules
 from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource, find_served, resources_of
 
 GROUP = "resource.k8s.io"
 CORE_VERSION = "v1"
-RULES = "devicetaintrules"
-RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class ServedApis:
 
 async def discover(client: KubeClient) -> ServedApis:
     core = await resources_of(client, GROUP, CORE_VERSION)
-    rules = await find_served(client, GROUP, RULES, RULE_VERSIONS)
+    rules = await find_served(client, GROUP, taintrules.PLURAL, taintrules.VERSIONS)
     return ServedApis(claims_and_slices={"resourceclaims", "resourceslices"} <= core.keys(), rules=rules)
 
 

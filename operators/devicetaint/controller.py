@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from operators.core import taintrules
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
@@ -30,7 +31,7 @@ from operators.core.models import KubeModel
 from operators.core.workqueue import Retry
 
 from . import metrics
-from .apis import GROUP, RULE_VERSIONS, RULES, ServedApis, discover
+from .apis import GROUP, ServedApis, discover
 from .evaluation import describe_reasons
 from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
 from .models import (
@@ -105,7 +106,7 @@ class DeviceTaintController:
                 "no version of %s serves %s: DeviceTaintRules are ignored, ResourceSlice taints still "
                 "evict; discovery is repeated every %.0fs",
                 GROUP,
-                RULES,
+                taintrules.PLURAL,
                 REDISCOVERY_SECONDS,
             )
             return
@@ -117,7 +118,7 @@ class DeviceTaintController:
     async def _rediscover_rules(self, watched: str | None) -> None:
         """Stop the process (for a restart that watches it) once another rule version is served."""
         seen = await served_version_change(
-            self.runtime.client, GROUP, RULES, RULE_VERSIONS, watched, REDISCOVERY_SECONDS
+            self.runtime.client, GROUP, taintrules.PLURAL, taintrules.VERSIONS, watched, REDISCOVERY_SECONDS
         )
         log.warning(
             "the served DeviceTaintRule version changed from %s to %s; stopping so that a restart watches it",
@@ -169,9 +170,7 @@ class DeviceTaintController:
         # listed yet), so an eviction "cancelled" then was never really scheduled: no Event.
         for item in effects.cancelled if self.runtime.queue.is_open else ():
             log.info("eviction cancelled", extra={"object": f"Pod {item.namespace}/{item.name}"})
-            self._spawn(
-                self.runtime.events.emit(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
-            )
+            self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
         for warning in effects.warnings:
             log.warning("%s", warning)
 
@@ -213,15 +212,19 @@ class DeviceTaintController:
             return PodOutcome.EVICTED
         item = decision.item
         path = f"/api/v1/namespaces/{item.namespace}/pods/{item.name}"
-        await self.runtime.events.emit(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
+        self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
         client = self.runtime.client
         try:
             if decision.status_patch is not None:
-                await client.patch(
-                    f"{path}/status", decision.status_patch, content_type=STRATEGIC_MERGE_PATCH
+                await client.request(
+                    "PATCH",
+                    f"{path}/status",
+                    body=decision.status_patch,
+                    content_type=STRATEGIC_MERGE_PATCH,
+                    want_reply=False,
                 )
                 self.state.pod_status_patched(decision)
-            await client.request("DELETE", path, body=decision.delete_options)
+            await client.request("DELETE", path, body=decision.delete_options, want_reply=False)
         except ApiError as err:
             if not err.not_found:
                 raise

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import kopf
 
-from operators.core import runtime
+from operators.core import runtime, taintrules
 
-from .apis import CORE_VERSION, GROUP, RULES
+from .apis import CORE_VERSION, GROUP
 from .controller import DeviceTaintController
 
 registry = kopf.OperatorRegistry()
@@ -49,7 +49,7 @@ def watch_rules(version: str) -> None:
         registry,
         GROUP,
         version,
-        RULES,
+        taintrules.PLURAL,
         upsert=DeviceTaintController.upsert_rule,
         delete=DeviceTaintController.delete_rule,
     )

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, Condition, format_time
+from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, format_time, same_content
+from operators.core.taintrules import EVICTION_IN_PROGRESS, KIND
 from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
-
-from .models import EVICTION_IN_PROGRESS, ObservedCondition
 
 RULE_STATUS_PERIOD = timedelta(seconds=10)
 
@@ -151,14 +150,6 @@ def status_decision(
     existing: ObservedCondition | None, content: ConditionContent, generation: int, now: datetime
 ) -> RuleUnchanged | RuleWrite:
     """Write only when type, status, reason, message or observedGeneration differ (spec §10.3 step 3)."""
-    if (
-        existing is not None
-        and existing.status == content.status
-        and existing.reason == content.reason
-        and existing.message == content.message
-        and existing.observed_generation == generation
-    ):
-        return RuleUnchanged()
     condition = Condition(
         type=EVICTION_IN_PROGRESS,
         status=content.status,
@@ -167,6 +158,8 @@ def status_decision(
         observed_generation=generation,
         last_transition_time=format_time(now),
     )
+    if same_content(existing, condition):
+        return RuleUnchanged()
     return RuleWrite(condition)
 
 
@@ -180,7 +173,7 @@ def rule_status_apply_body(name: str, uid: str, api_version: str, condition: Con
     entry = condition.to_dict()
     return {
         "apiVersion": api_version,
-        "kind": "DeviceTaintRule",
+        "kind": KIND,
         "metadata": {"name": name, "uid": uid},
         "status": {"conditions": [entry]},
     }

@@ -3,44 +3,24 @@
 Only the fields of spec §4 are modelled, so the cache holds projections rather than whole objects:
 labels, annotations, managed fields and most of the status are dropped at parse time. Pod conditions
 are reduced to ``DisruptionTarget`` and rule conditions to ``EvictionInProgress`` for the same reason.
-
-Kubernetes omits empty lists, but a hand-written object may carry ``null``; such lists read as empty
-instead of making the whole object unparsable.
+The DeviceTaintRule is the shared projection of :mod:`operators.core.taintrules`, narrowed that way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, ValidationError, field_validator
+from pydantic import ValidationError, field_validator
 
-from operators.core.models import KubeModel, OwnerReference
-from operators.core.taints import DeviceTaint, DeviceTaintSelector, DeviceToleration
+from operators.core import taintrules
+from operators.core.conditions import ObservedCondition
+from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
+from operators.core.taintrules import EVICTION_IN_PROGRESS
+from operators.core.taints import DeviceTaint, DeviceToleration
 
 DISRUPTION_TARGET = "DisruptionTarget"
-EVICTION_IN_PROGRESS = "EvictionInProgress"
-
-
-def _none_as_empty(value: Any) -> Any:
-    return () if value is None else value
-
-
-NoneAsEmpty = BeforeValidator(_none_as_empty)
-
-
-class Meta(KubeModel):
-    name: str
-    namespace: str = ""
-    uid: str = ""
-    generation: int = 0
-    deletion_timestamp: str | None = None
-    owner_references: Annotated[tuple[OwnerReference, ...], NoneAsEmpty] = ()
-
-    def controlled_by(self, uid: str) -> bool:
-        return any(ref.controller and ref.uid == uid for ref in self.owner_references)
 
 
 # --- Pod ---------------------------------------------------------------------------------------------
@@ -86,7 +66,7 @@ class PodStatus(KubeModel):
 
 
 class Pod(KubeModel):
-    metadata: Meta
+    metadata: LeanMeta
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
 
@@ -146,7 +126,7 @@ class ClaimStatus(KubeModel):
 
 
 class ResourceClaim(KubeModel):
-    metadata: Meta
+    metadata: LeanMeta
     status: ClaimStatus = ClaimStatus()
 
     @property
@@ -182,32 +162,14 @@ class SliceSpec(KubeModel):
 
 
 class ResourceSlice(KubeModel):
-    metadata: Meta
+    metadata: LeanMeta
     spec: SliceSpec
 
 
 # --- DeviceTaintRule ---------------------------------------------------------------------------------
 
 
-class ObservedCondition(KubeModel):
-    """A condition as read back from the API, where any field may be missing."""
-
-    type: str
-    status: str = ""
-    reason: str = ""
-    message: str = ""
-    observed_generation: int | None = None
-    last_transition_time: datetime | None = None
-
-
-class RuleSpec(KubeModel):
-    device_selector: DeviceTaintSelector | None = None
-    taint: DeviceTaint
-
-
-class RuleStatus(KubeModel):
-    conditions: Annotated[tuple[ObservedCondition, ...], NoneAsEmpty] = ()
-
+class RuleStatus(taintrules.RuleStatus):
     @field_validator("conditions", mode="after")
     @classmethod
     def _keep_eviction_in_progress(
@@ -216,14 +178,8 @@ class RuleStatus(KubeModel):
         return tuple(condition for condition in conditions if condition.type == EVICTION_IN_PROGRESS)
 
 
-class DeviceTaintRule(KubeModel):
-    metadata: Meta
-    spec: RuleSpec
+class DeviceTaintRule(taintrules.DeviceTaintRule):
     status: RuleStatus = RuleStatus()
-
-    @property
-    def eviction_condition(self) -> ObservedCondition | None:
-        return self.status.conditions[0] if self.status.conditions else None
 
 
 # --- Work items --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from operators.core.conditions import TRUE, format_time
+from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
 
 from .evaluation import PodEviction
 from .models import DISRUPTION_TARGET, Pod, PodItem
@@ -103,23 +103,16 @@ def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
     time, as the API conventions require.
     """
     existing = next((c for c in pod.status.conditions if c.type == DISRUPTION_TARGET), None)
-    if (
-        existing is not None
-        and existing.status == TRUE
-        and existing.reason == DISRUPTION_REASON
-        and existing.message == DISRUPTION_MESSAGE
-    ):
+    wanted = Condition(
+        type=DISRUPTION_TARGET,
+        status=TRUE,
+        reason=DISRUPTION_REASON,
+        message=DISRUPTION_MESSAGE,
+        last_transition_time=format_time(now),
+    )
+    if same_content(existing, wanted):
         return None
-    transition = format_time(now)
-    if existing is not None and existing.status == TRUE and existing.last_transition_time:
-        transition = existing.last_transition_time
-    condition = {
-        "type": DISRUPTION_TARGET,
-        "status": TRUE,
-        "reason": DISRUPTION_REASON,
-        "message": DISRUPTION_MESSAGE,
-        "lastTransitionTime": transition,
-    }
+    [condition] = merge([existing.model_dump(by_alias=True)] if existing else (), wanted)
     return {"metadata": {"uid": pod.metadata.uid}, "status": {"conditions": [condition]}}
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from operators.core.conditions import Condition, parse_time
+from operators.core.conditions import Condition, ObservedCondition
 from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
 from .evaluation import (
@@ -49,7 +49,6 @@ from .messages import (
 )
 from .models import (
     DeviceTaintRule,
-    ObservedCondition,
     Pod,
     PodCondition,
     PodItem,
@@ -294,14 +293,7 @@ class DeviceTaintState:
         rule = self._rules.get(item.name)
         if rule is None or rule.metadata.uid != item.uid:
             return
-        written = ObservedCondition(
-            type=condition.type,
-            status=condition.status,
-            reason=condition.reason,
-            message=condition.message,
-            observed_generation=condition.observed_generation,
-            last_transition_time=parse_time(condition.last_transition_time),
-        )
+        written = ObservedCondition.written(condition)
         self._rules[item.name] = rule.model_copy(update={"status": RuleStatus(conditions=(written,))})
 
     def rule_counts(self, rule: DeviceTaintRule) -> RuleCounts:

@@ -7,16 +7,17 @@ watch handler must never fail on such input.
 
 A ResourceClaim also keeps its raw body (without ``managedFields``): section 8 writes
 claims back with full-object PUTs carrying the cached ``resourceVersion``, and those must
-preserve every field we do not model.
+preserve every field we do not model. It is kept as compact JSON text, a fraction of the
+memory of the parsed object, and parsed again only for the rare write.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from operators.core.models import KubeModel, ObjectMeta, OwnerReference
 
@@ -111,28 +112,37 @@ class ConsumerReference(_Projection):
 
 
 class ResourceClaimStatus(_Projection):
-    # Only the presence of the allocation matters, so its content is not modelled.
-    allocation: Any = None
+    # Only the presence of the allocation matters, so its content is not kept.
+    allocation: bool = False
     reserved_for: tuple[ConsumerReference, ...] = ()
+
+    @field_validator("allocation", mode="before")
+    @classmethod
+    def _present(cls, allocation: Any) -> bool:
+        return allocation is not None
 
 
 class ResourceClaim(_Projection):
     metadata: ObjectMeta
     spec: ResourceClaimSpec = ResourceClaimSpec()
     status: ResourceClaimStatus = ResourceClaimStatus()
-    body: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
-    """The raw object without ``managedFields``; the base of every full-object write."""
+    raw_json: str = Field(default="{}", exclude=True, repr=False)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """A fresh copy of the raw object without ``managedFields``: the base of every full-object write."""
+        parsed: dict[str, Any] = json.loads(self.raw_json)
+        return parsed
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ResourceClaim:
         claim = cls.model_validate(body)
-        raw = copy.deepcopy(dict(body))
-        metadata = raw.get("metadata")
-        if isinstance(metadata, dict):
+        metadata = body.get("metadata")
+        if isinstance(metadata, Mapping) and "managedFields" in metadata:
             # Omitting managedFields in an update leaves them unchanged on the server, and
             # they are by far the largest part of a cached object.
-            metadata.pop("managedFields", None)
-        return claim.model_copy(update={"body": raw})
+            body = {**body, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+        return claim.model_copy(update={"raw_json": json.dumps(body, separators=(",", ":"))})
 
     @property
     def name(self) -> str:
@@ -148,7 +158,7 @@ class ResourceClaim(_Projection):
 
     @property
     def is_allocated(self) -> bool:
-        return self.status.allocation is not None
+        return self.status.allocation
 
     @property
     def controller(self) -> OwnerReference | None:

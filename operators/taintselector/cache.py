@@ -118,7 +118,9 @@ class Cache:
         """The rules ``uid`` controls, plus any rule bearing one of ``names`` (possible conflicts)."""
         wanted = set(names)
         return [
-            rule for rule in self.rules.values() if rule.controlled_by(uid) or rule.metadata.name in wanted
+            rule
+            for rule in self.rules.values()
+            if rule.metadata.controlled_by(uid) or rule.metadata.name in wanted
         ]
 
     def _naming_class(self, class_name: str) -> list[str]:

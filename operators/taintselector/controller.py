@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from operators.core import taintrules
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, find_served, resources_of, served_version_change
@@ -30,7 +31,7 @@ from operators.core.events import WARNING, ObjectRef
 
 from . import metrics
 from .cache import Cache, Unparsable
-from .models import API_VERSION, GROUP, KIND, PLURAL, RULE_GROUP, TaintSelector
+from .models import API_VERSION, GROUP, KIND, PLURAL, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
 from .status import INVALID, needs_write, selector_status
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 4
-RULE_PLURAL = "devicetaintrules"
-RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 CORE_VERSION = "v1"
 REDISCOVERY_SECONDS = 60.0
 SLICE_DEBOUNCE_SECONDS = 0.2
@@ -73,14 +72,16 @@ class TaintSelectorController:
 
     async def prepare(self) -> bool:
         client = self.runtime.client
-        core = await resources_of(client, RULE_GROUP, CORE_VERSION)
+        core = await resources_of(client, taintrules.GROUP, CORE_VERSION)
         own = await resources_of(client, GROUP, API_VERSION.split("/")[1])
         if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
             log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
             return False
         if not self._prepared:
             self._prepared = True
-            self.rules_api = await find_served(client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS)
+            self.rules_api = await find_served(
+                client, taintrules.GROUP, taintrules.PLURAL, taintrules.VERSIONS
+            )
             if self.rules_api is None:
                 log.warning("no DeviceTaintRule API is served: selectors are evaluated but taint nothing")
             else:
@@ -93,7 +94,12 @@ class TaintSelectorController:
         """Stop for a restart once a different DeviceTaintRule version is served."""
         watched = self.rules_api.version if self.rules_api else None
         seen = await served_version_change(
-            self.runtime.client, RULE_GROUP, RULE_PLURAL, RULE_VERSIONS, watched, REDISCOVERY_SECONDS
+            self.runtime.client,
+            taintrules.GROUP,
+            taintrules.PLURAL,
+            taintrules.VERSIONS,
+            watched,
+            REDISCOVERY_SECONDS,
         )
         log.warning("the served DeviceTaintRule version is now %s; stopping for a restart", seen)
         self.runtime.request_stop()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import kopf
 
-from operators.core import runtime
+from operators.core import runtime, taintrules
 
-from .controller import CORE_VERSION, RULE_PLURAL, TaintSelectorController
-from .models import GROUP, PLURAL, RULE_GROUP, VERSION
+from .controller import CORE_VERSION, TaintSelectorController
+from .models import GROUP, PLURAL, VERSION
 
 registry = kopf.OperatorRegistry()
 runtime.install_login(registry)
@@ -27,7 +27,7 @@ runtime.watch(
 )
 runtime.watch(
     registry,
-    RULE_GROUP,
+    taintrules.GROUP,
     CORE_VERSION,
     "resourceslices",
     upsert=TaintSelectorController.upsert_slice,
@@ -35,7 +35,7 @@ runtime.watch(
 )
 runtime.watch(
     registry,
-    RULE_GROUP,
+    taintrules.GROUP,
     CORE_VERSION,
     "deviceclasses",
     upsert=TaintSelectorController.upsert_class,
@@ -47,9 +47,9 @@ def watch_rules(version: str) -> None:
     """Add the DeviceTaintRule watch for the discovered version; called before kopf starts."""
     runtime.watch(
         registry,
-        RULE_GROUP,
+        taintrules.GROUP,
         version,
-        RULE_PLURAL,
+        taintrules.PLURAL,
         upsert=TaintSelectorController.upsert_rule,
         delete=TaintSelectorController.delete_rule,
     )

@@ -15,34 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, NamedTuple
 
-from pydantic import BeforeValidator
+from pydantic import Field
 
+from operators.core import taintrules
 from operators.core.cel import CelDevice, DeviceAttribute, DeviceCapacity
-from operators.core.models import KubeModel, ObjectMeta
+from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
 from operators.core.taints import DeviceTaint
-from operators.core.taints import DeviceTaintSelector as RuleDeviceSelector
 
 GROUP = "dra-operators.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "DeviceTaintSelector"
 PLURAL = "devicetaintselectors"
-
-RULE_KIND = "DeviceTaintRule"
-RULE_GROUP = "resource.k8s.io"
-EVICTION_IN_PROGRESS = "EvictionInProgress"
-
-
-def _none_as_empty(value: Any) -> Any:
-    return () if value is None else value
-
-
-def _none_as_empty_map(value: Any) -> Any:
-    return {} if value is None else value
-
-
-NoneAsEmpty = BeforeValidator(_none_as_empty)
-NoneAsEmptyMap = BeforeValidator(_none_as_empty_map)
 
 
 class DeviceId(NamedTuple):
@@ -152,33 +136,11 @@ class DeviceClass(KubeModel):
 # --- DeviceTaintRule ---------------------------------------------------------------------------------
 
 
-class RuleCondition(KubeModel):
-    """A condition as read back from the API, where any field may be missing."""
-
-    type: str
-    status: str = ""
-    reason: str = ""
-    message: str = ""
-    observed_generation: int | None = None
+class RuleMeta(LeanMeta):
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
-class RuleSpec(KubeModel):
-    device_selector: RuleDeviceSelector | None = None
-    taint: DeviceTaint
+class DeviceTaintRule(taintrules.DeviceTaintRule):
+    """The shared projection plus labels: they mark the rules this operator manages, and drift is patched."""
 
-
-class RuleStatus(KubeModel):
-    conditions: Annotated[tuple[RuleCondition, ...], NoneAsEmpty] = ()
-
-
-class DeviceTaintRule(KubeModel):
-    metadata: ObjectMeta
-    spec: RuleSpec
-    status: RuleStatus = RuleStatus()
-
-    def controlled_by(self, uid: str) -> bool:
-        return any(ref.controller and ref.uid == uid for ref in self.metadata.owner_references)
-
-    @property
-    def eviction_condition(self) -> RuleCondition | None:
-        return next((c for c in self.status.conditions if c.type == EVICTION_IN_PROGRESS), None)
+    metadata: RuleMeta

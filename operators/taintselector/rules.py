@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core import taintrules
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
 from operators.core.taints import DeviceTaint
 
-from .models import API_VERSION, KIND, RULE_KIND, DeviceId, DeviceTaintRule, TaintSelector
+from .models import API_VERSION, KIND, DeviceId, DeviceTaintRule, TaintSelector
 
 __all__ = [
     "MANAGED_BY",
@@ -86,7 +87,7 @@ def desired_rules(
         name = rule_name(selector.metadata.name, device)
         rules[name] = {
             "apiVersion": rule_api_version,
-            "kind": RULE_KIND,
+            "kind": taintrules.KIND,
             "metadata": {
                 "name": name,
                 "labels": _labels(selector),
@@ -123,6 +124,9 @@ class RuleDiff:
         return not (self.create or self.update or self.delete or self.conflicts)
 
 
+_SELECTOR_FIELDS = {"driver", "pool", "device"}
+
+
 def _patch(rule: DeviceTaintRule, desired: Mapping[str, Any]) -> dict[str, Any]:
     patch: dict[str, Any] = {}
     labels = desired["metadata"]["labels"]
@@ -131,7 +135,10 @@ def _patch(rule: DeviceTaintRule, desired: Mapping[str, Any]) -> dict[str, Any]:
     spec = desired["spec"]
     wanted = spec["deviceSelector"]
     current = rule.spec.device_selector
-    selector_now = current.model_dump(exclude_none=True) if current is not None else None
+    # Only what this operator writes: a field of an older version that it never sets is no drift.
+    selector_now = (
+        current.model_dump(include=_SELECTOR_FIELDS, exclude_none=True) if current is not None else None
+    )
     taint = rule.spec.taint
     wanted_taint = spec["taint"]
     spec_patch: dict[str, Any] = {}
@@ -157,7 +164,7 @@ def diff_rules(
     conflicts: list[str] = []
     for rule in existing:
         name = rule.metadata.name
-        if rule.controlled_by(selector_uid):
+        if rule.metadata.controlled_by(selector_uid):
             mine[name] = rule
         elif name in desired:
             conflicts.append(name)
@@ -198,48 +205,46 @@ def eviction_condition(rules: Sequence[DeviceTaintRule], generation: int | None 
     reported for its current generation (the devicetaint operator writes the condition within
     seconds, so this is short-lived unless that operator is not running); False otherwise.
     """
+
+    def condition(status: str, reason: str, message: str) -> Condition:
+        return Condition(
+            type=taintrules.EVICTION_IN_PROGRESS,
+            status=status,
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+        )
+
     live = [rule for rule in rules if rule.metadata.deletion_timestamp is None]
     if not live:
-        return Condition(
-            type="EvictionInProgress",
-            status=FALSE,
-            reason=REASON_NO_RULES,
-            message="No DeviceTaintRule exists for this selector, so nothing is evicted.",
-            observed_generation=generation,
+        return condition(
+            FALSE, REASON_NO_RULES, "No DeviceTaintRule exists for this selector, so nothing is evicted."
         )
     pending: list[str] = []
     unreported: list[str] = []
     for rule in sorted(live, key=lambda r: r.metadata.name):
-        condition = rule.eviction_condition
-        current = condition is not None and condition.observed_generation in (None, rule.metadata.generation)
-        if condition is None or not current:
+        reported = rule.eviction_condition
+        current = reported is not None and reported.observed_generation in (None, rule.metadata.generation)
+        if reported is None or not current:
             unreported.append(rule.metadata.name)
-        elif condition.status == TRUE:
+        elif reported.status == TRUE:
             pending.append(
-                f"{rule.metadata.name}: {condition.message}" if condition.message else rule.metadata.name
+                f"{rule.metadata.name}: {reported.message}" if reported.message else rule.metadata.name
             )
     total = len(live)
     if pending:
         shown = "; ".join(pending[:3]) + ("; ..." if len(pending) > 3 else "")
-        return Condition(
-            type="EvictionInProgress",
-            status=TRUE,
-            reason=REASON_PENDING,
-            message=f"{len(pending)} of {total} DeviceTaintRules have pods pending eviction ({shown}).",
-            observed_generation=generation,
+        return condition(
+            TRUE,
+            REASON_PENDING,
+            f"{len(pending)} of {total} DeviceTaintRules have pods pending eviction ({shown}).",
         )
     if unreported:
-        return Condition(
-            type="EvictionInProgress",
-            status=UNKNOWN,
-            reason=REASON_NOT_REPORTED,
-            message=f"{len(unreported)} of {total} DeviceTaintRules have not reported EvictionInProgress.",
-            observed_generation=generation,
+        return condition(
+            UNKNOWN,
+            REASON_NOT_REPORTED,
+            f"{len(unreported)} of {total} DeviceTaintRules have not reported EvictionInProgress.",
         )
-    return Condition(
-        type="EvictionInProgress",
-        status=FALSE,
-        reason=REASON_NONE_PENDING,
-        message=f"None of the {total} DeviceTaintRules has pods pending eviction.",
-        observed_generation=generation,
+    return condition(
+        FALSE, REASON_NONE_PENDING, f"None of the {total} DeviceTaintRules has pods pending eviction."
     )

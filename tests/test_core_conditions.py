@@ -1,0 +1,100 @@
+"""The shared conditions: transition times kept across merges, and comparison of read-back conditions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, merge, same_content
+from operators.core.models import KubeModel
+
+EARLIER = "2026-03-01T11:00:00Z"
+NOW = "2026-03-01T12:00:00Z"
+
+
+def ready(status: str = TRUE, message: str = "m", generation: int | None = 2) -> Condition:
+    return Condition(
+        type="Ready",
+        status=status,
+        reason="Done",
+        message=message,
+        observed_generation=generation,
+        last_transition_time=NOW,
+    )
+
+
+def test_merge_keeps_the_transition_time_while_the_status_holds() -> None:
+    existing = [{"type": "Ready", "status": TRUE, "reason": "Old", "lastTransitionTime": EARLIER}]
+    [entry] = merge(existing, ready(message="new"))
+    assert entry == {
+        "type": "Ready",
+        "status": TRUE,
+        "reason": "Done",
+        "message": "new",
+        "observedGeneration": 2,
+        "lastTransitionTime": EARLIER,
+    }
+
+
+def test_merge_moves_the_transition_time_when_the_status_changes() -> None:
+    existing = [{"type": "Ready", "status": FALSE, "lastTransitionTime": EARLIER}, {"type": "Other"}]
+    assert merge(existing, ready()) == [ready().to_dict(), {"type": "Other"}]
+    assert merge([], ready(), now=EARLIER)[0]["lastTransitionTime"] == EARLIER
+
+
+def test_observed_condition_reads_missing_fields_as_empty() -> None:
+    observed = ObservedCondition.model_validate({"type": "Ready"})
+    assert (observed.status, observed.reason, observed.message) == ("", "", "")
+    assert observed.observed_generation is None
+    assert observed.last_transition_time is None
+
+
+def test_observed_condition_parses_the_transition_time() -> None:
+    observed = ObservedCondition.model_validate({"type": "Ready", "lastTransitionTime": NOW})
+    assert observed.last_transition_time == datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_written_is_the_condition_as_read_back() -> None:
+    written = ObservedCondition.written(ready())
+    assert written == ObservedCondition(
+        type="Ready",
+        status=TRUE,
+        reason="Done",
+        message="m",
+        observed_generation=2,
+        last_transition_time=datetime(2026, 3, 1, 12, tzinfo=UTC),
+    )
+    assert ObservedCondition.written(ready(generation=None)).observed_generation is None
+
+
+def test_same_content_ignores_only_the_transition_time() -> None:
+    moved = ready().model_copy(update={"last_transition_time": EARLIER})
+    assert same_content(ready(), moved)
+    assert not same_content(ready(), ready(message="other"))
+    assert not same_content(ready(), ready(status=FALSE))
+    assert not same_content(ready(), ready(generation=3))
+    assert same_content(None, None)
+    assert not same_content(ready(), None)
+
+
+def test_same_content_compares_dicts_and_models_alike() -> None:
+    written = ready().to_dict()
+    observed = ObservedCondition.written(ready())
+    assert same_content(written, observed)
+    assert same_content(observed, ready())
+    assert not same_content(ObservedCondition(type="Ready", status=TRUE), ready())
+
+
+class PodCondition(KubeModel):
+    """A condition model without observedGeneration, like a pod's."""
+
+    type: str
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+def test_same_content_of_a_model_without_generation() -> None:
+    assert same_content(
+        PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready(generation=None)
+    )
+    assert not same_content(PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready())
