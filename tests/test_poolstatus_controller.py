@@ -351,13 +351,37 @@ async def test_size_guard(client: FakeClient) -> None:
 # -- bad input -----------------------------------------------------------------------------------
 
 
+def claim_body(rv: str, allocated: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": rv}}
+    if allocated:
+        results = [{"driver": DRIVER, "pool": "pool-1", "device": "device-0"}]
+        body["status"] = {"allocation": {"devices": {"results": results}}}
+    return body
+
+
+async def test_claims_follow_their_allocation_and_redeliveries_are_skipped(client: FakeClient) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_claim(claim_body("1", allocated=True))
+    assert list(controller.caches.claims) == [("ns", "c")]
+    # The same version again (kopf's listing after ours) is not parsed: not even a broken copy.
+    broken = claim_body("1", allocated=True)
+    broken["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"x": "?"}
+    controller.upsert_claim(broken)
+    assert list(controller.caches.claims) == [("ns", "c")]
+    controller.upsert_claim(claim_body("2", allocated=False))
+    assert controller.caches.claims == {}
+    controller.upsert_claim(claim_body("3", allocated=True))
+    controller.delete_claim(claim_body("3", allocated=True))
+    assert controller.caches.claims == {}
+
+
 async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
     controller, _ = await prepared(client)
     controller.upsert_slice(slice_body("s"))
     broken = slice_body("s")
     broken["spec"]["devices"][0]["capacity"] = {"memory": {"value": "lots"}}
     controller.upsert_slice(broken)
-    assert controller.caches.slices_by_driver == {}
+    assert controller.caches.slice_names() == set()
     controller.upsert_claim(
         {
             "metadata": {"name": "c", "namespace": "ns"},

@@ -268,7 +268,13 @@ def test_v21_rules_that_match_nothing(rule: DeviceTaintRule) -> None:
 
 def test_rule_with_class_or_cel_selector_is_ignored() -> None:
     rule = DeviceTaintRule.model_validate(
-        {"spec": {"taint": {"effect": "NoSchedule"}, "deviceSelector": {"deviceClassName": "gpu"}}}
+        {
+            "metadata": {"name": "by-class"},
+            "spec": {
+                "taint": {"key": "k", "effect": "NoSchedule"},
+                "deviceSelector": {"deviceClassName": "gpu"},
+            },
+        }
     )
     assert counts(only_pool(POOL_1, rules=[rule])) == (4, 0, 4, 0)
 

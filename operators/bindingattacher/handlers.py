@@ -1,7 +1,7 @@
 """kopf registrations of the binding attacher: thin, cache-and-route only (spec §4).
 
 ResourceClaims, DeviceAttachPolicies and DeviceAttachments are watched with
-``runtime.watch`` (``@kopf.index`` plus ``@kopf.on.event``), which stores nothing on the
+``runtime.watch`` (``@kopf.on.event`` only), which stores nothing on the
 watched objects: no kopf annotation or finalizer ever lands on a claim, and even our own CRDs
 carry only the finalizers the attacher sets on purpose. Pods and Nodes are not watched (point
 reads, see :mod:`.lookups`).

@@ -51,11 +51,21 @@ _work_duration = Histogram(
     buckets=WORKQUEUE_BUCKETS,
 )
 
+_watch_events = Counter(
+    f"{PREFIX}watch_events",
+    "Watch events delivered to the operator's caches, by resource and type (None: kopf's listing).",
+    ["resource", "type"],
+)
+
 _client_requests = Counter(
     f"{PREFIX}client_requests",
     "API requests sent by the operator, by HTTP method and response code ('error': no response).",
     ["method", "code"],
 )
+
+
+def watch_event(resource: str, type_: str | None) -> None:
+    _watch_events.labels(resource=resource, type=type_ or "None").inc()
 
 
 def client_request_done(method: str, code: str) -> None:

@@ -19,7 +19,7 @@ On top of them, the wiring:
 
 * :mod:`.apis`: which API versions discovery finds (DeviceTaintRules in v1, v1beta2 or v1alpha3);
 * :mod:`.controller`: the I/O layer, feeding watch events to the state and executing its decisions;
-* :mod:`.handlers`: the kopf registry (``@kopf.index`` + ``@kopf.on.event`` only, via the core runtime);
+* :mod:`.handlers`: the kopf registry (``@kopf.on.event`` only, via the core runtime);
 * :mod:`.metrics`: ``dra_operators_devicetaint_*``;
 * :mod:`.operator`: ``DEFINITION`` for ``dra-operators run devicetaint``, and ``API_CALLS``.
 """

@@ -1,7 +1,7 @@
 """kopf wiring of the devicetaint operator: the watched kinds, and nothing else.
 
-Every kind is watched through :func:`operators.core.runtime.watch` (``@kopf.index`` plus
-``@kopf.on.event``), which stores nothing on the objects: Pods, ResourceClaims, ResourceSlices and
+Every kind is watched through :func:`operators.core.runtime.watch` (``@kopf.on.event`` only),
+which stores nothing on the objects: Pods, ResourceClaims, ResourceSlices and
 DeviceTaintRules never carry a kopf annotation or finalizer (spec §15).
 """
 

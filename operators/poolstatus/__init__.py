@@ -21,7 +21,8 @@ Module map (everything listed is pure: no kopf, no API calls):
   ``evaluate``;
 * ``ttl``: when a request is deleted;
 * ``surfaces``: the two request APIs and which of them to serve;
-* ``cache``: the in-memory projections, indexed by driver;
+* ``cache``: the in-memory projections, indexed per pool, and each pool's answer kept
+  until its slices, held devices or the taint rules change;
 * ``writes``: the status patch and the meaning of each answer to it;
 * ``settings``: the operator's options (durations in Go syntax).
 

@@ -1,15 +1,21 @@
-"""The operator's in-memory view of the cluster: projections of slices, claims, rules, requests.
+"""The operator's in-memory view of the cluster, indexed per pool, with each pool's answer kept.
 
 Watch handlers feed it (synchronously, on the event loop); an evaluation reads one driver's
 share of it without awaiting anything in between, so no update can interleave with a
-computation (spec section 6.4). Objects are kept as the typed projections of ``models``
-(spec section 6.2), never as full bodies, and are indexed so that one evaluation touches
-only the requested driver's slices and claims:
+computation (spec section 6.4). Objects are kept as small projections (spec section 6.2),
+never as full bodies:
 
-* slices by driver, then by name;
-* allocated claims by key, plus the set of claim keys whose results name each driver;
+* slices as ``models.ResourceSlice``, grouped by (driver, pool);
+* allocated claims as their held devices only (``counts.Held``), grouped by the pools they
+  name;
 * taint rules by name (there are few);
 * requests by (API group, name): a request named ``x`` on each surface is two requests.
+
+A pool's entry of the status depends only on its slices, its held devices, the taint rules
+and the request's default partition attribute, so it is computed once and kept until one of
+them changes: answering a request then costs a dictionary lookup per pool, however many
+devices and claims there are. The result equals :func:`status.compute_pools` on the same
+objects (``tests/test_poolstatus_cache.py`` checks it on every representative scenario).
 
 Parsing is the caller's job (it logs bad input with the object's reference); the methods
 here take models that already validated.
@@ -17,14 +23,25 @@ here take models that already validated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
+from .counts import Held, PoolKey, held_devices, rules_for_driver
+from .models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
+from .pools import build_pool
+from .status import PoolResult, pool_result
 from .surfaces import Surface
 
 RequestKey = tuple[str, str]
 """(API group of the surface, request name)."""
+ClaimKey = tuple[str, str]
+"""(namespace, name): also the order in which claims' results are summed (decision D8)."""
+_MemoKey = tuple[str | None, int]
+"""(default partition attribute, taint-rule epoch or -1 without rules)."""
+K = TypeVar("K", str, ClaimKey)
+# A pool's answers are kept for this many (attribute, rules) variants; requests rarely differ.
+_MEMO_VARIANTS = 4
 
 
 @dataclass(frozen=True)
@@ -45,81 +62,116 @@ class RequestEntry:
         return self.request.status is None
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """What one evaluation reads: plain lists, detached from the live dictionaries."""
-
-    slices: list[ResourceSlice]
-    claims: list[ResourceClaim]
-    rules: list[DeviceTaintRule]
+def claim_key(namespace: str | None, name: str) -> ClaimKey:
+    return (namespace or "", name)
 
 
-def claim_key(namespace: str | None, name: str) -> str:
-    return f"{namespace or ''}/{name}"
+@dataclass
+class _PoolState:
+    slices: dict[str, ResourceSlice] = field(default_factory=dict)
+    held: dict[ClaimKey, tuple[Held, ...]] = field(default_factory=dict)
+    # Only answers are kept, not the built pool: its per-device objects would double what
+    # the garbage collector walks, to save about a millisecond when a claim changes.
+    answers: dict[_MemoKey, PoolResult] = field(default_factory=dict)
 
 
 @dataclass
 class Caches:
-    slices_by_driver: dict[str, dict[str, ResourceSlice]] = field(default_factory=dict)
-    _slice_driver: dict[str, str] = field(default_factory=dict)
-    claims: dict[str, ResourceClaim] = field(default_factory=dict)
-    _claim_drivers: dict[str, frozenset[str]] = field(default_factory=dict)
-    claims_by_driver: dict[str, set[str]] = field(default_factory=dict)
+    claims: dict[ClaimKey, tuple[Held, ...]] = field(default_factory=dict)
     rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     requests: dict[RequestKey, RequestEntry] = field(default_factory=dict)
+    _pools: dict[PoolKey, _PoolState] = field(default_factory=dict)
+    _pool_names: dict[str, set[str]] = field(default_factory=dict)
+    """Driver -> names of its pools that have slices."""
+    _slice_pool: dict[str, PoolKey] = field(default_factory=dict)
+    _slice_versions: dict[str, str] = field(default_factory=dict)
+    _claim_versions: dict[ClaimKey, str] = field(default_factory=dict)
+    _rules_epoch: int = 0
+
+    # A re-delivered version (kopf lists everything again after the runtime's own listing)
+    # is recognised by its resourceVersion and then costs no parsing.
+
+    def slice_unchanged(self, name: str, resource_version: str) -> bool:
+        return bool(resource_version) and self._slice_versions.get(name) == resource_version
+
+    def claim_unchanged(self, key: ClaimKey, resource_version: str) -> bool:
+        return bool(resource_version) and self._claim_versions.get(key) == resource_version
 
     # -- slices ---------------------------------------------------------------------------
 
-    def put_slice(self, resource_slice: ResourceSlice) -> set[str]:
+    def put_slice(self, resource_slice: ResourceSlice, resource_version: str = "") -> set[str]:
         """Store a slice; returns the drivers whose pools changed (two if the driver did)."""
         name = resource_slice.metadata.name
         touched = self.remove_slice(name)
-        driver = resource_slice.spec.driver
-        self.slices_by_driver.setdefault(driver, {})[name] = resource_slice
-        self._slice_driver[name] = driver
-        return touched | {driver}
+        key = (resource_slice.spec.driver, resource_slice.spec.pool.name)
+        state = self._pool(key)
+        state.slices[name] = resource_slice
+        state.answers.clear()
+        self._pool_names.setdefault(key[0], set()).add(key[1])
+        self._slice_pool[name] = key
+        _remember(self._slice_versions, name, resource_version)
+        return touched | {key[0]}
 
     def remove_slice(self, name: str) -> set[str]:
-        driver = self._slice_driver.pop(name, None)
-        if driver is None:
+        self._slice_versions.pop(name, None)
+        key = self._slice_pool.pop(name, None)
+        if key is None:
             return set()
-        by_name = self.slices_by_driver.get(driver, {})
-        by_name.pop(name, None)
-        if not by_name:
-            self.slices_by_driver.pop(driver, None)
-        return {driver}
+        state = self._pools[key]
+        del state.slices[name]
+        state.answers.clear()
+        if not state.slices:
+            names = self._pool_names[key[0]]
+            names.discard(key[1])
+            if not names:
+                del self._pool_names[key[0]]
+        self._drop_if_empty(key)
+        return {key[0]}
+
+    def slice_names(self) -> set[str]:
+        return set(self._slice_pool)
 
     # -- claims ---------------------------------------------------------------------------
 
-    def put_claim(self, claim: ResourceClaim) -> None:
-        """Keep only allocated claims: the others cannot make a device allocated."""
+    def put_claim(self, claim: ResourceClaim, resource_version: str = "") -> None:
+        """Keep only what allocated claims hold: other claims cannot make a device allocated."""
         key = claim_key(claim.metadata.namespace, claim.metadata.name)
-        self.remove_claim(key)
-        allocation = claim.status.allocation
-        if allocation is None or not allocation.devices.results:
+        held = held_devices(claim)
+        # repr too: equal quantities may differ in format, which the sums print.
+        if held and self.claims.get(key) == held and repr(self.claims[key]) == repr(held):
+            # e.g. a reservation changed: nothing any pool's answer depends on.
+            _remember(self._claim_versions, key, resource_version)
             return
-        drivers = frozenset(r.driver for r in allocation.devices.results)
-        self.claims[key] = claim
-        self._claim_drivers[key] = drivers
-        for driver in drivers:
-            self.claims_by_driver.setdefault(driver, set()).add(key)
+        self.remove_claim(key)
+        if not held:
+            return
+        self.claims[key] = held
+        _remember(self._claim_versions, key, resource_version)
+        for pool_key in dict.fromkeys((h.driver, h.pool) for h in held):
+            state = self._pool(pool_key)
+            state.held[key] = tuple(h for h in held if (h.driver, h.pool) == pool_key)
+            state.answers.clear()
 
-    def remove_claim(self, key: str) -> None:
-        self.claims.pop(key, None)
-        for driver in self._claim_drivers.pop(key, frozenset()):
-            keys = self.claims_by_driver.get(driver)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self.claims_by_driver[driver]
+    def remove_claim(self, key: ClaimKey) -> None:
+        self._claim_versions.pop(key, None)
+        held = self.claims.pop(key, ())
+        for pool_key in dict.fromkeys((h.driver, h.pool) for h in held):
+            state = self._pools[pool_key]
+            del state.held[key]
+            state.answers.clear()
+            self._drop_if_empty(pool_key)
 
     # -- taint rules ----------------------------------------------------------------------
 
     def put_rule(self, rule: DeviceTaintRule) -> None:
+        if self.rules.get(rule.metadata.name) == rule:
+            return  # a re-delivery must not throw every pool's kept answer away
         self.rules[rule.metadata.name] = rule
+        self._rules_epoch += 1
 
     def remove_rule(self, name: str) -> None:
-        self.rules.pop(name, None)
+        if self.rules.pop(name, None) is not None:
+            self._rules_epoch += 1
 
     # -- requests -------------------------------------------------------------------------
 
@@ -139,9 +191,45 @@ class Caches:
 
     # -- reading --------------------------------------------------------------------------
 
-    def snapshot(self, driver: str, with_rules: bool) -> Snapshot:
-        """The inputs of one evaluation for ``driver``; copies, so later updates cannot leak in."""
-        slices = list(self.slices_by_driver.get(driver, {}).values())
-        claims = [self.claims[key] for key in self.claims_by_driver.get(driver, ())]
-        rules = list(self.rules.values()) if with_rules else []
-        return Snapshot(slices, claims, rules)
+    def pool_results(self, spec: RequestSpec, with_rules: bool) -> list[PoolResult]:
+        """:func:`status.compute_pools` for ``spec`` on the cached objects, from kept answers
+        where nothing they depend on changed."""
+        driver = spec.driver
+        names: Iterable[str] = self._pool_names.get(driver, ())
+        if spec.pool_name is not None:
+            names = [spec.pool_name] if spec.pool_name in names else []
+        driver_rules = rules_for_driver(self.rules.values(), driver) if with_rules else []
+        memo_key = (spec.default_partition_type_attribute, self._rules_epoch if with_rules else -1)
+        results = []
+        for name in sorted(names):
+            state = self._pools[(driver, name)]
+            answer = state.answers.get(memo_key)
+            if answer is None:
+                pool = build_pool(driver, name, state.slices.values())
+                held = [h for claim in sorted(state.held) for h in state.held[claim]]
+                answer = pool_result(pool, held, driver_rules, spec.default_partition_type_attribute)
+                if len(state.answers) >= _MEMO_VARIANTS:
+                    state.answers.clear()
+                state.answers[memo_key] = answer
+            results.append(answer)
+        return results
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _pool(self, key: PoolKey) -> _PoolState:
+        state = self._pools.get(key)
+        if state is None:
+            state = self._pools[key] = _PoolState()
+        return state
+
+    def _drop_if_empty(self, key: PoolKey) -> None:
+        state = self._pools[key]
+        if not state.slices and not state.held:
+            del self._pools[key]
+
+
+def _remember(versions: dict[K, str], key: K, resource_version: str) -> None:
+    if resource_version:
+        versions[key] = resource_version
+    else:
+        versions.pop(key, None)

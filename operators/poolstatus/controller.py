@@ -9,12 +9,13 @@ Work items (all on the shared work queue, so nothing runs before the initial lis
   that match (kopf sets its watches up once).
 
 Concurrency contract: watch callbacks and the evaluation run on one event loop. An
-evaluation takes its snapshot and computes without awaiting, so the caches cannot change
-under it (spec section 6.4); only the write awaits. Per-request bookkeeping (when it was
-first seen, write attempts) lives in process memory keyed by uid: after a restart the grace
-period starts again, which the spec accepts. ``_answered`` remembers the uids this process
-wrote until the watch shows their status, so a slice event in between cannot trigger a
-second write that would then be mistaken for another writer's.
+evaluation reads the caches (mostly answers they kept per pool) and computes without
+awaiting, so the caches cannot change under it (spec section 6.4); only the write awaits.
+Per-request bookkeeping (when it was first seen, write attempts) lives in process memory
+keyed by uid: after a restart the grace period starts again, which the spec accepts.
+``_answered`` remembers the uids this process wrote until the watch shows their status, so
+a slice event in between cannot trigger a second write that would then be mistaken for
+another writer's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from . import metrics as m
 from .cache import Caches, RequestEntry, RequestKey, claim_key
 from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
 from .settings import Settings
-from .status import Completed, Deferred, evaluate, failed_status
+from .status import Completed, Deferred, decide, failed_status
 from .surfaces import Surface
 from .ttl import ttl_action
 
@@ -131,9 +132,12 @@ class PoolStatusController:
     # -- watch callbacks (synchronous, no API calls) -----------------------------------------
 
     def upsert_slice(self, body: Mapping[str, Any]) -> None:
-        name = body.get("metadata", {}).get("name", "")
+        meta = body.get("metadata", {})
+        name, version = meta.get("name", ""), meta.get("resourceVersion", "")
+        if self.caches.slice_unchanged(name, version):
+            return
         try:
-            touched = self.caches.put_slice(ResourceSlice.model_validate(body))
+            touched = self.caches.put_slice(ResourceSlice.model_validate(body), version)
         except ValidationError as err:
             log.warning("ignoring ResourceSlice %s: %s", name, err, extra={"object": name})
             touched = self.caches.remove_slice(name)
@@ -143,12 +147,19 @@ class PoolStatusController:
         self._requeue_waiting(self.caches.remove_slice(body.get("metadata", {}).get("name", "")))
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        key, version = claim_key(meta.get("namespace"), meta.get("name", "")), meta.get("resourceVersion", "")
+        if self.caches.claim_unchanged(key, version):
+            return
+        status = body.get("status")
+        if not isinstance(status, Mapping) or not status.get("allocation"):
+            self.caches.remove_claim(key)  # unallocated: nothing that counts, nothing to parse
+            return
         try:
-            self.caches.put_claim(ResourceClaim.model_validate(body))
+            self.caches.put_claim(ResourceClaim.model_validate(body), version)
         except ValidationError as err:
-            meta = body.get("metadata", {})
             log.warning("ignoring ResourceClaim %s: %s", _ref(body), err, extra={"object": _ref(body)})
-            self.caches.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
+            self.caches.remove_claim(key)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
@@ -243,12 +254,9 @@ class PoolStatusController:
         # From here to evaluate()'s return nothing awaits: one consistent view of the caches.
         with m.processing_duration.labels(group=group).time():
             try:
-                snapshot = self.caches.snapshot(spec.driver, self.rules_in_use)
-                evaluation = evaluate(
+                evaluation = decide(
                     spec,
-                    snapshot.slices,
-                    snapshot.claims,
-                    snapshot.rules,
+                    self.caches.pool_results(spec, self.rules_in_use),
                     now=now,
                     first_seen=first_seen,
                     written_at=datetime.now(UTC),

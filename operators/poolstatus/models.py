@@ -10,10 +10,22 @@ boundary rather than in the middle of an evaluation.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
 
+from pydantic import Field, field_validator
+
+from operators.core import taintrules
 from operators.core.models import KubeModel, ObjectMeta
 from operators.core.quantity import Quantity
+
+
+class NameMeta(KubeModel):
+    """The metadata of the cached kinds: their keys, and nothing that would cost memory."""
+
+    name: str = ""
+    namespace: str | None = None
+    uid: str = ""
+
 
 # ResourceSlice (resource.k8s.io/v1) ----------------------------------------------------
 
@@ -60,6 +72,15 @@ class Device(KubeModel):
     taints: tuple[DeviceTaint, ...] | None = None
     allow_multiple_allocations: bool | None = None
 
+    @field_validator("attributes", mode="before")
+    @classmethod
+    def _string_attributes_only(cls, value: Any) -> Any:
+        # A value of another kind reads as missing anyway; dropping it keeps 10000s of
+        # cached devices small (most drivers publish mainly int, bool and version values).
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if not isinstance(v, dict) or "string" in v}
+        return value
+
 
 class ResourceSliceSpec(KubeModel):
     driver: str = ""
@@ -71,7 +92,7 @@ class ResourceSliceSpec(KubeModel):
 
 
 class ResourceSlice(KubeModel):
-    metadata: ObjectMeta = ObjectMeta()
+    metadata: NameMeta = NameMeta()
     spec: ResourceSliceSpec = ResourceSliceSpec()
 
 
@@ -99,31 +120,13 @@ class ResourceClaimStatus(KubeModel):
 
 
 class ResourceClaim(KubeModel):
-    metadata: ObjectMeta = ObjectMeta()
+    metadata: NameMeta = NameMeta()
     status: ResourceClaimStatus = ResourceClaimStatus()
 
 
-# DeviceTaintRule (resource.k8s.io/v1; older versions carry two more selector fields) ----
-
-
-class DeviceTaintSelector(KubeModel):
-    driver: str | None = None
-    pool: str | None = None
-    device: str | None = None
-    # Only in v1alpha3/v1beta2. A selector using them needs CEL or class lookups, which
-    # this operator does not do, so such a rule is ignored (spec section 6.1).
-    device_class_name: str | None = None
-    selectors: tuple[object, ...] | None = None
-
-
-class DeviceTaintRuleSpec(KubeModel):
-    device_selector: DeviceTaintSelector | None = None
-    taint: DeviceTaint = DeviceTaint()
-
-
-class DeviceTaintRule(KubeModel):
-    metadata: ObjectMeta = ObjectMeta()
-    spec: DeviceTaintRuleSpec = DeviceTaintRuleSpec()
+# DeviceTaintRule: the core projection (its v1alpha3/v1beta2 selector fields need CEL or class
+# lookups, which this operator does not do, so such a rule is ignored: spec section 6.1).
+DeviceTaintRule = taintrules.DeviceTaintRule
 
 
 # ResourcePoolStatusRequest (both surfaces) ----------------------------------------------

@@ -4,7 +4,9 @@ This is the pure heart of the operator (spec sections 7.2 to 7.9). :func:`evalua
 answers one question: given the request spec, the slices, claims and taint rules, and
 the clock, should the operator write now, and if so exactly what? It either defers
 (a listed pool is still incomplete and the grace period has not run out) or returns the
-final status document, already checked against the size guard.
+final status document, already checked against the size guard. It is
+:func:`compute_pools` (one :func:`pool_result` per pool) followed by :func:`decide`; the
+operator calls :func:`decide` on the pool results its cache keeps (``cache.py``).
 
 The caller owns everything impure: the caches, the ``first_seen`` bookkeeping (process
 memory, so a restart starts the grace period again), timers, the write itself and the
@@ -28,6 +30,7 @@ from operators.core.conditions import TRUE, Condition, format_time
 from . import messages
 from .counts import (
     DeviceClass,
+    Held,
     PoolUsage,
     classify_devices,
     count_classes,
@@ -136,6 +139,23 @@ def _complete_pool_status(
     return status
 
 
+def pool_result(
+    pool: Pool,
+    pool_results: Sequence[Held],
+    driver_rules: Sequence[DeviceTaintRule],
+    default_attribute: str | None,
+) -> PoolResult:
+    """One pool's entry; ``pool_results`` are the pool's held devices in claim order.
+
+    A function of its arguments only, so the cache can keep it until one of them changes.
+    """
+    if not pool.complete:
+        return PoolResult(complete=False, status=_incomplete_pool_status(pool))
+    usage = pool_usage(pool, pool_results)
+    classes = classify_devices(pool, usage.in_use, driver_rules)
+    return PoolResult(complete=True, status=_complete_pool_status(pool, usage, classes, default_attribute))
+
+
 def compute_pools(
     spec: RequestSpec,
     slices: Iterable[ResourceSlice],
@@ -151,16 +171,15 @@ def compute_pools(
         return []
     results_by_pool = index_results(claims)
     driver_rules = rules_for_driver(rules, spec.driver)
-    computed = []
-    for pool in pools:
-        if not pool.complete:
-            computed.append(PoolResult(complete=False, status=_incomplete_pool_status(pool)))
-            continue
-        usage = pool_usage(pool, results_by_pool.get((pool.driver, pool.name), ()))
-        classes = classify_devices(pool, usage.in_use, driver_rules)
-        status = _complete_pool_status(pool, usage, classes, spec.default_partition_type_attribute)
-        computed.append(PoolResult(complete=True, status=status))
-    return computed
+    return [
+        pool_result(
+            pool,
+            results_by_pool.get((pool.driver, pool.name), ()),
+            driver_rules,
+            spec.default_partition_type_attribute,
+        )
+        for pool in pools
+    ]
 
 
 # Whole status ---------------------------------------------------------------------------
@@ -233,7 +252,28 @@ def evaluate(
     ``now`` and ``first_seen`` are monotonic seconds; ``written_at`` is the wall-clock time
     to record as ``lastTransitionTime`` should the status be written.
     """
-    pools = compute_pools(spec, slices, claims, rules)
+    return decide(
+        spec,
+        compute_pools(spec, slices, claims, rules),
+        now=now,
+        first_seen=first_seen,
+        written_at=written_at,
+        grace=grace,
+        max_status_bytes=max_status_bytes,
+    )
+
+
+def decide(
+    spec: RequestSpec,
+    pools: Sequence[PoolResult],
+    *,
+    now: float,
+    first_seen: float,
+    written_at: datetime,
+    grace: float = DEFAULT_GRACE_SECONDS,
+    max_status_bytes: int = DEFAULT_MAX_STATUS_BYTES,
+) -> Evaluation:
+    """:func:`evaluate` from pools already computed (by :func:`compute_pools` or the cache)."""
     limit = spec.effective_limit
     listed = pools[:limit]
     blocking = sum(1 for p in listed if not p.complete)

@@ -1,7 +1,7 @@
 """kopf registrations of the resourceclaim operator (spec section 13).
 
 Pods, ResourceClaims and ResourceClaimTemplates are watched with ``runtime.watch`` only
-(``@kopf.index`` plus ``@kopf.on.event``), which stores nothing on the objects: no
+(``@kopf.on.event`` only), which stores nothing on the objects: no
 ``kopf.zalando.org/*`` annotation and no kopf finalizer ever lands on an object we do not
 own. Each callback hands the body to the controller, which updates its cache and enqueues.
 """

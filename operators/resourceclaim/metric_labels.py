@@ -34,6 +34,7 @@ def claim_gauge_counts(claims: Iterable[ResourceClaim]) -> dict[ClaimGaugeLabels
     counts: Counter[ClaimGaugeLabels] = Counter()
     for claim in claims:
         allocated = "true" if claim.is_allocated else "false"
-        labels = (allocated, admin_access_label(claim.spec), source_label(claim.metadata.annotations))
+        admin_access = "true" if claim.admin_access else "false"
+        labels = (allocated, admin_access, source_label(claim.metadata.annotations))
         counts[labels] += 1
     return dict(counts)

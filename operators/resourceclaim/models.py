@@ -19,7 +19,11 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from operators.core.models import KubeModel, ObjectMeta, OwnerReference
+from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
+
+from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
+
+READ_ANNOTATIONS = (POD_CLAIM_NAME_ANNOTATION, EXTENDED_RESOURCE_CLAIM_ANNOTATION)
 
 
 class _Projection(KubeModel):
@@ -62,7 +66,7 @@ class PodStatus(_Projection):
 
 
 class Pod(_Projection):
-    metadata: ObjectMeta
+    metadata: LeanMeta
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
 
@@ -101,6 +105,13 @@ class DeviceClaim(_Projection):
 class ResourceClaimSpec(_Projection):
     devices: DeviceClaim = DeviceClaim()
 
+    @property
+    def asks_for_admin_access(self) -> bool:
+        """D6: ``firstAvailable`` subrequests cannot ask for admin access, so only ``exactly`` counts."""
+        return any(
+            request.exactly is not None and request.exactly.admin_access for request in self.devices.requests
+        )
+
 
 class ConsumerReference(_Projection):
     """One ``status.reservedFor[]`` entry."""
@@ -122,11 +133,35 @@ class ResourceClaimStatus(_Projection):
         return allocation is not None
 
 
+class ClaimMeta(LeanMeta):
+    """Only the annotations the operator reads: the pod claim name, and the extended-resource marker."""
+
+    creation_timestamp: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("annotations", mode="before")
+    @classmethod
+    def _read_annotations_only(cls, annotations: Any) -> Any:
+        if not isinstance(annotations, Mapping):
+            return annotations
+        return {key: annotations[key] for key in READ_ANNOTATIONS if key in annotations}
+
+
 class ResourceClaim(_Projection):
-    metadata: ObjectMeta
-    spec: ResourceClaimSpec = ResourceClaimSpec()
+    metadata: ClaimMeta
+    # Of the spec only whether it asks for admin access is read (a metric label); keeping the
+    # parsed requests would cost four models per cached claim.
+    admin_access: bool = False
     status: ResourceClaimStatus = ResourceClaimStatus()
     raw_json: str = Field(default="{}", exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summarise_spec(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "spec" in data and "admin_access" not in data:
+            spec = ResourceClaimSpec.model_validate(data["spec"] or {})
+            data = {**data, "admin_access": spec.asks_for_admin_access}
+        return data
 
     @property
     def body(self) -> dict[str, Any]:

@@ -115,11 +115,7 @@ def is_pod_consumer(consumer: ConsumerReference) -> bool:
 
 
 def admin_access_label(spec: ResourceClaimSpec) -> str:
-    """D6: ``firstAvailable`` subrequests cannot ask for admin access, so only ``exactly`` counts."""
-    for request in spec.devices.requests:
-        if request.exactly is not None and request.exactly.admin_access:
-            return "true"
-    return "false"
+    return "true" if spec.asks_for_admin_access else "false"
 
 
 def pod_group_controller(claim: ResourceClaim) -> OwnerReference | None:

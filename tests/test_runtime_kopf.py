@@ -1,0 +1,38 @@
+"""kopf keeps no state of its own about the watched objects: nothing to write, nothing to remember."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import kopf
+
+from operators.core import runtime
+
+POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "n", "uid": "u1"},
+}
+
+
+def test_diffbase_and_progress_storages_keep_nothing() -> None:
+    settings = runtime.kopf_settings()
+    body = kopf.Body(cast(kopf.RawBody, POD))
+    assert settings.persistence.diffbase_storage.build(body=body) == {}
+    assert settings.persistence.diffbase_storage.fetch(body=body) is None
+    assert settings.persistence.progress_storage.fetch(key=kopf.HandlerId("h"), body=body) is None
+
+
+def test_per_object_workers_are_bounded_and_short_lived() -> None:
+    settings = runtime.kopf_settings()
+    assert settings.queueing.worker_limit == runtime.KOPF_WORKER_LIMIT
+    assert settings.queueing.idle_timeout < 1
+    assert settings.watching.chunk_size == runtime.LIST_PAGE_SIZE
+
+
+async def test_object_memories_are_not_remembered() -> None:
+    memories = runtime._NoMemories()
+    first = await memories.recall(cast(kopf.RawBody, POD))
+    second = await memories.recall(cast(kopf.RawBody, POD))
+    assert first is not second
+    assert list(memories.iter_all_memories()) == []
