@@ -50,9 +50,11 @@ class FakeClient:
         )
         return created
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         self._record("APPLY", path, {"fieldManager": field_manager, "force": str(force)}, body)
-        return body
+        return body if want_reply else None
 
     async def replace(self, path: str, body: dict[str, Any], **params: str) -> Any:
         self._record("PUT", path, params, body)

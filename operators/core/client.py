@@ -45,10 +45,10 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 MAX_THROTTLE_RETRIES = 10
 # HTTP/1.1 answers one request per connection at a time, and each TLS connection holds a
-# 128 KiB read buffer here (and a goroutine on the server). client-go multiplexes everything
-# over one HTTP/2 connection; 20 keeps 20 requests in flight, more than a 2-core control plane
-# serves at once, instead of the library's 100.
-MAX_CONNECTIONS = 20
+# 128 KiB read buffer here (and a goroutine on the server); client-go multiplexes everything
+# over one HTTP/2 connection. Measured on 1000 template pods, unthrottled: 20 connections took
+# 7.4 s, 50 took 6.5 s (as many as resourceclaim's workers); the library's default is 100.
+MAX_CONNECTIONS = 50
 # sock_connect, not connect: aiohttp's connect timeout also counts the wait for a free pooled
 # connection, which under a burst is queueing, not a failure.
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5, sock_read=30)
@@ -256,9 +256,18 @@ class KubeClient:
     async def replace(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
         return await self.request("PUT", path, params=params, body=body)
 
-    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        field_manager: str,
+        force: bool = True,
+        want_reply: bool = True,
+    ) -> Any:
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
+        return await self.request(
+            "PATCH", path, params=params, body=body, content_type=APPLY_PATCH, want_reply=want_reply
+        )
 
     async def patch(
         self, path: str, body: Mapping[str, Any], content_type: str = MERGE_PATCH, **params: str
