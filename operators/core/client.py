@@ -19,6 +19,7 @@ with backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -142,6 +143,8 @@ class KubeClient:
         self.bucket = TokenBucket(qps, burst)
         self._on_success = on_success
         self._owner: KubeClient | None = None
+        # Shared with the siblings (a shallow copy keeps the object): see stop_waiting().
+        self._stopping = asyncio.Event()
         self.requests_total = 0
 
     def sibling(self) -> KubeClient:
@@ -151,6 +154,20 @@ class KubeClient:
         twin._owner = self
         twin.requests_total = 0
         return twin
+
+    def stop_waiting(self) -> None:
+        """On shutdown: requests waiting for a token or a Retry-After fail at once, so the running
+        syncs end within the grace period instead of sleeping through it."""
+        self._stopping.set()
+
+    async def _stopped_within(self, delay: float) -> bool:
+        if self._stopping.is_set():
+            return True
+        if delay <= 0:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay)
+        return self._stopping.is_set()
 
     @classmethod
     async def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> KubeClient:
@@ -189,7 +206,8 @@ class KubeClient:
                     raise
                 delay = err.retry_after if err.retry_after is not None else 1.0
                 log.info("throttled by the API server (429) on %s %s; retrying in %.1fs", method, path, delay)
-                await asyncio.sleep(delay)
+                if await self._stopped_within(delay):
+                    raise
         raise AssertionError("unreachable")
 
     async def _request_once(
@@ -203,7 +221,8 @@ class KubeClient:
         accept: str,
         want_reply: bool = True,
     ) -> Any:
-        await self.bucket.acquire()
+        if await self._stopped_within(self.bucket.reserve()):
+            raise ApiError(0, "ShuttingDown", f"{method} {path} not sent: the operator is stopping")
         self.requests_total += 1
         headers = {"Content-Type": content_type, "Accept": accept}
         # Authentication (bearer token with refresh) comes from kubernetes-asyncio; the body is

@@ -516,6 +516,7 @@ async def run(
             exit_code = 1
         else:
             exit_code = runtime.exit_code
+        client.stop_waiting()
         await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
         await runtime.events.drain(EVENT_DRAIN_SECONDS)
         if not kopf_stop.done():
