@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.poolstatus.models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourceSlice
-from operators.poolstatus.status import Completed, evaluate
+from operators.poolstatus.status import Completed, compute_pools, decide
 
 D = "gpu.example.com"
 NET = "net.example.com"
@@ -161,7 +161,8 @@ def final_status(
     rules: Iterable[DeviceTaintRule] = (),
 ) -> dict[str, Any]:
     """The status written once the grace period is over."""
-    outcome = evaluate(spec, slices, claims, rules, now=100.0, first_seen=0.0, written_at=WRITTEN_AT)
+    pools = compute_pools(spec, slices, claims, rules)
+    outcome = decide(spec, pools, now=100.0, first_seen=0.0, written_at=WRITTEN_AT)
     assert isinstance(outcome, Completed)
     return outcome.status
 

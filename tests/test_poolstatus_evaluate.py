@@ -17,17 +17,17 @@ from operators.poolstatus.status import (
     Completed,
     Deferred,
     Evaluation,
+    compute_pools,
+    decide,
     encoded_size,
-    evaluate,
     failed_status,
     grace_retry_delay,
 )
 
 
 def run(spec: RequestSpec, slices: list[ResourceSlice], elapsed: float, grace: float = 20.0) -> Evaluation:
-    return evaluate(
-        spec, slices, (), (), now=1000.0 + elapsed, first_seen=1000.0, grace=grace, written_at=WRITTEN_AT
-    )
+    pools = compute_pools(spec, slices, (), ())
+    return decide(spec, pools, now=1000.0 + elapsed, first_seen=1000.0, grace=grace, written_at=WRITTEN_AT)
 
 
 HALF_POOL = [resource_slice("s0", plain_devices(2), slice_count=2)]
@@ -113,8 +113,9 @@ def test_v80_size_guard() -> None:
     size = encoded_size(unguarded.status)
     assert size == len(json.dumps(unguarded.status, separators=(",", ":")).encode())
 
-    done = evaluate(
-        request_spec(), slices, (), (), now=0.0, first_seen=0.0, written_at=WRITTEN_AT, max_status_bytes=1000
+    pools = compute_pools(request_spec(), slices, (), ())
+    done = decide(
+        request_spec(), pools, now=0.0, first_seen=0.0, written_at=WRITTEN_AT, max_status_bytes=1000
     )
     assert isinstance(done, Completed)
     assert done.too_large

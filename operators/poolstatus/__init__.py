@@ -17,8 +17,7 @@ Module map (everything listed is pure: no kopf, no API calls):
 * ``partitions``: ``partitionSummary``;
 * ``shareable``: ``shareableSummary``;
 * ``messages``: exact validationError and condition texts, Go quoting, truncation;
-* ``status``: the whole status, the grace-period decision and the entry point
-  ``evaluate``;
+* ``status``: the whole status and the grace-period decision (``compute_pools``, ``decide``);
 * ``ttl``: when a request is deleted;
 * ``surfaces``: the two request APIs and which of them to serve;
 * ``cache``: the in-memory projections, indexed per pool, and each pool's answer kept

@@ -251,7 +251,7 @@ class PoolStatusController:
         spec = entry.request.spec
         now = time.monotonic()
         first_seen = self._first_seen.setdefault(entry.uid, now)
-        # From here to evaluate()'s return nothing awaits: one consistent view of the caches.
+        # From here to decide()'s return nothing awaits: one consistent view of the caches.
         with m.processing_duration.labels(group=group).time():
             try:
                 evaluation = decide(

@@ -1,12 +1,12 @@
 """From a request and one consistent snapshot of the caches to the status to write.
 
-This is the pure heart of the operator (spec sections 7.2 to 7.9). :func:`evaluate`
-answers one question: given the request spec, the slices, claims and taint rules, and
-the clock, should the operator write now, and if so exactly what? It either defers
-(a listed pool is still incomplete and the grace period has not run out) or returns the
-final status document, already checked against the size guard. It is
-:func:`compute_pools` (one :func:`pool_result` per pool) followed by :func:`decide`; the
-operator calls :func:`decide` on the pool results its cache keeps (``cache.py``).
+This is the pure heart of the operator (spec sections 7.2 to 7.9). Together,
+:func:`compute_pools` (one :func:`pool_result` per pool) and :func:`decide` answer one
+question: given the request spec, the slices, claims and taint rules, and the clock, should
+the operator write now, and if so exactly what? :func:`decide` either defers (a listed pool
+is still incomplete and the grace period has not run out) or returns the final status
+document, already checked against the size guard. The operator calls :func:`decide` on the
+pool results its cache keeps (``cache.py``).
 
 The caller owns everything impure: the caches, the ``first_seen`` bookkeeping (process
 memory, so a restart starts the grace period again), timers, the write itself and the
@@ -235,34 +235,6 @@ def grace_retry_delay(elapsed: float, grace: float) -> float | None:
 # Entry point ----------------------------------------------------------------------------
 
 
-def evaluate(
-    spec: RequestSpec,
-    slices: Iterable[ResourceSlice],
-    claims: Iterable[ResourceClaim],
-    rules: Iterable[DeviceTaintRule] = (),
-    *,
-    now: float,
-    first_seen: float,
-    written_at: datetime,
-    grace: float = DEFAULT_GRACE_SECONDS,
-    max_status_bytes: int = DEFAULT_MAX_STATUS_BYTES,
-) -> Evaluation:
-    """Decide what to do with a pending request (spec section 7.2, after the cache checks).
-
-    ``now`` and ``first_seen`` are monotonic seconds; ``written_at`` is the wall-clock time
-    to record as ``lastTransitionTime`` should the status be written.
-    """
-    return decide(
-        spec,
-        compute_pools(spec, slices, claims, rules),
-        now=now,
-        first_seen=first_seen,
-        written_at=written_at,
-        grace=grace,
-        max_status_bytes=max_status_bytes,
-    )
-
-
 def decide(
     spec: RequestSpec,
     pools: Sequence[PoolResult],
@@ -273,7 +245,7 @@ def decide(
     grace: float = DEFAULT_GRACE_SECONDS,
     max_status_bytes: int = DEFAULT_MAX_STATUS_BYTES,
 ) -> Evaluation:
-    """:func:`evaluate` from pools already computed (by :func:`compute_pools` or the cache)."""
+    """Write now or defer, from pools already computed (by :func:`compute_pools` or the cache)."""
     limit = spec.effective_limit
     listed = pools[:limit]
     blocking = sum(1 for p in listed if not p.complete)
