@@ -117,8 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"dra-operators run {args.name}: invalid settings:\n{err}", file=sys.stderr)
         return 2
+    from .core import gc_tuning
     from .core.runtime import run
 
+    gc_tuning.tune()
     return asyncio.run(run(definition, settings))
 
 

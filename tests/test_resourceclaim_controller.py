@@ -75,7 +75,7 @@ class FakeEvents:
     def __init__(self) -> None:
         self.emitted: list[tuple[ObjectRef, str, str, str]] = []
 
-    async def emit(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+    def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.emitted.append((obj, type_, reason, message))
 
 

@@ -94,8 +94,10 @@ class BindingAttacherController:
         )
         self.executor = StepExecutor(
             ledger_writer=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
-            writer=StatusWriter(client, self.cache, settings.enable_test_actions),
-            lookups=Lookups(client),
+            # Live reads go through the reader's token bucket, like the runtime's listings, so
+            # they never wait behind (or delay) the controller's writes.
+            writer=StatusWriter(client, runtime.reader, self.cache, settings.enable_test_actions),
+            lookups=Lookups(runtime.reader),
             calls=self.calls,
             events=runtime.events,
             taints=TaintRules(client, runtime.field_manager),

@@ -292,9 +292,9 @@ class PolicySync:
             raise
         previous = _find(current, policy.ACCEPTED)
         state.status = dict(written.get("status") or {})
-        await self._accepted_event(state, previous, conditions[0])
+        self._accepted_event(state, previous, conditions[0])
 
-    async def _accepted_event(
+    def _accepted_event(
         self, state: PolicyState, previous: Mapping[str, Any] | None, accepted: Condition
     ) -> None:
         if (
@@ -304,11 +304,11 @@ class PolicySync:
         ):
             return
         if accepted.status == TRUE:
-            await self.events.emit(
+            self.events.record(
                 policy_ref(state), NORMAL, "PolicyAccepted", accepted.message or "the policy was accepted"
             )
         else:
-            await self.events.emit(
+            self.events.record(
                 policy_ref(state), WARNING, "PolicyRejected", f"{accepted.reason}: {accepted.message}"
             )
 

@@ -44,8 +44,11 @@ def write_kind(entries: Sequence[Mapping[str, Any]], failure_types: frozenset[st
 
 
 class StatusWriter:
-    def __init__(self, client: KubeClient, cache: ClaimCache, keep_test_annotations: bool) -> None:
+    def __init__(
+        self, client: KubeClient, reader: KubeClient, cache: ClaimCache, keep_test_annotations: bool
+    ) -> None:
         self.client = client
+        self.reader = reader
         self.cache = cache
         self.keep_test_annotations = keep_test_annotations
 
@@ -74,7 +77,7 @@ class StatusWriter:
     async def read(self, namespace: str, name: str, uid: str) -> ResourceClaim | None:
         """A live read of the claim; None when it is gone or is another claim of the same name."""
         try:
-            body = await self.client.get(claim_path(namespace, name))
+            body = await self.reader.get(claim_path(namespace, name))
         except ApiError as err:
             if err.not_found:
                 return None

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -178,12 +178,13 @@ KOPF_WORKER_LINGER_SECONDS = 0.2
 KOPF_WORKER_LIMIT = 500
 
 
-async def _list_all(
+async def _pages(
     client: KubeClient, kind: WatchedKind, metadata_only: bool = False
-) -> list[dict[str, Any]]:
-    """Every object of a kind, page by page; an unserved kind (e.g. a CRD not installed) is empty."""
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every object of a kind, one page at a time, so that no more than a page is held in memory
+    (a full list of thousands of objects briefly costs tens of MiB that Python keeps); an
+    unserved kind (e.g. a CRD not installed) has no pages."""
     get = client.list_metadata if metadata_only else client.get
-    items: list[dict[str, Any]] = []
     params = {"limit": str(LIST_PAGE_SIZE)}
     while True:
         try:
@@ -191,16 +192,17 @@ async def _list_all(
         except ApiError as err:
             if err.not_found:
                 log.warning("%s is not served; nothing to list", kind.path)
-                return []
+                return
             raise
         api_version, list_kind = page.get("apiVersion", ""), str(page.get("kind", ""))
-        for item in page.get("items", []):
+        items: list[dict[str, Any]] = page.get("items") or []
+        for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", list_kind.removesuffix("List"))
-            items.append(item)
+        yield items
         token = (page.get("metadata") or {}).get("continue")
         if not token:
-            return items
+            return
         params = {"limit": str(LIST_PAGE_SIZE), "continue": token}
 
 
@@ -219,14 +221,16 @@ async def _initial_listing(
     """Feed every existing object to the cache; returns the listed UIDs with tombstone bodies."""
     listed: dict[WatchedKind, dict[str, Any]] = {}
     for kind in kinds:
-        objects = await _list_all(runtime.reader, kind)
         listed[kind] = {}
-        for item in objects:
-            kind.apply(runtime.controller, item)
-            uid = (item.get("metadata") or {}).get("uid")
-            if uid:
-                listed[kind][uid] = _stub(item)
-        log.info("listed %d %s", len(objects), kind.path)
+        count = 0
+        async for items in _pages(runtime.reader, kind):
+            count += len(items)
+            for item in items:
+                kind.apply(runtime.controller, item)
+                uid = (item.get("metadata") or {}).get("uid")
+                if uid:
+                    listed[kind][uid] = _stub(item)
+        log.info("listed %d %s", count, kind.path)
     return listed
 
 
@@ -237,8 +241,11 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
     for kind, before in listed.items():
         while True:
             try:
-                current = await _list_all(runtime.reader, kind, metadata_only=True)
-                now = {(o.get("metadata") or {}).get("uid") for o in current}
+                now = {
+                    (item.get("metadata") or {}).get("uid")
+                    async for items in _pages(runtime.reader, kind, metadata_only=True)
+                    for item in items
+                }
                 break
             except ApiError as err:
                 log.warning("re-listing %s failed, retrying: %s", kind.path, err)

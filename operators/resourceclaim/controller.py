@@ -172,7 +172,7 @@ class ResourceClaimController:
     async def _execute(self, action: Action) -> Reply:
         if isinstance(action, EmitPodEvent):
             ref = ObjectRef("v1", "Pod", action.name, action.namespace, action.uid)
-            await self.runtime.events.emit(ref, action.type, action.reason, action.message)
+            self.runtime.events.record(ref, action.type, action.reason, action.message)
             return Ok()
         if isinstance(action, CountClaimCreate):
             metrics.count_create(action.status, action.admin_access)

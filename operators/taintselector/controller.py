@@ -159,7 +159,7 @@ class TaintSelectorController:
         outcome = await self._evaluate(selector)
         pending: RuleDiff | None = None
         if isinstance(outcome, Invalid):
-            await self._report_invalid(selector, outcome)
+            self._report_invalid(selector, outcome)
         else:
             self.selected[name] = len(outcome.devices)
             if self.rules_api is not None:
@@ -182,7 +182,7 @@ class TaintSelectorController:
         metrics.evaluations.labels(result="invalid" if isinstance(outcome, Invalid) else "valid").inc()
         return outcome
 
-    async def _report_invalid(self, selector: TaintSelector, outcome: Invalid) -> None:
+    def _report_invalid(self, selector: TaintSelector, outcome: Invalid) -> None:
         """A Warning Event when the selector becomes invalid, or invalid for another reason."""
         previous = find(selector.status.get("conditions"), INVALID)
         seen = (
@@ -193,7 +193,7 @@ class TaintSelectorController:
         if seen and selector.status.get("observedGeneration") == selector.metadata.generation:
             return
         log.warning("invalid: %s", outcome.message, extra={"object": f"{KIND} {selector.metadata.name}"})
-        await self.runtime.events.emit(_selector_ref(selector), WARNING, EVENT_INVALID, outcome.message)
+        self.runtime.events.record(_selector_ref(selector), WARNING, EVENT_INVALID, outcome.message)
 
     async def _write_rules(
         self, selector: TaintSelector, outcome: Selection, rules_api: ServedResource
