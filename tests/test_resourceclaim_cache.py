@@ -214,3 +214,19 @@ def test_claims_iterates_over_a_snapshot() -> None:
         names.append(claim.name)
         cache.apply_claim_event("DELETED", claim)
     assert sorted(names) == ["a", "b"]
+
+
+def test_known_claim_is_the_held_object_of_that_exact_version() -> None:
+    cache = ClusterCache(clock=FakeClock())
+    created = generated("my-pod-gpu-bcdfg", "C1", "gpu", "2026-01-01T00:00:00Z")
+    version = created.metadata.resource_version
+    assert version
+    # Our own create, before the watch has delivered it.
+    cache.record_created(created)
+    assert cache.known_claim("demo", "my-pod-gpu-bcdfg", "C1", version) is created
+    cache.apply_claim_event("ADDED", created)
+    assert cache.known_claim("demo", "my-pod-gpu-bcdfg", "C1", version) is created
+
+    assert cache.known_claim("demo", "my-pod-gpu-bcdfg", "C1", "other-version") is None
+    assert cache.known_claim("demo", "my-pod-gpu-bcdfg", "OTHER-UID", version) is None
+    assert cache.known_claim("demo", "my-pod-gpu-bcdfg", "C1", "") is None

@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import generate_latest
 from resourceclaim_builders import (
+    NS,
     FakeClock,
     claim_body,
     pod_body,
@@ -281,3 +282,22 @@ async def test_every_request_is_a_declared_api_call() -> None:
         ("resource.k8s.io", "resourceclaims", "get"),
     }
     assert used <= set(API_CALLS)
+
+
+def test_a_claim_version_already_held_is_not_parsed_again() -> None:
+    h = Harness()
+    body = claim_body("a", owner=("my-pod", "U"), entry="gpu")
+    h.controller.observe_claim(None, body)
+    held = h.controller.cache.claim(NS, "a")
+    assert held is not None
+
+    # The same UID and resourceVersion: kopf's listing after ours delivers the same object.
+    h.controller.observe_claim(None, body)
+    assert h.controller.cache.claim(NS, "a") is held
+
+    changed = claim_body("a", owner=("my-pod", "U"), entry="gpu", allocated=True)
+    changed["metadata"]["resourceVersion"] = "43"
+    h.controller.observe_claim(None, changed)
+    updated = h.controller.cache.claim(NS, "a")
+    assert updated is not None
+    assert updated.is_allocated

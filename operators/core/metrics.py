@@ -10,6 +10,7 @@ from the live queues, so they can never drift from the truth.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -65,7 +66,13 @@ _client_requests = Counter(
 
 
 def watch_event(resource: str, type_: str | None) -> None:
-    _watch_events.labels(resource=resource, type=type_ or "None").inc()
+    _watch_event_counter(resource, type_ or "None").inc()
+
+
+@functools.cache
+def _watch_event_counter(resource: str, type_: str) -> Counter:
+    # Called for every watch event; the label lookup is cached (a handful of combinations).
+    return _watch_events.labels(resource=resource, type=type_)
 
 
 def client_request_done(method: str, code: str) -> None:

@@ -98,6 +98,18 @@ class ClusterCache:
     def claims(self) -> Iterator[ResourceClaim]:
         return iter(list(self._claims.values()))
 
+    def known_claim(self, namespace: str, name: str, uid: str, resource_version: str) -> ResourceClaim | None:
+        """The claim held for this exact version, if any: the same UID and resourceVersion are the
+        same object, so a re-delivery (kopf's listing after ours) or the watch catching up with
+        our own create needs no parsing."""
+        if not resource_version:
+            return None
+        record = self._just_created.get(uid)
+        for claim in (self._claims.get(object_key(namespace, name)), record.claim if record else None):
+            if claim is not None and claim.uid == uid and claim.metadata.resource_version == resource_version:
+                return claim
+        return None
+
     def is_deleted_pod(self, uid: str) -> bool:
         return uid in self._deleted_pod_uids
 

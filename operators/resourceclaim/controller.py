@@ -35,7 +35,7 @@ from operators.core.events import ObjectRef
 from operators.core.runtime import Runtime
 
 from . import metrics
-from .cache import ClusterCache
+from .cache import DELETED, ClusterCache
 from .claim_sync import sync_claim
 from .constants import JUST_CREATED_CONFIRMATION_SECONDS
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
@@ -126,7 +126,9 @@ class ResourceClaimController:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))
 
     def observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        claim = self._parse(ResourceClaim.from_body, "ResourceClaim", body)
+        claim = self._known_claim(body) if event_type != DELETED else None
+        if claim is None:
+            claim = self._parse(ResourceClaim.from_body, "ResourceClaim", body)
         if claim is not None:
             self._enqueue(self.cache.apply_claim_event(event_type, claim))
 
@@ -134,6 +136,14 @@ class ResourceClaimController:
         template = self._parse(ResourceClaimTemplate.model_validate, "ResourceClaimTemplate", body)
         if template is not None:
             self._enqueue(self.cache.apply_template_event(event_type, template))
+
+    def _known_claim(self, body: Mapping[str, Any]) -> ResourceClaim | None:
+        metadata = body.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return None
+        fields = (metadata.get(key) for key in ("namespace", "name", "uid", "resourceVersion"))
+        namespace, name, uid, resource_version = (value if isinstance(value, str) else "" for value in fields)
+        return self.cache.known_claim(namespace, name, uid, resource_version)
 
     @staticmethod
     def _parse(parse: Callable[[Any], T], kind: str, body: Mapping[str, Any]) -> T | None:

@@ -137,6 +137,7 @@ class ClaimMeta(LeanMeta):
     """Only the annotations the operator reads: the pod claim name, and the extended-resource marker."""
 
     creation_timestamp: str | None = None
+    resource_version: str = ""
     annotations: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("annotations", mode="before")
