@@ -74,10 +74,10 @@ class FakeClient:
 
 class FakeEvents:
     def __init__(self) -> None:
-        self.emitted: list[tuple[ObjectRef, str, str, str]] = []
+        self.recorded: list[tuple[ObjectRef, str, str, str]] = []
 
     def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
-        self.emitted.append((obj, type_, reason, message))
+        self.recorded.append((obj, type_, reason, message))
 
 
 class FakeQueue:
@@ -141,7 +141,7 @@ async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
     }
     assert _creates("success", "false") == before + 1
     assert (CONFIRM_KEY, 60.0) in h.queue.delayed
-    assert h.events.emitted == []
+    assert h.events.recorded == []
 
 
 async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
@@ -157,7 +157,7 @@ async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
     assert raised.value.retry_after == 7.0
     assert raised.value.retryable
     assert _creates("failure", "false") == before + 1
-    ((ref, type_, reason, message),) = h.events.emitted
+    ((ref, type_, reason, message),) = h.events.recorded
     assert ref == ObjectRef("v1", "Pod", "my-pod", "demo", "U")
     assert (type_, reason, message) == (
         "Warning",
@@ -170,7 +170,7 @@ async def test_input_that_cannot_change_by_itself_is_not_retried() -> None:
     h = Harness()
     h.controller.observe_pod(None, pod_body(claims=[{"name": "gpu"}]))
     await h.controller.sync("pod:demo/my-pod")
-    assert [message for *_, message in h.events.emitted] == [
+    assert [message for *_, message in h.events.recorded] == [
         'PodResourceClaim gpu: checking for claim before creating it: pod "demo/my-pod", '
         'spec.resourceClaim "gpu": none of the supported fields are set'
     ]

@@ -141,9 +141,10 @@ class ResourceClaimController:
         metadata = body.get("metadata")
         if not isinstance(metadata, Mapping):
             return None
-        fields = (metadata.get(key) for key in ("namespace", "name", "uid", "resourceVersion"))
-        namespace, name, uid, resource_version = (value if isinstance(value, str) else "" for value in fields)
-        return self.cache.known_claim(namespace, name, uid, resource_version)
+        namespace, name, uid, version = (
+            str(metadata.get(key) or "") for key in ("namespace", "name", "uid", "resourceVersion")
+        )
+        return self.cache.known_claim(namespace, name, uid, version)
 
     @staticmethod
     def _parse(parse: Callable[[Any], T], kind: str, body: Mapping[str, Any]) -> T | None:
