@@ -144,6 +144,22 @@ async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
     assert h.events.recorded == []
 
 
+async def test_each_created_claim_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness()
+    h.controller.observe_template(None, template_body())
+    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    caplog.set_level("INFO", logger="operators.resourceclaim")
+    await h.controller.sync("pod:demo/my-pod")
+    assert "Created ResourceClaim" not in caplog.text, "upstream logs it at verbosity 4"
+
+    h.controller.observe_pod(
+        None, pod_body(name="other", uid="U2", claims=[template_entry("gpu", "gpu-tmpl")])
+    )
+    caplog.set_level("DEBUG", logger="operators.resourceclaim")
+    await h.controller.sync("pod:demo/other")
+    assert "Created ResourceClaim pod=demo/other claim=other-gpu-bcdfg" in caplog.text
+
+
 async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
     h = Harness()
     h.controller.observe_template(None, template_body())

@@ -7,7 +7,8 @@ from collections.abc import Generator
 import pytest
 from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
 
-from operators.resourceclaim.models import Pod, ResourceClaim
+from operators.resourceclaim.bodies import generated_claim
+from operators.resourceclaim.models import Pod, PodClaimEntry, ResourceClaim
 from operators.resourceclaim.plan import (
     Action,
     Done,
@@ -64,6 +65,19 @@ def test_null_lists_read_as_empty() -> None:
 def test_template_projection_ignores_null_creation_timestamp() -> None:
     template = make_template()
     assert template.spec.metadata.labels == {"app": "demo"}
+    assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
+
+
+def test_each_generated_claim_gets_a_spec_of_its_own() -> None:
+    template = make_template()
+    first = generated_claim(
+        make_pod(), PodClaimEntry(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
+    )
+    first["spec"]["devices"]["requests"][0]["name"] = "changed"
+    second = generated_claim(
+        make_pod(), PodClaimEntry(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
+    )
+    assert second["spec"] == template.spec.spec
     assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
 
 

@@ -109,3 +109,17 @@ async def test_objects_gone_before_the_watch_are_deleted(monkeypatch: pytest.Mon
     await asyncio.wait_for(runtime._forget_vanished(_runtime(client, controller), listed), 5)
     assert controller.deletes == ["1"], "only what was listed first and is gone now is forgotten"
     assert listed == {}
+
+
+async def test_kinds_listed_empty_are_not_listed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "RELIST_DELAY_SECONDS", 0)
+    registry = kopf.OperatorRegistry()
+    pods, claims = _kind(registry), _kind(registry, "claims")
+    controller = Recorder()
+    client = PagedClient({"/api/v1/pods": [{"items": []}], "/api/v1/claims": [{"items": [_pod("a", "1")]}]})
+    listed = await runtime._initial_listing(_runtime(client, controller), [pods, claims])
+    client.calls.clear()
+    client.pages["/api/v1/pods"] = [{"items": [_pod("burst", "7")]}]
+    await asyncio.wait_for(runtime._forget_vanished(_runtime(client, controller), listed), 5)
+    assert [path for path, _ in client.calls] == ["/api/v1/claims"], "nothing listed, nothing can vanish"
+    assert controller.deletes == []

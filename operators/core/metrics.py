@@ -76,7 +76,13 @@ def _watch_event_counter(resource: str, type_: str) -> Counter:
 
 
 def client_request_done(method: str, code: str) -> None:
-    _client_requests.labels(method=method, code=code).inc()
+    _client_request_counter(method, code).inc()
+
+
+@functools.cache
+def _client_request_counter(method: str, code: str) -> Counter:
+    # Called for every request; methods and status codes are a small set.
+    return _client_requests.labels(method=method, code=code)
 
 
 _live_queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()

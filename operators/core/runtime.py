@@ -239,6 +239,10 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
     them by listing again once kopf is watching, and delete them from the cache."""
     await asyncio.sleep(RELIST_DELAY_SECONDS)
     for kind, before in listed.items():
+        if not before:
+            # Only listed objects can have vanished. Skipping the kind also keeps a start in an
+            # empty cluster from listing, a few seconds later, whatever burst has begun by then.
+            continue
         while True:
             try:
                 now = {

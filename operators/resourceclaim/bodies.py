@@ -9,6 +9,7 @@ shared with the cache.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,7 +41,7 @@ def generated_claim(pod: Pod, entry: PodClaimEntry, template: ResourceClaimTempl
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": copy.deepcopy(template.spec.spec),
+        "spec": json.loads(template.spec.spec_json),
     }
 
 

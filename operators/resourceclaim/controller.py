@@ -189,8 +189,9 @@ class ResourceClaimController:
             metrics.count_create(action.status, action.admin_access)
             return Ok()
         if isinstance(action, Log):
-            details = " ".join(f"{k}={v}" for k, v in action.values.items())
-            log.info("%s %s", action.message, details)
+            if log.isEnabledFor(action.level):
+                details = " ".join(f"{k}={v}" for k, v in action.values.items())
+                log.log(action.level, "%s %s", action.message, details)
             return Ok()
         try:
             return Ok(await self._call(action))

@@ -13,6 +13,7 @@ memory of the parsed object, and parsed again only for the rare write.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -214,6 +215,12 @@ class ResourceClaimTemplateSpec(_Projection):
     metadata: TemplateObjectMeta = TemplateObjectMeta()
     spec: dict[str, Any] = Field(default_factory=dict)
     """Copied verbatim into generated claims, so it is kept raw."""
+
+    @functools.cached_property
+    def spec_json(self) -> str:
+        """The spec serialised once: parsing it gives every generated claim a copy of its own
+        several times faster than a deep copy of the dict (one per claim in a burst)."""
+        return json.dumps(self.spec, separators=(",", ":"))
 
 
 class ResourceClaimTemplate(_Projection):

@@ -17,6 +17,7 @@ event re-evaluates it (spec section 6).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +112,7 @@ class CountClaimCreate:
 class Log:
     message: str
     values: Mapping[str, str] = field(default_factory=dict)
+    level: int = logging.INFO
 
 
 Action = (
