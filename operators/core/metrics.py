@@ -66,23 +66,18 @@ _client_requests = Counter(
 
 
 def watch_event(resource: str, type_: str | None) -> None:
-    _watch_event_counter(resource, type_ or "None").inc()
-
-
-@functools.cache
-def _watch_event_counter(resource: str, type_: str) -> Counter:
-    # Called for every watch event; the label lookup is cached (a handful of combinations).
-    return _watch_events.labels(resource=resource, type=type_)
+    _child(_watch_events, resource, type_ or "None").inc()
 
 
 def client_request_done(method: str, code: str) -> None:
-    _client_request_counter(method, code).inc()
+    _child(_client_requests, method, code).inc()
 
 
 @functools.cache
-def _client_request_counter(method: str, code: str) -> Counter:
-    # Called for every request; methods and status codes are a small set.
-    return _client_requests.labels(method=method, code=code)
+def _child(counter: Counter, *label_values: str) -> Counter:
+    # Called for every watch event and every request; the label lookup is cached, as the
+    # combinations are few (kinds and event types, methods and status codes).
+    return counter.labels(*label_values)
 
 
 _live_queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()

@@ -217,6 +217,12 @@ class ResourceClaimTemplateSpec(_Projection):
     """Copied verbatim into generated claims, so it is kept raw."""
 
     @functools.cached_property
+    def claim_spec(self) -> ResourceClaimSpec:
+        """The spec as a claim's, parsed once per template version (for the admin-access label
+        of every claim generated from it)."""
+        return ResourceClaimSpec.model_validate(self.spec)
+
+    @functools.cached_property
     def spec_json(self) -> str:
         """The spec serialised once: parsing it gives every generated claim a copy of its own
         several times faster than a deep copy of the dict (one per claim in a burst)."""

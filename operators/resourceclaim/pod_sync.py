@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .bodies import generated_claim, pod_status_apply, reserved_for_pod
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
-from .models import Pod, PodClaimEntry, ResourceClaim, ResourceClaimSpec
+from .models import Pod, PodClaimEntry, ResourceClaim
 from .plan import (
     Action,
     ApplyPodStatus,
@@ -170,7 +170,7 @@ def _handle_entry(
         if template is None:
             return EntryFailure(template_missing_error(template_name))
         body = generated_claim(pod, entry, template)
-        admin_access = admin_access_label(ResourceClaimSpec.model_validate(body["spec"]))
+        admin_access = admin_access_label(template.spec.claim_spec)
         reply = yield CreateClaim(pod.namespace, body)
         if isinstance(reply, Failed):
             yield CountClaimCreate("failure", admin_access)
