@@ -18,8 +18,9 @@ POD: dict[str, Any] = {
 def test_diffbase_and_progress_storages_keep_nothing() -> None:
     settings = runtime.kopf_settings()
     body = kopf.Body(cast(kopf.RawBody, POD))
+    # Equal essences: kopf finds no difference, and computes none, on every event.
     assert settings.persistence.diffbase_storage.build(body=body) == {}
-    assert settings.persistence.diffbase_storage.fetch(body=body) is None
+    assert settings.persistence.diffbase_storage.fetch(body=body) == {}
     assert settings.persistence.progress_storage.fetch(key=kopf.HandlerId("h"), body=body) is None
 
 
@@ -36,3 +37,10 @@ async def test_object_memories_are_not_remembered() -> None:
     second = await memories.recall(cast(kopf.RawBody, POD))
     assert first is not second
     assert list(memories.iter_all_memories()) == []
+
+
+async def test_every_event_sees_the_operators_own_memo() -> None:
+    memo = kopf.Memo(runtime="the runtime")
+    memories = runtime._NoMemories()
+    memory = await memories.recall(cast(kopf.RawBody, POD), memobase=memo)
+    assert cast(object, memory.memo) is memo

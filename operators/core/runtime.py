@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import kopf
-from kopf._core.reactor.inventory import ResourceMemories  # kopf.operator() takes it, kopf does not export it
+from kopf._core.reactor.inventory import (  # kopf.operator() takes them, kopf does not export them
+    ResourceMemories,
+    ResourceMemory,
+)
 
 from . import health as health_server
 from . import logs
@@ -168,7 +171,8 @@ def watch(
     @kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}.{group or 'core'}")
     async def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         watch_event(kind.plural, event.get("type"))
-        kind.apply(memo.runtime.controller, body, deleted=event.get("type") == "DELETED")
+        # The parsed JSON itself, not kopf's view of it: every read through the view costs a lookup.
+        kind.apply(memo.runtime.controller, event["object"], deleted=event.get("type") == "DELETED")
 
 
 LIST_PAGE_SIZE = 500
@@ -292,7 +296,8 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return {}
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
+        # The same empty essence as build(): kopf then finds no difference to compute per event.
+        return {}
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
@@ -330,10 +335,11 @@ class _NoMemories(ResourceMemories):
         memobase: Any = None,
         noticed_by_listing: bool = False,
         ephemeral: bool = False,
-    ) -> Any:
-        return await super().recall(
-            raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
-        )
+    ) -> ResourceMemory:
+        # kopf gives each object a shallow copy of the operator's memo, for handlers that keep
+        # per-object state in it; ours only read ``memo.runtime``, so all share the one memo.
+        memo: Any = memobase if memobase is not None else kopf.Memo()
+        return ResourceMemory(memo=memo, noticed_by_listing=noticed_by_listing)
 
 
 def kopf_settings() -> kopf.OperatorSettings:
