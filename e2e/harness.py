@@ -282,6 +282,7 @@ def _start_in_process(op: RunningOperator, args: list[str]) -> None:
     from operators.cli import load_definition
     from operators.core import runtime
     from operators.core import settings as settings_mod
+    from operators.core.eventloop import new_event_loop
 
     definition = load_definition(op.name)
     parser = argparse.ArgumentParser()
@@ -294,7 +295,7 @@ def _start_in_process(op: RunningOperator, args: list[str]) -> None:
     ready = threading.Event()
 
     def main() -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         op.loop = loop
         asyncio.set_event_loop(loop)
         op.stop_event = asyncio.Event()

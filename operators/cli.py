@@ -118,10 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dra-operators run {args.name}: invalid settings:\n{err}", file=sys.stderr)
         return 2
     from .core import gc_tuning
+    from .core.eventloop import new_event_loop
     from .core.runtime import run
 
     gc_tuning.tune()
-    return asyncio.run(run(definition, settings))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(run(definition, settings))
 
 
 if __name__ == "__main__":
