@@ -169,7 +169,7 @@ def watch(
     # A coroutine although it awaits nothing: kopf runs plain functions in a thread pool, while
     # the cache and the work queue may only be touched from the event loop.
     @kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}.{group or 'core'}")
-    async def _event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    async def _event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         watch_event(kind.plural, event.get("type"))
         # The parsed JSON itself, not kopf's view of it: every read through the view costs a lookup.
         kind.apply(memo.runtime.controller, event["object"], deleted=event.get("type") == "DELETED")
