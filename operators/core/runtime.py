@@ -170,9 +170,10 @@ def watch(
     # the cache and the work queue may only be touched from the event loop.
     @kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}.{group or 'core'}")
     async def _event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-        watch_event(kind.plural, event.get("type"))
+        event_type = event.get("type")
+        watch_event(kind.plural, event_type)
         # The parsed JSON itself, not kopf's view of it: every read through the view costs a lookup.
-        kind.apply(memo.runtime.controller, event["object"], deleted=event.get("type") == "DELETED")
+        kind.apply(memo.runtime.controller, event["object"], deleted=event_type == "DELETED")
 
 
 LIST_PAGE_SIZE = 500
