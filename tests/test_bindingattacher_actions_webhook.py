@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 import json
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,9 @@ import pytest
 from aiohttp import web
 from bindingattacher_builders import attach_request
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from e2e.cluster import pki
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
 from operators.bindingattacher.actions.calls import close_action, invoke
 from operators.bindingattacher.actions.factory import BuildContext, build_action
@@ -30,62 +28,6 @@ from operators.bindingattacher.actions.webhook import (
 from operators.bindingattacher.models import ActionSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Authority:
-    """A throwaway CA that signs server and client certificates."""
-
-    name: str
-    key: ec.EllipticCurvePrivateKey = field(default_factory=lambda: ec.generate_private_key(ec.SECP256R1()))
-    cert: x509.Certificate | None = None
-
-    def __post_init__(self) -> None:
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, self.name)])
-        self.cert = (
-            self._builder(subject, self.key.public_key())
-            .issuer_name(subject)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(self.key, hashes.SHA256())
-        )
-
-    @staticmethod
-    def _builder(subject: x509.Name, public_key: Any) -> x509.CertificateBuilder:
-        now = dt.datetime.now(dt.UTC)
-        return (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(hours=1))
-        )
-
-    @property
-    def pem(self) -> str:
-        assert self.cert is not None
-        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
-
-    def issue(
-        self, common_name: str, names: list[x509.GeneralName], *, client: bool = False
-    ) -> tuple[str, str]:
-        assert self.cert is not None
-        key = ec.generate_private_key(ec.SECP256R1())
-        usage = (
-            x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
-        )
-        builder = (
-            self._builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]), key.public_key())
-            .issuer_name(self.cert.subject)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
-        key_pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ).decode()
-        return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
 
 
 def server_context(cert_pem: str, key_pem: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -128,10 +70,22 @@ async def serve(context: ssl.SSLContext, handler: Handler) -> AsyncIterator[Serv
         await runner.cleanup()
 
 
-CA = Authority("dra-operators test CA")
+def pem(ca: pki.Authority) -> str:
+    return ca.cert_pem.decode()
+
+
+def issue(
+    ca: pki.Authority, common_name: str, names: list[x509.GeneralName], *, client: bool = False
+) -> tuple[str, str]:
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    cert, key = ca.issue(pki.name(common_name), usage, names)
+    return cert.decode(), key.decode()
+
+
+CA = pki.Authority.create("dra-operators test CA")
 IP_NAMES: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-SERVER_CERT = CA.issue("webhook", IP_NAMES)
-NAMED_CERT = CA.issue("webhook", [x509.DNSName("fabric-manager.test")])
+SERVER_CERT = issue(CA, "webhook", IP_NAMES)
+NAMED_CERT = issue(CA, "webhook", [x509.DNSName("fabric-manager.test")])
 
 
 async def by_operation(request: web.Request) -> web.StreamResponse:
@@ -149,7 +103,7 @@ async def server() -> AsyncIterator[Server]:
         yield running
 
 
-def action_for(url: str, ca: str | None = CA.pem, **settings: Any) -> WebhookAction:
+def action_for(url: str, ca: str | None = pem(CA), **settings: Any) -> WebhookAction:
     return WebhookAction(WebhookSettings(url=url, ssl_context=ssl_context(ca), **settings))
 
 
@@ -177,8 +131,8 @@ async def test_attach_probe_and_detach_over_verified_tls(server: Server) -> None
 
 
 async def test_untrusted_server_is_a_transient_error(server: Server) -> None:
-    stranger = Authority("someone else")
-    action = action_for(server.url, ca=stranger.pem)
+    stranger = pki.Authority.create("someone else")
+    action = action_for(server.url, ca=pem(stranger))
     try:
         outcome = await invoke(action, Operation.ATTACH, attach_request(), 5)
     finally:
@@ -205,9 +159,9 @@ async def test_hostname_is_verified_and_server_name_overrides_it() -> None:
 
 
 async def test_mutual_tls_with_client_certificate() -> None:
-    client_ca = Authority("client CA")
-    client_cert, client_key = client_ca.issue("attacher", [], client=True)
-    async for running in serve(server_context(*SERVER_CERT, client_ca=client_ca.pem), by_operation):
+    client_ca = pki.Authority.create("client CA")
+    client_cert, client_key = issue(client_ca, "attacher", [], client=True)
+    async for running in serve(server_context(*SERVER_CERT, client_ca=pem(client_ca)), by_operation):
         anonymous = action_for(running.url)
         try:
             refused = await invoke(anonymous, Operation.ATTACH, attach_request(), 5)
@@ -224,7 +178,7 @@ async def test_mutual_tls_with_client_certificate() -> None:
                 },
             }
         )
-        secrets = {"ca": {"ca.crt": CA.pem}, "client": {"tls.crt": client_cert, "tls.key": client_key}}
+        secrets = {"ca": {"ca.crt": pem(CA)}, "client": {"tls.crt": client_cert, "tls.key": client_key}}
         built = await build_action(spec, BuildContext(policy_name="p", secrets=secrets))
         try:
             accepted = await invoke(built.action, Operation.ATTACH, attach_request(), 5)

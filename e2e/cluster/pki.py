@@ -58,11 +58,74 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
+def name(common_name: str, organization: str | None = None) -> x509.Name:
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
     return x509.Name(attrs)
+
+
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+@dataclass(frozen=True)
+class Authority:
+    """A CA and the certificates it signs, in the shape strict X.509 verification asks for
+    (Python 3.13's default contexts set ``VERIFY_X509_STRICT``): key identifiers on the CA and
+    on every certificate it issues, key usage on both."""
+
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @classmethod
+    def create(cls, common_name: str) -> Authority:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = name(common_name)
+        cert = (
+            _builder(subject, subject, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(_key_usage(ca=True), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(key, cert)
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    @property
+    def key_pem(self) -> bytes:
+        return _key_pem(self.key)
+
+    def issue(
+        self, subject: x509.Name, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None = None
+    ) -> tuple[bytes, bytes]:
+        """A certificate for ``usage`` (server or client auth) and its key, both PEM."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            _builder(subject, self.cert.subject, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(_key_usage(ca=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
 def _builder(
@@ -77,79 +140,27 @@ def _builder(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + VALIDITY)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
     )
-
-
-def _leaf(
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_name: x509.Name,
-    subject: x509.Name,
-    usage: x509.ObjectIdentifier,
-    sans: list[x509.GeneralName] | None = None,
-) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    builder = (
-        _builder(subject, ca_name, key.public_key())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
 def generate(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("devcluster-ca")
-    ca_cert = (
-        _builder(ca_name, ca_name, ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    _write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
-    _write(directory / "ca.key", _key_pem(ca_key), private=True)
+    ca = Authority.create("devcluster-ca")
+    _write(directory / "ca.crt", ca.cert_pem, private=False)
+    _write(directory / "ca.key", ca.key_pem, private=True)
 
     sans: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address(LOOPBACK)),
         x509.IPAddress(ipaddress.ip_address(SERVICE_CLUSTER_FIRST_IP)),
-        *(x509.DNSName(name) for name in SERVING_DNS),
+        *(x509.DNSName(dns) for dns in SERVING_DNS),
     ]
-    crt, key = _leaf(ca_key, ca_name, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    crt, key = ca.issue(name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
     _write(directory / "serving.crt", crt, private=False)
     _write(directory / "serving.key", key, private=True)
 
     for filename, (common_name, organization) in CLIENTS.items():
-        crt, key = _leaf(ca_key, ca_name, _name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)
+        crt, key = ca.issue(name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)
         _write(directory / f"{filename}.crt", crt, private=False)
         _write(directory / f"{filename}.key", key, private=True)
 
