@@ -107,6 +107,10 @@ def _pump(name: str, proc: subprocess.Popen[str]) -> None:
         print(f"[{name}] {line}", end="")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     kubeconfig, kubectl = _kubeconfig()
     crds = REPO_ROOT / "crds"
@@ -149,6 +153,8 @@ def main() -> int:
         _show_demo(kubectl, kubeconfig)
     shown = os.path.relpath(kubeconfig, REPO_ROOT) if kubeconfig.startswith(str(REPO_ROOT)) else kubeconfig
     print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={shown}")
+    # A supervisor's SIGTERM stops the operators as Ctrl-C does, rather than orphaning them.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         while all(p.poll() is None for p in procs.values()) or not procs:
             time.sleep(1)

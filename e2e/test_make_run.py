@@ -1,0 +1,106 @@
+"""The README's first command, ``make run`` (``python -m e2e.run``), on the test cluster named by
+``KUBECONFIG``: every operator starts and becomes ready, the demo's pods get claims from their
+template and are bound, and a SIGTERM to ``make run`` stops every operator it started."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+from demo import cleanup
+from demo.scenarios import SCENARIOS
+from e2e import harness
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+from operators import OPERATOR_NAMES
+
+SCENARIO = SCENARIOS["claims-from-templates"]
+READY_LINE = "The operators keep running; Ctrl-C stops them."
+OPERATOR_LINE = re.compile(r"^(\w+): running, metrics and probes on (http://127\.0\.0\.1:\d+)$", re.M)
+CLAIM_ROW = re.compile(r"^resourceclaim\.resource\.k8s\.io/trainer-[01]-gpu-\w+\s+allocated,reserved\s", re.M)
+POD_ROW = re.compile(r"^pod/trainer-[01]\s.*\stemplates-node\s", re.M)
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if re.search(rf"^PPid:\s+{pid}$", status, re.M):
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
+    cluster: harness.Cluster, api: Kube
+) -> None:
+    cleanup.clean(api, SCENARIO)
+    path = os.pathsep.join([str(Path(cluster.kubectl_path).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PATH": path}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "e2e.run"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+    operator_pids: list[int] = []
+    try:
+        wait_for(lambda: READY_LINE in "".join(lines) or proc.poll() is not None, 180, "make run to settle")
+        output = "".join(lines)
+        assert proc.poll() is None, f"make run exited with {proc.returncode}:\n{output[-4000:]}"
+
+        started = dict(OPERATOR_LINE.findall(output))
+        assert sorted(started) == sorted(OPERATOR_NAMES), output[-4000:]
+        demo = output.split("$ kubectl get resourceclaims,pods -n demo-templates -o wide", 1)[1]
+        assert len(CLAIM_ROW.findall(demo)) == 2, demo
+        assert len(POD_ROW.findall(demo)) == 2, demo
+        for name, url in started.items():
+            wait_for(functools.partial(_ready, url), 60, f"{name} to be ready at {url}/readyz")
+
+        operator_pids = _children(proc.pid)
+        assert len(operator_pids) == len(OPERATOR_NAMES), operator_pids
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, "".join(lines)[-4000:]
+        assert not [pid for pid in operator_pids if _alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in operator_pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        reader.join(10)
+        proc.stdout.close()
+        cleanup.clean(api, SCENARIO, wait=False)
