@@ -111,6 +111,28 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _start_operator(name: str, kubeconfig: str, address: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "operators",
+            "run",
+            name,
+            f"--kubeconfig={kubeconfig}",
+            f"--metrics-bind-address={address}",
+            f"--health-probe-bind-address={address}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    print(f"{name}: running, metrics and probes on http://{address}")
+    threading.Thread(target=_pump, args=(name, proc), daemon=True).start()
+    return proc
+
+
 def main() -> int:
     kubeconfig, kubectl = _kubeconfig()
     crds = REPO_ROOT / "crds"
@@ -128,38 +150,19 @@ def main() -> int:
         except NotImplementedOperator:
             print(f"{name}: not implemented yet, skipped")
     _demo_workload(kubectl, kubeconfig)
-    procs: dict[str, subprocess.Popen[str]] = {}
-    for index, name in enumerate(implemented):
-        address = f"127.0.0.1:{18080 + index}"
-        procs[name] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "operators",
-                "run",
-                name,
-                f"--kubeconfig={kubeconfig}",
-                f"--metrics-bind-address={address}",
-                f"--health-probe-bind-address={address}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=REPO_ROOT,
-        )
-        print(f"{name}: running, metrics and probes on http://{address}")
-        threading.Thread(target=_pump, args=(name, procs[name]), daemon=True).start()
-    if "resourceclaim" in procs:
-        _show_demo(kubectl, kubeconfig)
     shown = os.path.relpath(kubeconfig, REPO_ROOT) if kubeconfig.startswith(str(REPO_ROOT)) else kubeconfig
-    print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={shown}")
-    # A supervisor's SIGTERM stops the operators as Ctrl-C does, rather than orphaning them.
+    procs: dict[str, subprocess.Popen[str]] = {}
+    # A supervisor's SIGTERM stops the operators as Ctrl-C does, rather than orphaning them, and
+    # so does either while the demo is still being shown.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        while all(p.poll() is None for p in procs.values()) or not procs:
+        for index, name in enumerate(implemented):
+            procs[name] = _start_operator(name, kubeconfig, f"127.0.0.1:{18080 + index}")
+        if "resourceclaim" in procs:
+            _show_demo(kubectl, kubeconfig)
+        print(f"\nThe operators keep running; Ctrl-C stops them. KUBECONFIG={shown}")
+        while procs and all(p.poll() is None for p in procs.values()):
             time.sleep(1)
-            if not procs:
-                break
     except KeyboardInterrupt:
         pass
     finally:
