@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster import build as build_mod
 from e2e.cluster import launcher
@@ -79,17 +80,17 @@ def _demo_workload(kubectl: str, kubeconfig: str) -> None:
         )
 
 
+def _all_bound(pods: list[dict[str, Any]]) -> bool:
+    return bool(pods) and all(p["spec"].get("nodeName") for p in pods)
+
+
 def _show_demo(kubectl: str, kubeconfig: str) -> None:
     from e2e.kube import Kube, wait_for
 
     api = Kube(kubeconfig)
     try:
         pods = "/api/v1/namespaces/demo-templates/pods"
-        wait_for(
-            lambda: all(p["spec"].get("nodeName") for p in api.list(pods)) and api.list(pods),
-            60,
-            "the demo pods to be bound",
-        )
+        wait_for(lambda: _all_bound(api.list(pods)), 60, "the demo pods to be bound")
     except AssertionError as err:
         print(f"demo: {err}")
     finally:

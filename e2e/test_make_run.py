@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.request
 from pathlib import Path
 
 from demo import cleanup
@@ -29,11 +28,7 @@ POD_ROW = re.compile(r"^pod/trainer-[01]\s.*\stemplates-node\s", re.M)
 
 
 def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
+    return harness.http_get(f"{url}/readyz", timeout=2)[0] == 200
 
 
 def _children(pid: int) -> list[int]:
