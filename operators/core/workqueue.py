@@ -12,6 +12,9 @@ Contract (the controllers rely on it):
   bucket (10/s, burst 100). :meth:`forget` resets the key's failures after a success.
 - The queue is *gated*: workers receive nothing until :meth:`open` is called. Controllers open
   it when the informers' initial listing is complete, so no decision is made on a partial view.
+- An added key wakes one idle worker, as client-go's ``cond.Signal()``. Waking all of them
+  (an :class:`asyncio.Event`, as before) made the 49 others of 50 idle workers run only to
+  wait again: 0.1 ms of CPU per added key, 2000 adds of an idle operator's 1000-pod watch.
 
 All methods are synchronous and must be called from the event loop that runs the workers;
 watch handlers call them without awaiting anything.
@@ -68,7 +71,8 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._bucket = TokenBucket(overall_qps, overall_burst)
-        self._nonempty = asyncio.Event()
+        # Idle workers, oldest first; each waits on its own future (see _wake_one).
+        self._idle: deque[asyncio.Future[None]] = deque()
         self._drained = asyncio.Event()
         self._timer_wakeup = asyncio.Event()
         self._open = asyncio.Event()
@@ -87,7 +91,7 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             return
         self._queue.append(key)
-        self._notify()
+        self._wake_one()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -133,8 +137,18 @@ class WorkQueue(Generic[K]):
         while not self._queue:
             if self._shutting_down:
                 raise asyncio.CancelledError
-            self._nonempty.clear()
-            await self._nonempty.wait()
+            wakeup = asyncio.get_running_loop().create_future()
+            self._idle.append(wakeup)
+            try:
+                await wakeup
+            except asyncio.CancelledError:
+                if wakeup.done() and not wakeup.cancelled():
+                    # Woken for a key and cancelled before taking it: another worker takes it.
+                    self._wake_one()
+                else:
+                    with contextlib.suppress(ValueError):  # already skipped by _wake_one
+                        self._idle.remove(wakeup)
+                raise
         key = self._queue.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
@@ -152,7 +166,7 @@ class WorkQueue(Generic[K]):
             self.metrics.worked(time.monotonic() - started)
         if key in self._dirty:
             self._queue.append(key)
-            self._notify()
+            self._wake_one()
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -161,6 +175,11 @@ class WorkQueue(Generic[K]):
     def waiting(self) -> int:
         return len(self._waiting)
 
+    @property
+    def idle_workers(self) -> int:
+        """Workers waiting for a key (not counting one already woken for a key)."""
+        return sum(1 for wakeup in self._idle if not wakeup.done())
+
     def idle(self) -> bool:
         return not self._queue and not self._processing
 
@@ -168,8 +187,12 @@ class WorkQueue(Generic[K]):
         now = time.monotonic()
         return [now - t for t in self._started_at.values()]
 
-    def _notify(self) -> None:
-        self._nonempty.set()
+    def _wake_one(self) -> None:
+        while self._idle:
+            wakeup = self._idle.popleft()
+            if not wakeup.done():
+                wakeup.set_result(None)
+                return
 
     # -- running ---------------------------------------------------------------------------
 
@@ -202,7 +225,8 @@ class WorkQueue(Generic[K]):
     async def shutdown(self, grace: float) -> None:
         """Stop handing out keys and give running syncs up to ``grace`` seconds to finish."""
         self._shutting_down = True
-        self._nonempty.set()
+        while self._idle:
+            self._wake_one()
         if self._processing:
             self._drained.clear()
             with contextlib.suppress(TimeoutError):
