@@ -2,11 +2,12 @@
 # The same image runs every operator: `dra-operators run <name>` (see manifests/).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY operators ./operators
+# The versions the tests passed with (constraints.txt), not whatever is newest today.
 RUN python -m venv /opt/dra-operators \
  && /opt/dra-operators/bin/pip install --no-cache-dir --upgrade pip \
- && /opt/dra-operators/bin/pip install --no-cache-dir .
+ && /opt/dra-operators/bin/pip install --no-cache-dir -c constraints.txt .
 
 FROM python:3.11-slim
 # A numeric non-root user, so runAsNonRoot can be verified by the kubelet.

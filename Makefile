@@ -27,10 +27,10 @@ LIMIT_E2E := 2700
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint]'
 	touch $@
 
 .PHONY: venv
@@ -52,6 +52,11 @@ test-unit: $(STAMP) ## unit tests (no cluster)
 .PHONY: k8s-bin
 k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd
 	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build
+
+.PHONY: constraints
+constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 .PHONY: k8s-gomod
 k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
