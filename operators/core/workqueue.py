@@ -14,7 +14,7 @@ Contract (the controllers rely on it):
   it when the informers' initial listing is complete, so no decision is made on a partial view.
 - An added key wakes one idle worker, as client-go's ``cond.Signal()``. Waking all of them
   (an :class:`asyncio.Event`, as before) made the 49 others of 50 idle workers run only to
-  wait again: 0.1 ms of CPU per added key, 2000 adds of an idle operator's 1000-pod watch.
+  wait again: 0.1 ms of CPU per added key, and a 1000-pod burst adds 2000 keys.
 
 All methods are synchronous and must be called from the event loop that runs the workers;
 watch handlers call them without awaiting anything.
