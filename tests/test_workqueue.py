@@ -4,7 +4,10 @@ without any cluster."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -23,6 +26,18 @@ def _queue() -> WorkQueue[str]:
     queue: WorkQueue[str] = WorkQueue("unit")
     queue.open()
     return queue
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    queue: WorkQueue[Any], workers: int, sync: Callable[[Any], Awaitable[None]]
+) -> AsyncIterator[None]:
+    runner = asyncio.create_task(queue.run(workers, sync))
+    try:
+        yield
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
 
 
 async def test_a_waiting_key_is_held_once() -> None:
@@ -114,13 +129,9 @@ async def test_add_after_keeps_the_earliest_due_time() -> None:
     async def sync(key: str) -> None:
         synced.set()
 
-    runner = asyncio.create_task(queue.run(1, sync))
-    try:
+    async with _running(queue, 1, sync):
         # Had the 60 s add replaced the sooner one, this would time out.
         await asyncio.wait_for(synced.wait(), 5)
-    finally:
-        runner.cancel()
-        await asyncio.gather(runner, return_exceptions=True)
 
 
 def _due_in(queue: WorkQueue[str], key: str) -> float:
@@ -161,12 +172,8 @@ async def test_a_failed_sync_is_retried_and_a_retry_request_is_not_a_failure() -
         finished.set()
 
     queue.add("a")
-    runner = asyncio.create_task(queue.run(2, sync))
-    try:
+    async with _running(queue, 2, sync):
         await asyncio.wait_for(finished.wait(), 5)
-    finally:
-        runner.cancel()
-        await asyncio.gather(runner, return_exceptions=True)
     assert calls == ["a", "a", "a"]
     assert queue.failures("a") == 0, "a success forgets the failures"
 
@@ -184,15 +191,11 @@ async def test_every_added_key_is_synced_once_with_any_number_of_workers(workers
 
     int_queue: WorkQueue[int] = WorkQueue("unit")
     int_queue.open()
-    runner = asyncio.create_task(int_queue.run(workers, sync))
-    try:
+    async with _running(int_queue, workers, sync):
         for key in range(200):
             int_queue.add(key)
             if key % 7 == 0:
                 await asyncio.sleep(0)
         await asyncio.wait_for(all_done.wait(), 5)
         await _settle()
-    finally:
-        runner.cancel()
-        await asyncio.gather(runner, return_exceptions=True)
     assert sorted(synced) == list(range(200))
