@@ -16,6 +16,7 @@ from pathlib import Path
 from demo import cleanup
 from demo.scenarios import SCENARIOS
 from e2e import harness
+from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from operators import OPERATOR_NAMES
@@ -42,14 +43,6 @@ def _children(pid: int) -> list[int]:
             if re.search(rf"^PPid:\s+{pid}$", status, re.M):
                 found.append(int(entry.name))
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
@@ -88,13 +81,13 @@ def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
         assert len(operator_pids) == len(OPERATOR_NAMES), operator_pids
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, "".join(lines)[-4000:]
-        assert not [pid for pid in operator_pids if _alive(pid)]
+        assert not [pid for pid in operator_pids if launcher.process_alive(pid)]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
         for pid in operator_pids:
-            if _alive(pid):
+            if launcher.process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
         reader.join(10)
         proc.stdout.close()

@@ -175,15 +175,18 @@ def _proc_exe(pid: int) -> str | None:
         return None
 
 
-def _runs(pid: int, binary: str) -> bool:
-    exe = _proc_exe(pid)
-    if exe is None:
-        return False
+def process_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child nobody has reaped yet)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-    except OSError:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _runs(pid: int, binary: str) -> bool:
+    exe = _proc_exe(pid)
+    if exe is None or not process_alive(pid):
         return False
     return os.path.realpath(exe) == os.path.realpath(binary)
 
