@@ -12,19 +12,12 @@ poll of 200 claims and 200 pods, and loaded the two-core machine it measured."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
-import json
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import aiohttp
 
 from e2e.bench.env import (
     PeakRss,
@@ -36,6 +29,7 @@ from e2e.bench.env import (
     percentile,
     run_async,
 )
+from e2e.bench.watch import watching
 from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
 from e2e.cluster.nodes import node_body
 from e2e.kube import Kube, wait_for
@@ -161,9 +155,6 @@ class Timeline:
     ready: dict[str, float] = field(default_factory=dict)
     ready_wall: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
-    watches: int = 0
-    """Watches whose stream is open (their answer's headers arrived)."""
-    relists: int = 0
 
     def claim(self, body: dict[str, Any], now: float, wall: float) -> None:
         name = body["metadata"]["name"]
@@ -182,93 +173,6 @@ class Timeline:
         if body.get("spec", {}).get("nodeName"):
             # pod-0007 consumes claim-0007
             self.bound.setdefault(body["metadata"]["name"].replace("pod-", "claim-"), now)
-
-
-async def _watch(
-    client: KubeClient,
-    path: str,
-    handle: Callable[[dict[str, Any], float, float], None],
-    opened: Callable[[], None],
-    relisted: Callable[[], None],
-) -> None:
-    """List, then watch from the listing; events are timed on arrival, so no polling interval
-    blurs them. A watch that ends (an ERROR event, a closed stream) lists again and goes on;
-    objects first seen in such a listing are timed by it (counted, reported in the notes)."""
-    first = True
-    while True:
-        listing = await client.get(path)
-        now, wall = time.monotonic(), time.time()
-        for item in listing.get("items", []):
-            handle(item, now, wall)
-        if not first:
-            relisted()
-        headers = {"Accept": "application/json"}
-        await client.api.update_params_for_auth(headers, [], ["BearerToken"])
-        params = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]}
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        session = client.api.rest_client.pool_manager
-        try:
-            async with session.get(
-                client.server + path, params=params, headers=headers, timeout=timeout
-            ) as answer:
-                if first:
-                    opened()
-                    first = False
-                async for line in answer.content:
-                    now, wall = time.monotonic(), time.time()
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        break
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        handle(event["object"], now, wall)
-        except (aiohttp.ClientError, ValueError):
-            pass
-
-
-@contextlib.contextmanager
-def watching(kubeconfig: str, timeline: Timeline) -> Iterator[asyncio.Task[None]]:
-    """The watches run on a loop of their own; the task is given out so that a caller can
-    notice when they died."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="bench-watch", daemon=True)
-    thread.start()
-
-    def opened() -> None:
-        timeline.watches += 1
-
-    def relisted() -> None:
-        timeline.relists += 1
-
-    async def main() -> None:
-        client = await KubeClient.from_kubeconfig(kubeconfig, qps=0, burst=1)
-        claims = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
-        try:
-            await asyncio.gather(
-                _watch(client, claims, timeline.claim, opened, relisted),
-                _watch(client, f"/api/v1/namespaces/{NAMESPACE}/pods", timeline.pod, opened, relisted),
-            )
-        finally:
-            await client.close()
-
-    async def start() -> asyncio.Task[None]:
-        return asyncio.create_task(main())
-
-    async def stop(task: asyncio.Task[None]) -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    task = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    try:
-        wait_for(lambda: timeline.watches == 2 or task.done(), 30, "the bench's watches")
-        yield task
-    finally:
-        asyncio.run_coroutine_threadsafe(stop(task), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def _requests(metrics: str) -> dict[str, float]:
@@ -308,16 +212,18 @@ def _tier(tier: str, args: tuple[str, ...]) -> Result:
                 assert op.process is not None
                 rss = PeakRss(op.process.pid)
                 timeline = Timeline()
-                with watching(api.kubeconfig, timeline) as watches:
+                handlers = {
+                    f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims": timeline.claim,
+                    f"/api/v1/namespaces/{NAMESPACE}/pods": timeline.pod,
+                }
+                with watching(api.kubeconfig, handlers) as watches:
                     before = _requests(op.metrics())
                     started = time.monotonic()
                     run_async(_workload, api.kubeconfig)
 
                     def all_bound() -> bool:
                         rss.sample()
-                        if watches.done():
-                            watches.result()
-                            raise AssertionError("the bench's watches ended")
+                        watches.check()
                         return len(timeline.bound) == CLAIMS
 
                     wait_for(all_bound, 600, "every pod to be bound", interval=POLL)
@@ -329,8 +235,10 @@ def _tier(tier: str, args: tuple[str, ...]) -> Result:
                 per_method = ", ".join(f"{m} {n:.2f}" for m, n in sorted(calls.items()) if n)
                 result.notes.append(f"API requests per claim until all pods were bound: {per_method}")
                 result.ours["peak_rss_mib"] = rss.mib
-                if timeline.relists:
-                    result.notes.append(f"a watch ended and was resumed by a listing {timeline.relists}x")
+                if watches.stats.relists:
+                    result.notes.append(
+                        f"a watch ended and was resumed by a listing {watches.stats.relists}x"
+                    )
         finally:
             api.close()
     result.notes.append(

@@ -1,12 +1,14 @@
 """devicetaint: a NoExecute DeviceTaintRule over N allocated, reserved, bound pods; seconds from
-creating the rule until every pod has a deletionTimestamp. Also our operator's peak RSS."""
+creating the rule until every pod has a deletionTimestamp (the arrival of the last such pod update
+on a watch). Also our operator's peak RSS."""
 
 from __future__ import annotations
 
 import functools
 import time
 
-from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, poll_until, run_async
+from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, run_async
+from e2e.bench.watch import FirstSeen, watching
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.cluster.nodes import node_body
 from e2e.kube import Kube, wait_for
@@ -80,17 +82,14 @@ def _workload(api: Kube, pods: int, rss: PeakRss | None) -> float:
             "taint": {"key": "bench", "value": "x", "effect": "NoExecute"},
         },
     }
-    started = time.monotonic()
-    api.create(RULES, rule)
-
-    def done() -> bool:
-        if rss is not None:
-            rss.sample()
-        items = api.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
-        return sum(1 for p in items if p["metadata"].get("deletionTimestamp")) == pods
-
-    poll_until(done, 900, f"{pods} pods to be marked for deletion", interval=0.25)
-    return time.monotonic() - started
+    marked = FirstSeen(lambda pod: bool(pod["metadata"].get("deletionTimestamp")))
+    with watching(api.kubeconfig, {f"/api/v1/namespaces/{NAMESPACE}/pods": marked}) as watches:
+        started = time.monotonic()
+        api.create(RULES, rule)
+        finished = marked.wait(watches, pods, 900, f"{pods} pods to be marked for deletion")
+    if rss is not None:
+        rss.sample()
+    return finished - started
 
 
 def _setup(api: Kube, pods: int) -> None:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, TypeVar
 from e2e import harness
 from e2e.cluster import build as build_mod
 from e2e.cluster import launcher
-from e2e.kube import Kube, wait_for
+from e2e.kube import Kube
 from operators.core.client import KubeClient
 
 T = TypeVar("T")
@@ -151,13 +150,6 @@ async def bounded_gather(items: Sequence[Callable[[], Awaitable[Any]]], concurre
             return await make()
 
     return await asyncio.gather(*(one(m) for m in items))
-
-
-def poll_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> float:
-    """Seconds until ``condition`` holds (measured by polling, so resolution is ``interval``)."""
-    started = time.monotonic()
-    wait_for(condition, timeout, what, interval=interval)
-    return time.monotonic() - started
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -15,9 +15,9 @@ from e2e.bench.env import (
     bounded_gather,
     devcluster,
     our_operator,
-    poll_until,
     run_async,
 )
+from e2e.bench.watch import FirstSeen, watching
 from e2e.cluster.nodes import make_devices, node_body, slice_body
 from e2e.kube import Kube
 from e2e.taintselector_support import CRD_NAME, CRD_PATH, RULES, SELECTORS, UID_LABEL
@@ -62,15 +62,14 @@ def _workload(api: Kube, rss: PeakRss) -> float:
             },
         },
     }
-    started = time.monotonic()
-    uid = api.create(SELECTORS, selector)["metadata"]["uid"]
-
-    def done() -> bool:
-        rss.sample()
-        return len(api.list(RULES, labelSelector=f"{UID_LABEL}={uid}")) == expected
-
-    poll_until(done, 600, f"{expected} DeviceTaintRules to exist", interval=0.1)
-    return time.monotonic() - started
+    # The cluster is fresh and holds this one selector, so every labelled rule is one of its.
+    made = FirstSeen(lambda rule: UID_LABEL in (rule["metadata"].get("labels") or {}))
+    with watching(api.kubeconfig, {RULES: made}) as watches:
+        started = time.monotonic()
+        api.create(SELECTORS, selector)
+        finished = made.wait(watches, expected, 600, f"{expected} DeviceTaintRules to exist")
+    rss.sample()
+    return finished - started
 
 
 def run() -> list[Result]:
