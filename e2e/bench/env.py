@@ -170,12 +170,16 @@ def measure_ours(
     setup: Callable[[Kube], None],
     workload: Callable[[Kube, PeakRss | None], float],
 ) -> dict[str, float]:
-    """The workload's seconds with our operator (in-tree controllers off) and its peak RSS."""
+    """The workload's seconds with our operator (in-tree controllers off) and its peak RSS.
+
+    The operator starts before ``setup``, as kube-controller-manager runs through it in the
+    upstream run: started after it, the operator would still be taking in the setup's objects
+    (kopf's own listing, the re-list for vanished objects) while the workload is timed."""
     with devcluster(upstream=False) as cluster:
         api = Kube(cluster.kubeconfig)
         try:
-            setup(api)
             with our_operator(cluster, api, operator, tier.operator_args) as op:
+                setup(api)
                 assert op.process is not None
                 rss = PeakRss(op.process.pid)
                 seconds = workload(api, rss)
