@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ async def _watch(client: KubeClient, path: str, handle: Handler, stats: WatchSta
     """List, then watch from the listing. A watch that ends (an ERROR event, a closed stream)
     lists again and goes on; objects first seen in such a listing are timed by it (counted)."""
     first = True
+    ended = ""
     while True:
         listing = await client.get(path)
         now, wall = time.monotonic(), time.time()
@@ -43,6 +45,9 @@ async def _watch(client: KubeClient, path: str, handle: Handler, stats: WatchSta
             handle(item, now, wall)
         if not first:
             stats.relists += 1
+            # Objects first seen in this listing are timed by it, later than they arrived: say so
+            # in the bench's output, with the reason the watch ended.
+            print(f"bench watch on {path} resumed by a listing after: {ended}", file=sys.stderr)
         headers = {"Accept": "application/json"}
         await client.api.update_params_for_auth(headers, [], ["BearerToken"])
         params = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]}
@@ -61,11 +66,14 @@ async def _watch(client: KubeClient, path: str, handle: Handler, stats: WatchSta
                         continue
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
+                        ended = f"ERROR event {event.get('object', {}).get('message', '')!r}"
                         break
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                         handle(event["object"], now, wall)
-        except (aiohttp.ClientError, ValueError):
-            pass
+                else:
+                    ended = "the server closed the stream"
+        except (aiohttp.ClientError, ValueError) as err:
+            ended = repr(err)
 
 
 class Watches:
