@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import statistics
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -119,6 +120,37 @@ class PeakRss:
         return round(self.peak_kib / 1024, 1)
 
 
+class CpuUse:
+    """CPU seconds (user + system) each process of a run spends while a workload runs: the
+    control plane's components, our operator, and this process (the workload generator and the
+    bench's watches). The unthrottled bursts saturate both cores, so a run's length follows the
+    sum, and the split says which process made the difference between upstream and ours."""
+
+    def __init__(self, cluster: harness.Cluster, operator_pid: int | None = None) -> None:
+        components = cluster.state.components if cluster.state is not None else {}
+        self._pids = {name: component.pid for name, component in components.items()}
+        if operator_pid is not None:
+            self._pids["operator"] = operator_pid
+        self._start = self._now()
+
+    def _now(self) -> dict[str, float]:
+        used = {name: launcher.cpu_seconds(pid) for name, pid in self._pids.items()}
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        used["bench"] = own.ru_utime + own.ru_stime
+        return used
+
+    def used(self) -> dict[str, float]:
+        now = self._now()
+        spent = {name: now[name] - self._start[name] for name in now}
+        result = {f"cpu_{name}": round(seconds, 2) for name, seconds in spent.items()}
+        # The controllers' share: kube-controller-manager with its in-tree controller upstream;
+        # kube-controller-manager without it plus our operator in our run.
+        controllers = spent.get("kube-controller-manager", 0.0) + spent.get("operator", 0.0)
+        result["cpu_controllers"] = round(controllers, 2)
+        result["cpu_total"] = round(sum(spent.values()), 2)
+        return result
+
+
 @contextlib.contextmanager
 def our_operator(
     cluster: harness.Cluster, api: Kube, name: str, args: Sequence[str]
@@ -182,8 +214,9 @@ def measure_ours(
                 setup(api)
                 assert op.process is not None
                 rss = PeakRss(op.process.pid)
+                cpu = CpuUse(cluster, op.process.pid)
                 seconds = workload(api, rss)
-                return {"seconds": round(seconds, 2), "peak_rss_mib": rss.mib}
+                return {"seconds": round(seconds, 2), "peak_rss_mib": rss.mib, **cpu.used()}
         finally:
             api.close()
 
@@ -194,31 +227,37 @@ def compare_tiers(
     workload: Callable[[Kube, PeakRss | None], float],
     note: str,
 ) -> list[Result]:
-    """For each tier: the workload's seconds with the upstream controller, then with ours (and our
-    peak RSS), each on a fresh devcluster prepared by ``setup``; ``tier.rounds`` alternating
-    pairs, of which the medians (and the highest peak RSS) are reported."""
+    """For each tier: the workload's seconds and CPU use with the upstream controller, then with
+    ours (and our peak RSS), each on a fresh devcluster prepared by ``setup``; ``tier.rounds``
+    alternating pairs, of which the medians (and the highest peak RSS) are reported."""
     results = []
     for tier in TIERS.values():
         result = Result(operator, tier.name)
-        upstream: list[float] = []
+        upstream: list[dict[str, float]] = []
         ours: list[dict[str, float]] = []
         for _ in range(tier.rounds):
             with devcluster(upstream=True, kcm_args=tier.kcm_args) as cluster:
                 api = Kube(cluster.kubeconfig)
                 try:
                     setup(api)
-                    upstream.append(round(workload(api, None), 2))
+                    cpu = CpuUse(cluster)
+                    seconds = workload(api, None)
+                    upstream.append({"seconds": round(seconds, 2), **cpu.used()})
                 finally:
                     api.close()
             ours.append(measure_ours(operator, tier, setup, workload))
-        result.upstream["seconds"] = round(median(upstream), 2)
-        result.ours["seconds"] = round(median([run["seconds"] for run in ours]), 2)
+        result.upstream.update(_medians(upstream))
+        result.ours.update(_medians(ours))
         result.ours["peak_rss_mib"] = max(run["peak_rss_mib"] for run in ours)
         result.notes.append(note)
         if tier.rounds > 1:
             result.notes.append(
-                f"medians of {tier.rounds} alternating rounds; upstream {upstream}, "
-                f"ours {[run['seconds'] for run in ours]}"
+                f"medians of {tier.rounds} alternating rounds; "
+                f"upstream {[run['seconds'] for run in upstream]}, ours {[run['seconds'] for run in ours]}"
             )
         results.append(result)
     return results
+
+
+def _medians(runs: Sequence[dict[str, float]]) -> dict[str, float]:
+    return {key: round(median([run[key] for run in runs]), 2) for key in runs[0]}

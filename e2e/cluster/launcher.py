@@ -175,13 +175,27 @@ def _proc_exe(pid: int) -> str | None:
         return None
 
 
-def process_alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an exited child nobody has reaped yet)."""
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (which may hold spaces and
+    parentheses); empty when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return []
+
+
+def process_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child nobody has reaped yet)."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far; 0 once it is gone."""
+    fields = _stat(pid)
+    # utime and stime are fields 14 and 15 of proc(5), counted from the pid.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
 def _runs(pid: int, binary: str) -> bool:
