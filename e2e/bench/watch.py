@@ -32,8 +32,6 @@ class WatchStats:
     """Watches whose stream is open (their answer's headers arrived)."""
     relists: int = 0
     """Listings after the first: the server no longer had the version to resume from."""
-    resumed: int = 0
-    """Watches the server ended and that went on from the newest version seen."""
 
 
 GONE = 410
@@ -98,7 +96,6 @@ async def _watch(client: KubeClient, path: str, handle: Handler, stats: WatchSta
                         handle(body, now, wall)
                 else:
                     ended = "the server closed the stream"
-                    stats.resumed += 1
         except (aiohttp.ClientError, ValueError) as err:
             ended = repr(err)
             await asyncio.sleep(RETRY_SECONDS)
