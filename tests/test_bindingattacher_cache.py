@@ -1,9 +1,11 @@
-"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.cache)."""
+"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.cache),
+and the status writer's live read, which keeps the cache honest about deleted claims."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import pytest
 from bindingattacher_builders import claim, record, result
 
 from operators.bindingattacher.cache import (
@@ -17,6 +19,8 @@ from operators.bindingattacher.cache import (
     record_claim_key,
 )
 from operators.bindingattacher.ledger import LedgerIndex
+from operators.bindingattacher.statuswriter import StatusWriter
+from operators.core.client import ApiError, KubeClient
 
 
 def _body(rv: str = "5", uid: str = "u1", **meta: Any) -> dict[str, Any]:
@@ -63,6 +67,47 @@ def test_a_recreated_claim_of_the_same_name_replaces_the_name_index_only() -> No
     assert found is not None
     assert found.metadata.uid == "new"
     assert [c.metadata.uid for c in cache] == ["new"]
+
+
+def test_a_deleted_claim_is_not_brought_back_by_a_copy_read_before_its_deletion() -> None:
+    cache = ClaimCache()
+    cache.put(project_claim(_body("7"), False))
+    cache.remove("u1")
+    # A GET or an apply answer that was on its way when the DELETED event came.
+    assert not cache.put(project_claim(_body("7"), False))
+    assert not cache.put(project_claim(_body("8"), False))
+    assert cache.get("u1") is None
+    assert cache.named("ns", "c") is None
+    assert cache.put(project_claim(_body("9", uid="u2"), False)), "a new claim of the same name is a new UID"
+
+
+class _Reader:
+    """Answers the live GET of the claim with ``answer``: a body, or an ApiError to raise."""
+
+    def __init__(self, answer: dict[str, Any] | ApiError) -> None:
+        self.answer = answer
+
+    async def get(self, path: str, **params: str) -> dict[str, Any]:
+        if isinstance(self.answer, ApiError):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [ApiError(404, "NotFound", 'resourceclaims.resource.k8s.io "c" not found'), _body("9", uid="u2")],
+    ids=["gone", "replaced"],
+)
+async def test_a_live_read_that_finds_the_claim_gone_makes_the_cache_forget_it(
+    answer: dict[str, Any] | ApiError,
+) -> None:
+    cache = ClaimCache()
+    cache.put(project_claim(_body("7"), False))
+    client = cast(KubeClient, _Reader(answer))
+    writer = StatusWriter(client, client, cache, keep_test_annotations=False)
+    assert await writer.read("ns", "c", "u1") is None
+    assert cache.get("u1") is None
+    assert not cache.put(project_claim(_body("7"), False))
 
 
 def test_binding_conditions_and_keys() -> None:

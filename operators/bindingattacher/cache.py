@@ -13,6 +13,7 @@ the Test action (``test.dra-operators.io/*``) and test actions are enabled.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -91,10 +92,15 @@ def has_binding_conditions(claim: ResourceClaim) -> bool:
     return allocation is not None and any(r.binding_conditions for r in allocation.devices.results)
 
 
+DELETED_CLAIM_MEMORY = 10_000
+"""How many deleted claims' UIDs the cache refuses to take back (about 1 MiB)."""
+
+
 class ClaimCache:
     def __init__(self) -> None:
         self._by_uid: dict[str, ResourceClaim] = {}
         self._by_name: dict[tuple[str, str], str] = {}
+        self._deleted: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._by_uid)
@@ -107,8 +113,11 @@ class ClaimCache:
         return self._by_uid.get(uid) if uid is not None else None
 
     def put(self, claim: ResourceClaim) -> bool:
-        """Store ``claim`` unless a newer version of it is cached; returns whether it was stored."""
+        """Store ``claim`` unless a newer version of it is cached or it was deleted; returns whether
+        it was stored."""
         uid = claim.metadata.uid
+        if uid in self._deleted:
+            return False
         current = self._by_uid.get(uid)
         if current is not None and not newer(
             claim.metadata.resource_version, current.metadata.resource_version
@@ -119,6 +128,13 @@ class ClaimCache:
         return True
 
     def remove(self, uid: str) -> ResourceClaim | None:
+        """Forget a deleted claim for good. A copy read before the deletion (a GET or an apply's
+        answer that raced the watch's DELETED event) would otherwise bring it back for ever, and
+        its records would be driven against a claim that no longer exists; a UID is never reused."""
+        self._deleted[uid] = None
+        self._deleted.move_to_end(uid)
+        while len(self._deleted) > DELETED_CLAIM_MEMORY:
+            self._deleted.popitem(last=False)
         claim = self._by_uid.pop(uid, None)
         if claim is not None:
             name = (claim.metadata.namespace or "", claim.metadata.name)

@@ -75,15 +75,18 @@ class StatusWriter:
         return self.cache.get(updated.metadata.uid) or updated
 
     async def read(self, namespace: str, name: str, uid: str) -> ResourceClaim | None:
-        """A live read of the claim; None when it is gone or is another claim of the same name."""
+        """A live read of the claim; None when it is gone or is another claim of the same name, in
+        which case the cache forgets it too (its DELETED event may have been missed or overtaken)."""
         try:
             body = await self.reader.get(claim_path(namespace, name))
         except ApiError as err:
             if err.not_found:
+                self.cache.remove(uid)
                 return None
             raise
         claim = project_claim(body, self.keep_test_annotations)
         if claim.metadata.uid != uid:
+            self.cache.remove(uid)
             return None
         self.cache.put(claim)
         return self.cache.get(uid) or claim
