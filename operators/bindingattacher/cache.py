@@ -13,10 +13,11 @@ the Test action (``test.dra-operators.io/*``) and test actions are enabled.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from operators.core.recent import RecentKeys
 
 from .ledger import LedgerIndex
 from .models import DeviceAttachment, ResourceClaim
@@ -100,7 +101,7 @@ class ClaimCache:
     def __init__(self) -> None:
         self._by_uid: dict[str, ResourceClaim] = {}
         self._by_name: dict[tuple[str, str], str] = {}
-        self._deleted: OrderedDict[str, None] = OrderedDict()
+        self._deleted = RecentKeys(DELETED_CLAIM_MEMORY)
 
     def __len__(self) -> int:
         return len(self._by_uid)
@@ -131,10 +132,7 @@ class ClaimCache:
         """Forget a deleted claim for good. A copy read before the deletion (a GET or an apply's
         answer that raced the watch's DELETED event) would otherwise bring it back for ever, and
         its records would be driven against a claim that no longer exists; a UID is never reused."""
-        self._deleted[uid] = None
-        self._deleted.move_to_end(uid)
-        while len(self._deleted) > DELETED_CLAIM_MEMORY:
-            self._deleted.popitem(last=False)
+        self._deleted.add(uid)
         claim = self._by_uid.pop(uid, None)
         if claim is not None:
             name = (claim.metadata.namespace or "", claim.metadata.name)

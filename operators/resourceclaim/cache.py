@@ -19,9 +19,10 @@ seconds), which the just-created record uses for its 60 s confirmation rule.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+
+from operators.core.recent import RecentKeys
 
 from .constants import DELETED_POD_MEMORY, JUST_CREATED_CONFIRMATION_SECONDS, POD_CLAIM_NAME_ANNOTATION
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
@@ -82,7 +83,7 @@ class ClusterCache:
         self._pods_by_template = _MultiMap()
         self._claims_by_owner = _MultiMap()
         self._just_created: dict[str, _JustCreated] = {}
-        self._deleted_pod_uids: OrderedDict[str, None] = OrderedDict()
+        self._deleted_pod_uids = RecentKeys(DELETED_POD_MEMORY)
 
     # Reads.
 
@@ -157,7 +158,7 @@ class ClusterCache:
         if not pod_has_claims(pod):
             return []
         if removed:
-            self._remember_deleted_pod(pod.uid)
+            self._deleted_pod_uids.add(pod.uid)
         else:
             self._pods[key] = pod
             self._index_pod(key, pod)
@@ -230,12 +231,6 @@ class ClusterCache:
             if pod is not None:
                 routed.extend(route_pod(pod, removed=False, lookup_claim=self.claim))
         return routed
-
-    def _remember_deleted_pod(self, uid: str) -> None:
-        self._deleted_pod_uids[uid] = None
-        self._deleted_pod_uids.move_to_end(uid)
-        while len(self._deleted_pod_uids) > DELETED_POD_MEMORY:
-            self._deleted_pod_uids.popitem(last=False)
 
     @staticmethod
     def _owner_keys(claim: ResourceClaim) -> list[str]:
