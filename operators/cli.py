@@ -2,6 +2,10 @@
 
 Each operator package provides ``operators.<name>.operator.DEFINITION``; the options of
 ``run <name> --help`` come from that operator's settings model.
+
+A configuration error (an unknown operator or flag, a bad value, no usable credentials, a port
+in use) is one line, ``dra-operators: error: ...``, and exit code 2: it is what a user at a shell
+or a Deployment's log shows, so a traceback would only hide the sentence that says what to fix.
 """
 
 from __future__ import annotations
@@ -10,11 +14,15 @@ import argparse
 import asyncio
 import importlib
 import sys
+import typing
 from collections.abc import Sequence
 
 from . import OPERATOR_NAMES, __version__
 from .core import settings as settings_mod
 from .core.runtime import OperatorDefinition
+from .core.settings import ConfigurationError
+
+EXIT_CONFIGURATION = 2
 
 DESCRIPTIONS = {
     "resourceclaim": "ResourceClaims from templates, reservations, deallocation and cleanup",
@@ -57,16 +65,28 @@ def options_markdown() -> str:
     return "\n".join(parts)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one line (it prints the usage first); ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_CONFIGURATION, f"dra-operators: error: {message} (see '{self.prog} --help')\n")
+
+
+def _fail(message: str) -> int:
+    print(f"dra-operators: error: {message}", file=sys.stderr)
+    return EXIT_CONFIGURATION
+
+
 def _top_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<16} {DESCRIPTIONS[name]}" for name in OPERATOR_NAMES)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dra-operators",
         description="Kubernetes DRA controllers as out-of-tree operators.",
         epilog=f"operators:\n{listing}\n\n'dra-operators run NAME --help' lists the options of one operator.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run one operator against the current cluster", add_help=False)
     run.add_argument("name", metavar="OPERATOR", nargs="?", help=", ".join(OPERATOR_NAMES))
     run.add_argument("-h", "--help", action="store_true")
@@ -91,39 +111,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.help:
             _top_parser().print_help()
             return 0
-        print("dra-operators run: name an operator: " + ", ".join(OPERATOR_NAMES), file=sys.stderr)
-        return 2
+        return _fail("name an operator: " + ", ".join(OPERATOR_NAMES))
     if args.name not in OPERATOR_NAMES:
-        print(
-            f"dra-operators: unknown operator {args.name!r}; choose one of: {', '.join(OPERATOR_NAMES)}",
-            file=sys.stderr,
-        )
-        return 2
+        return _fail(f"unknown operator {args.name!r}; choose one of: {', '.join(OPERATOR_NAMES)}")
     try:
         definition = load_definition(args.name)
     except NotImplementedOperator:
         print(f"dra-operators: the {args.name} operator is not implemented yet", file=sys.stderr)
         return 3
-    parser = argparse.ArgumentParser(
-        prog=f"dra-operators run {args.name}", description=DESCRIPTIONS[args.name]
-    )
+    parser = _Parser(prog=f"dra-operators run {args.name}", description=DESCRIPTIONS[args.name])
     settings_mod.add_arguments(parser, definition.settings_class)
     if args.help:
         parser.print_help()
         return 0
     options = parser.parse_args(rest)
     try:
-        settings = settings_mod.from_arguments(definition.settings_class, options)
-    except ValueError as err:
-        print(f"dra-operators run {args.name}: invalid settings:\n{err}", file=sys.stderr)
-        return 2
+        settings = settings_mod.load(definition.settings_class, options)
+    except ConfigurationError as err:
+        return _fail(f"invalid settings: {err}")
     from .core import gc_tuning
     from .core.eventloop import new_event_loop
     from .core.runtime import run
 
     gc_tuning.tune()
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(run(definition, settings))
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(run(definition, settings))
+    except ConfigurationError as err:
+        return _fail(str(err))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from operators.core.client import ApiError
-from operators.kubectl_dra import cli, kubeconfig
+from operators.kubectl_dra import cli
 from operators.kubectl_dra.durations import parse_seconds
 from operators.kubectl_dra.session import Session
 
@@ -200,32 +200,35 @@ def test_usage_errors_are_exit_2(argv: list[str]) -> None:
     assert raised.value.code == 2
 
 
-def test_kubeconfig_lookup(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.write_text("x")
-    b.write_text("x")
-    home = tmp_path / "home"
-    (home / ".kube").mkdir(parents=True)
-    assert kubeconfig.resolve(str(a), {"KUBECONFIG": str(b)}, home) == str(a)
-    listed = f"{tmp_path / 'missing'}:{a}:{b}"
-    assert kubeconfig.resolve(None, {"KUBECONFIG": listed}, home) == f"{a}:{b}"
-    with pytest.raises(kubeconfig.NoKubeconfig, match="no kubeconfig: pass --kubeconfig"):
-        kubeconfig.resolve(None, {}, home)
-    (home / ".kube" / "config").write_text("x")
-    assert kubeconfig.resolve(None, {}, home) == str(home / ".kube" / "config")
-    with pytest.raises(kubeconfig.NoKubeconfig, match="names no existing file"):
-        kubeconfig.resolve(None, {"KUBECONFIG": str(tmp_path / "missing")}, home)
-    with pytest.raises(kubeconfig.NoKubeconfig, match="no such file"):
-        kubeconfig.resolve(str(tmp_path / "missing"), {}, home)
-
-
-def test_missing_kubeconfig_is_exit_1(
+def test_missing_credentials_are_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
+    """The lookup is the operators' (tests/test_credentials.py); the plugin keeps its exit code 1."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cli.main(["pools"]) == 1
-    assert "no kubeconfig" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "error: no Kubernetes credentials: pass --kubeconfig, set KUBECONFIG, run in a pod, "
+        "or create ~/.kube/config\n"
+    )
+
+
+def test_a_missing_context_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    assert cli.main(["pools", "--kubeconfig", str(path), "--context", "y"]) == 1
+    assert capsys.readouterr().err == (
+        f'error: kubeconfig {path} has no context "y" (given by --context); its contexts: x\n'
+    )
 
 
 @pytest.mark.parametrize(

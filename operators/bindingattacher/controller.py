@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from operators.core.discovery import find_served
 from operators.core.events import WARNING
+from operators.core.namespace import Problem
 
 from . import metrics
 from .actions import close_action
@@ -91,6 +92,7 @@ class BindingAttacherController:
             runtime.field_manager,
             lambda: self.taint_rules_served,
             self._readiness_changed,
+            self._namespace_problem,
         )
         self.executor = StepExecutor(
             ledger_writer=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
@@ -110,6 +112,8 @@ class BindingAttacherController:
         runtime.events.on_dropped = metrics.events_dropped.inc
         self.claims = ClaimSync(self.cache, self.index, self.book, self.executor, settings.namespace)
         metrics.bind(self)
+        if runtime.own_namespace is not None:
+            runtime.own_namespace.subscribe(self._namespace_changed)
         # Held back by the gated queue until the initial listing of every kind is complete.
         runtime.queue.add(SweepKey())
 
@@ -218,6 +222,15 @@ class BindingAttacherController:
         for record in self.index.all():
             if record.spec.driver == driver:
                 self.runtime.queue.add(record_claim_key(record))
+
+    def _namespace_problem(self) -> Problem | None:
+        state = self.runtime.own_namespace
+        return state.problem if state is not None else None
+
+    def _namespace_changed(self) -> None:
+        """Every policy's Ready depends on the ledger's namespace; their syncs re-queue the claims."""
+        for state in self.book.all():
+            self.runtime.queue.add(PolicyKey(state.name))
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the

@@ -5,7 +5,9 @@ watches and leader election included; ``manifests/bindingattacher/rbac.yaml`` gr
 these, and a test keeps the two equal. Deliberately absent (spec §20): ``resourceclaims/binding``
 (the attacher never changes ``allocation`` or ``reservedFor``), any write on ``resourceclaims``
 itself (no finalizers or annotations on claims), list/watch on pods (point reads only), and
-the ``update`` verbs on claim status (every status write is a server-side apply, i.e. PATCH).
+the ``update`` verbs on claim status (every status write is a server-side apply, i.e. PATCH),
+and ``get`` on namespaces: the runtime's check that the operator namespace exists takes a 403 as
+"it exists", which in a Pod it does (see :mod:`operators.core.namespace`).
 """
 
 from __future__ import annotations
@@ -76,4 +78,5 @@ DEFINITION = OperatorDefinition(
     settings_class=BindingAttacherSettings,
     default_workers=DEFAULT_WORKERS,
     make_controller=BindingAttacherController,
+    namespace_use="the DeviceAttachment ledger",
 )

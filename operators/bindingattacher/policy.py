@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
+from operators.core.namespace import Problem
 
 from . import deadlines
 from .deadlines import Backoff
@@ -323,10 +324,18 @@ def accepted_condition(verdict: Verdict, generation: int) -> Condition:
 
 
 def ready_condition(
-    accepted: Condition, authorized: Condition, terminating: bool, generation: int
+    accepted: Condition,
+    authorized: Condition,
+    terminating: bool,
+    generation: int,
+    namespace_problem: Problem | None = None,
 ) -> Condition:
     if terminating:
         status, reason, message = FALSE, "Terminating", "the policy is being deleted; no new attaches start"
+    elif namespace_problem is not None:
+        # Before the policy's own problems: without the ledger's namespace nothing can attach, and
+        # the Secrets a webhook action needs are missing for the same reason.
+        status, reason, message = FALSE, namespace_problem.reason, namespace_problem.message
     elif accepted.status != TRUE:
         status, reason, message = FALSE, "NotAccepted", accepted.message
     elif authorized.status != TRUE:
@@ -339,10 +348,16 @@ def ready_condition(
 
 
 def status_conditions(
-    verdict: Verdict, authorized: Condition, *, terminating: bool, generation: int
+    verdict: Verdict,
+    authorized: Condition,
+    *,
+    terminating: bool,
+    generation: int,
+    namespace_problem: Problem | None = None,
 ) -> tuple[Condition, Condition, Condition]:
     accepted = accepted_condition(verdict, generation)
-    return accepted, authorized, ready_condition(accepted, authorized, terminating, generation)
+    ready = ready_condition(accepted, authorized, terminating, generation, namespace_problem)
+    return accepted, authorized, ready
 
 
 def is_ready(status: Mapping[str, Any] | None) -> bool:

@@ -5,7 +5,9 @@ generation (``actions.build_action``; Secrets are read here, in the operator nam
 asks the API server whether this process may write the driver's ``status.devices`` entries
 (a SelfSubjectAccessReview, re-asked every 5 minutes and after a write was refused), and
 writes ``Accepted``/``Authorized``/``Ready`` plus the record counts with server-side apply on
-the status subresource. A write is skipped when nothing but timestamps would change.
+the status subresource. ``Ready`` is also False while the operator namespace, which holds the
+ledger, is missing (``NamespaceMissing``, with the runtime's sentence on what to create). A write
+is skipped when nothing but timestamps would change.
 
 A rejected later generation keeps the last accepted action instance, so detaches of existing
 records continue (spec §21.4). The finalizer ``dra-operators.io/attachments`` is added on
@@ -27,6 +29,7 @@ from typing import Any
 from operators.core.client import MERGE_PATCH, ApiError, KubeClient
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from operators.core.namespace import Problem
 from operators.core.workqueue import Retry
 
 from . import ledger, policy
@@ -83,6 +86,7 @@ class PolicySync:
         field_manager: str,
         taint_rules_served: Callable[[], bool],
         readiness_changed: Callable[[str], None],
+        namespace_problem: Callable[[], Problem | None] = lambda: None,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -93,6 +97,7 @@ class PolicySync:
         self.field_manager = field_manager
         self.taint_rules_served = taint_rules_served
         self.readiness_changed = readiness_changed
+        self.namespace_problem = namespace_problem
 
     async def sync(self, name: str) -> float | None:
         """Reconcile one policy; returns when to look again (seconds), or None."""
@@ -103,7 +108,11 @@ class PolicySync:
         verdict = await self._evaluate(state)
         authorized = await self._authorize(state)
         accepted, authorized, ready = policy.status_conditions(
-            verdict, authorized, terminating=state.deleting, generation=generation
+            verdict,
+            authorized,
+            terminating=state.deleting,
+            generation=generation,
+            namespace_problem=self.namespace_problem(),
         )
         was = (state.evaluated, state.ready)
         state.ready = ready.status == TRUE

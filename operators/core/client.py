@@ -1,9 +1,9 @@
 """The one Kubernetes API client of the project.
 
 kubernetes-asyncio loads the credentials (kubeconfig or in-cluster service account, with
-token refresh) and owns the aiohttp session; requests go through its ``ApiClient`` as raw
-JSON, because the operators read only a few fields of each object and the generated model
-classes would cost memory and time for nothing.
+token refresh; found in kubectl's places by :mod:`.credentials`) and owns the aiohttp session;
+requests go through its ``ApiClient`` as raw JSON, because the operators read only a few
+fields of each object and the generated model classes would cost memory and time for nothing.
 
 Every request passes the client-side token bucket (``--kube-api-qps``/``--kube-api-burst``,
 20/30 by default like kube-controller-manager). Like kube-controller-manager, which gives
@@ -29,9 +29,9 @@ from typing import Any
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
+from .credentials import load_credentials, locate_credentials
 from .metrics import client_request_done
 from .ratelimit import TokenBucket
 
@@ -105,17 +105,13 @@ def _proxy_for(configuration: k8s_client.Configuration) -> tuple[str | None, aio
     return str(proxy), auth
 
 
-async def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
-    """Credentials from an explicit kubeconfig path, else in-cluster, never from ``$KUBECONFIG``
-    implicitly: tests run several identities in one process."""
+async def load_configuration(kubeconfig: str | None, context: str | None = None) -> k8s_client.Configuration:
+    """Credentials as :func:`~.credentials.locate_credentials` finds them (``kubeconfig`` is
+    ``--kubeconfig``); a :class:`~.settings.ConfigurationError` when none can be used. Tests that
+    run several identities in one process pass each one's kubeconfig explicitly, which wins."""
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = MAX_CONNECTIONS
-    if kubeconfig:
-        await k8s_config.load_kube_config(
-            config_file=kubeconfig, client_configuration=configuration, persist_config=False
-        )
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    await load_credentials(locate_credentials(kubeconfig, context=context), configuration, context)
     return configuration
 
 

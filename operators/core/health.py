@@ -14,12 +14,14 @@ Metrics and probes may share one listener or use two, as the flags say.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from . import metrics
+from .settings import ConfigurationError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -82,20 +84,30 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 async def serve(health: Health, metrics_address: str, probe_address: str) -> list[web.AppRunner]:
-    """Start the listeners: one when both addresses are equal, else one each."""
+    """Start the listeners: one when both addresses are equal, else one each.
+
+    A port in use is a :class:`ConfigurationError` naming the flag: the usual cause is a second
+    operator started on the same machine with the default ports."""
+    metrics_flag, probe_flag = "--metrics-bind-address", "--health-probe-bind-address"
     if metrics_address == probe_address:
-        apps = [(build_app(health), metrics_address)]
+        apps = [(build_app(health), metrics_address, f"{metrics_flag} and {probe_flag}")]
     else:
         apps = [
-            (build_app(health, metrics_endpoint=False), probe_address),
-            (build_app(health, probes=False), metrics_address),
+            (build_app(health, metrics_endpoint=False), probe_address, probe_flag),
+            (build_app(health, probes=False), metrics_address, metrics_flag),
         ]
-    runners = []
-    for app, address in apps:
+    runners: list[web.AppRunner] = []
+    for app, address, flag in apps:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, *split_address(address)).start()
         runners.append(runner)
+        try:
+            await web.TCPSite(runner, *split_address(address)).start()
+        except OSError as err:
+            await stop(runners)
+            # asyncio's message repeats the address; the errno's text alone is the reason.
+            reason = os.strerror(err.errno) if err.errno else one_line(err)
+            raise ConfigurationError(f"cannot listen on {address} ({flag}): {reason}") from err
     return runners
 
 

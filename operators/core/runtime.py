@@ -22,6 +22,15 @@ minutes instead of seconds (measured; see docs/architecture.md).
 Leader election: a replica that does not hold the Lease starts no watch and no worker; it
 only serves probes (not ready). Losing the Lease ends the process with exit code 1, so a
 fresh process, with a fresh cache, competes again.
+
+The operator's own namespace, where it needs one (its Lease, the bindingattacher's ledger), is
+checked at start and every 10 s (:mod:`.namespace`): while it is missing the ``namespace``
+readiness gate is closed, a replica does not compete for the Lease, and the controller hears of
+every change through ``Runtime.own_namespace``. The operator stays up, so that it becomes ready
+by itself once the namespace is created.
+
+Configuration errors (credentials, bind addresses) are raised as
+:class:`~.settings.ConfigurationError` before anything starts, for the command line to print.
 """
 
 from __future__ import annotations
@@ -42,10 +51,12 @@ from kopf._core.reactor.inventory import (  # kopf.operator() takes them, kopf d
 
 from . import health as health_server
 from . import logs
+from . import namespace as namespace_check
 from .client import ApiError, KubeClient
 from .events import EventRecorder
 from .health import Health
 from .metrics import watch_event
+from .namespace import NamespaceState
 from .settings import OperatorSettings
 from .workqueue import WorkQueue
 
@@ -74,6 +85,9 @@ class OperatorDefinition:
     make_controller: Callable[[Runtime], Controller]
     # Component name in Events, field manager of writes, Lease name.
     component: str = ""
+    # What the operator keeps in its own namespace, for the message when that is missing; empty
+    # when it keeps nothing there (then only --leader-elect needs the namespace, for the Lease).
+    namespace_use: str = ""
 
     @property
     def component_name(self) -> str:
@@ -94,6 +108,8 @@ class Runtime:
     queue: WorkQueue[Any]
     controller: Any = None
     field_manager: str = ""
+    # Set when the operator needs its namespace (see OperatorDefinition.namespace_use).
+    own_namespace: NamespaceState | None = None
     # Set by request_stop(): a controller can end the process with a meaningful status,
     # e.g. "restart me, the served APIs changed".
     exit_code: int = 0
@@ -267,7 +283,8 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
 
 
 def install_login(registry: kopf.OperatorRegistry) -> None:
-    """kopf connects with the same credentials as our client (never with $KUBECONFIG)."""
+    """kopf connects with the same credentials as our client: resolved once, by
+    :func:`~.credentials.locate_credentials`, not again by kopf's own lookup."""
 
     @kopf.on.login(registry=registry)
     async def _login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
@@ -391,6 +408,23 @@ async def _ping(runtime: Runtime) -> None:
             await runtime.reader.get("/version")
 
 
+def namespace_purpose(definition: OperatorDefinition, settings: OperatorSettings) -> str:
+    """What the operator keeps in its namespace; empty when it needs none."""
+    uses = [definition.namespace_use] if definition.namespace_use else []
+    if settings.leader_elect:
+        uses.append("the leader-election Lease")
+    return " and ".join(uses)
+
+
+async def _watch_namespace(state: NamespaceState, client: KubeClient, health: Health) -> None:
+    """Re-check every few seconds, also once present (a deleted namespace is noticed), until
+    the answer can no longer change (forbidden to read it)."""
+    while state.presence is not namespace_check.Presence.UNKNOWABLE:
+        await asyncio.sleep(namespace_check.CHECK_SECONDS)
+        if state.update(await namespace_check.ask(client, state.name)):
+            health.set_gate("namespace", state.presence.usable)
+
+
 async def _lead(
     settings: OperatorSettings,
     client: KubeClient,
@@ -441,9 +475,7 @@ async def run(
     if configure_logging:
         logs.setup(settings.log_level, settings.log_format)
     health = Health(api_unreachable_timeout=settings.api_unreachable_timeout)
-    health.set_gate("apis-served", False)
-    health.set_gate("initial-listing", False)
-    health.set_gate("leader", not settings.leader_elect)
+    # First, so that a configuration error is the only thing the process prints.
     client = await KubeClient.from_kubeconfig(
         settings.kubeconfig,
         qps=settings.kube_api_qps,
@@ -451,9 +483,16 @@ async def run(
         user_agent=f"{definition.component_name}/{settings.identity}",
         on_success=health.api_ok,
     )
-    runners = await health_server.serve(
-        health, settings.metrics_bind_address, settings.health_probe_bind_address
-    )
+    health.set_gate("apis-served", False)
+    health.set_gate("initial-listing", False)
+    health.set_gate("leader", not settings.leader_elect)
+    try:
+        runners = await health_server.serve(
+            health, settings.metrics_bind_address, settings.health_probe_bind_address
+        )
+    except BaseException:
+        await client.close()
+        raise
     stop = stop or asyncio.Event()
     lost = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -483,6 +522,19 @@ async def run(
     # A standby replica must stay live too: it pings the API server while it waits for the Lease.
     tasks.append(asyncio.create_task(_ping(runtime)))
     try:
+        purpose = namespace_purpose(definition, settings)
+        if purpose:
+            state = runtime.own_namespace = NamespaceState(settings.namespace, purpose)
+            # Asked once before anything else, so that no condition is ever written before the
+            # answer is known; then the loop keeps it current.
+            state.update(await namespace_check.ask(runtime.reader, state.name))
+            health.set_gate("namespace", state.presence.usable)
+            tasks.append(asyncio.create_task(_watch_namespace(state, runtime.reader, health)))
+            if settings.leader_elect and not state.presence.usable:
+                # The Lease lives in the namespace: competing for it before would only fail.
+                await _first(state.wait_usable(), stop.wait())
+                if stop.is_set():
+                    return 0
         if settings.leader_elect:
             acquired = asyncio.Event()
             tasks.append(

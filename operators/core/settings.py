@@ -10,25 +10,40 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import uuid
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ENV_PREFIX = "DRA_OPERATORS_"
+# RFC 1123 label, as kube-apiserver validates namespace names.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class ConfigurationError(Exception):
+    """A setting the user has to fix (flags, credentials, bind addresses). The message is one
+    line, printed as ``dra-operators: error: <message>`` with exit code 2, never a traceback."""
+
+
+def one_line(value: object) -> str:
+    """Library messages span lines (YAML marks, pydantic's layout); a configuration error must not."""
+    return " ".join(str(value).split())
 
 
 class OperatorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
     kubeconfig: str | None = Field(
-        None, description="Path of a kubeconfig. Unset: the in-cluster service account (a Pod's default)."
+        None,
+        description="Path of a kubeconfig. Unset: $KUBECONFIG, else the in-cluster service account "
+        "(a Pod's), else ~/.kube/config.",
     )
     namespace: str = Field(
         default_factory=lambda: os.environ.get("POD_NAMESPACE", "dra-operators"),
-        description="Namespace of the leader-election Lease; defaults to $POD_NAMESPACE, where the "
-        "Deployment runs.",
+        description="The operator's own namespace (the leader-election Lease; the bindingattacher's "
+        "ledger and Secrets); defaults to $POD_NAMESPACE, where the Deployment runs, else dra-operators.",
     )
     leader_elect: bool = Field(
         False,
@@ -81,6 +96,21 @@ class OperatorSettings(BaseModel):
         "INFO", description="Lowest level logged."
     )
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not DNS_LABEL.fullmatch(value):
+            raise ValueError(f"{value!r} is not a namespace name (lower-case letters, digits and '-')")
+        return value
+
+    @field_validator("metrics_bind_address", "health_probe_bind_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        _host, colon, port = value.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{value!r} is not host:port (e.g. 0.0.0.0:8080, or :8080)")
+        return value
+
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
@@ -106,15 +136,18 @@ def add_arguments(parser: argparse.ArgumentParser, model: type[OperatorSettings]
         parser.add_argument(_flag(name), dest=name, default=None, choices=choices, help=help_text)
 
 
-def from_arguments(
-    model: type[OperatorSettings], namespace: argparse.Namespace, environ: dict[str, str] | None = None
-) -> OperatorSettings:
+def _collect(
+    model: type[OperatorSettings], namespace: argparse.Namespace, environ: dict[str, str] | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The given values, and for each where it came from (``--flag=value`` or ``ENV=value``)."""
     environ = dict(os.environ if environ is None else environ)
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name in model.model_fields:
         flag_value = getattr(namespace, name, None)
         if flag_value is not None:
             values[name] = flag_value
+            sources[name] = f"{_flag(name)}={flag_value}"
         elif _env(name) in environ:
             raw = environ[_env(name)]
             values[name] = (
@@ -122,7 +155,37 @@ def from_arguments(
                 if model.model_fields[name].annotation is bool
                 else raw
             )
+            sources[name] = f"{_env(name)}={raw}"
+    return values, sources
+
+
+def from_arguments(
+    model: type[OperatorSettings], namespace: argparse.Namespace, environ: dict[str, str] | None = None
+) -> OperatorSettings:
+    values, _sources = _collect(model, namespace, environ)
     return model.model_validate(values)
+
+
+def load(
+    model: type[OperatorSettings], namespace: argparse.Namespace, environ: dict[str, str] | None = None
+) -> OperatorSettings:
+    """:func:`from_arguments` for the command line: invalid values are one :class:`ConfigurationError`
+    naming the flag or variable that carried each."""
+    values, sources = _collect(model, namespace, environ)
+    try:
+        return model.model_validate(values)
+    except ValidationError as err:
+        raise ConfigurationError(describe_invalid(err, sources)) from None
+
+
+def describe_invalid(err: ValidationError, sources: dict[str, str]) -> str:
+    problems = []
+    for error in err.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = sources.get(field) or (_flag(field) if field else "settings")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}")
+    return one_line("; ".join(problems))
 
 
 def markdown_table(model: type[OperatorSettings], only_own: bool = False) -> str:

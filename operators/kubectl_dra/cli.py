@@ -2,8 +2,9 @@
 ``kubectl-dra`` on ``$PATH`` makes ``kubectl dra ...`` run it).
 
 kubectl passes no global flags to plugins (``kubectl --kubeconfig x dra`` is refused), so every
-subcommand takes ``--kubeconfig`` and ``--context`` itself; without them ``$KUBECONFIG``, then
-``~/.kube/config`` is read, as kubectl does. Exit codes: see :mod:`.errors`.
+subcommand takes ``--kubeconfig`` and ``--context`` itself; without them the credentials are found
+as the operators find them (:func:`operators.core.credentials.locate_credentials`: ``$KUBECONFIG``,
+the in-cluster service account, ``~/.kube/config``). Exit codes: see :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 
 from operators.core.taints import DeviceTaintSelector
 
-from . import kubeconfig, poolview, previewmodel
+from . import poolview, previewmodel
 from .durations import parse_seconds
 from .errors import EXIT_ERROR, EXIT_OK, PluginError
 from .pools import PoolsQuery, ask
@@ -59,7 +60,11 @@ def _selector(text: str) -> DeviceTaintSelector:
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    common.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account, "
+        "else ~/.kube/config)",
+    )
     common.add_argument("--context", help="kubeconfig context (default: its current context)")
     common.add_argument("-o", "--output", choices=("json", "yaml"), help="print a document instead of tables")
     common.add_argument(
@@ -112,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _with_session(args: argparse.Namespace, work: Callable[[Session], Awaitable[T]]) -> T:
-    session = await Session.connect(kubeconfig.resolve(args.kubeconfig), args.context)
+    session = await Session.connect(args.kubeconfig, args.context)
     try:
         return await work(session)
     finally:
@@ -151,9 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         _run(args)
-    except kubeconfig.NoKubeconfig as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
     except PluginError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.code

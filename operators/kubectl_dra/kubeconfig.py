@@ -1,35 +1,22 @@
-"""Which kubeconfig a user tool reads: ``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``.
+"""The kubeconfig file(s) a user tool reads, for tools that need a file rather than credentials.
 
-The operators never read ``$KUBECONFIG`` implicitly (tests run several identities in one process),
-but ``kubectl dra`` and the demo helpers are user tools run from a shell, where ``$KUBECONFIG`` is
-what kubectl itself honours. A ``$KUBECONFIG`` list (``a:b``) is passed on whole: the loader merges
-it as kubectl does.
+The demo's fake driver hands a path to :class:`e2e.kube.Kube`; the plugin itself connects through
+:func:`operators.core.client.load_configuration`. Both use the one resolution order,
+:func:`operators.core.credentials.locate_credentials`; this module only leaves the in-cluster
+service account out, since it has no file.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from operators.core.credentials import locate_credentials
+from operators.core.settings import ConfigurationError
 
-class NoKubeconfig(Exception):
-    pass
+NoKubeconfig = ConfigurationError
 
 
 def resolve(explicit: str | None, environ: Mapping[str, str] | None = None, home: Path | None = None) -> str:
-    if explicit:
-        if not Path(explicit).expanduser().is_file():
-            raise NoKubeconfig(f"--kubeconfig {explicit}: no such file")
-        return str(Path(explicit).expanduser())
-    env = os.environ if environ is None else environ
-    listed = env.get("KUBECONFIG", "")
-    if listed:
-        present = [p for p in listed.split(os.pathsep) if p and Path(p).expanduser().is_file()]
-        if not present:
-            raise NoKubeconfig(f"$KUBECONFIG names no existing file: {listed}")
-        return os.pathsep.join(str(Path(p).expanduser()) for p in present)
-    default = (home or Path.home()) / ".kube" / "config"
-    if default.is_file():
-        return str(default)
-    raise NoKubeconfig("no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config")
+    """``--kubeconfig``, else ``$KUBECONFIG`` (its existing files, ``a:b``), else ``~/.kube/config``."""
+    return locate_credentials(explicit, environ=environ, home=home, in_cluster=False).where

@@ -15,11 +15,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-
-from operators.core.client import ApiError, KubeClient
+from operators.core.client import ApiError, KubeClient, load_configuration
 from operators.core.discovery import ServedResource, resources_of
+from operators.core.settings import ConfigurationError
 
 from .errors import NoAnswer, PluginError
 
@@ -43,17 +41,13 @@ class Session:
         self.client = client
 
     @classmethod
-    async def connect(cls, kubeconfig: str, context: str | None) -> Session:
-        configuration = k8s_client.Configuration()
+    async def connect(cls, kubeconfig: str | None, context: str | None) -> Session:
+        """Credentials found as the operators find them (``--kubeconfig``, ``$KUBECONFIG``, the
+        in-cluster service account, ``~/.kube/config``)."""
         try:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except Exception as err:  # the loader raises several types for one cause: a bad kubeconfig
-            raise PluginError(f"cannot use kubeconfig {kubeconfig}: {err}") from err
+            configuration = await load_configuration(kubeconfig, context)
+        except ConfigurationError as err:
+            raise PluginError(str(err)) from err
         # A user tool asks a handful of questions; the operators' 20 QPS limit would only slow it.
         return cls(KubeClient(configuration, qps=100, burst=200, user_agent="kubectl-dra"))
 

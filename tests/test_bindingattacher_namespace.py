@@ -1,0 +1,114 @@
+"""A DeviceAttachPolicy is not Ready while the operator namespace, which holds the ledger, is
+missing (instead of Ready=True and a 404 per attachment), and becomes Ready once it exists."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from bindingattacher_builders import FABRIC
+
+from operators.bindingattacher import policy
+from operators.bindingattacher.cache import PolicyKey
+from operators.bindingattacher.controller import BindingAttacherController
+from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.core.client import KubeClient
+from operators.core.conditions import Condition
+from operators.core.events import EventRecorder
+from operators.core.health import Health
+from operators.core.namespace import NamespaceState, Presence, Problem
+from operators.core.runtime import Runtime
+from operators.core.workqueue import WorkQueue
+
+MISSING = Problem("NamespaceMissing", 'namespace "dra-operators" does not exist (...)')
+
+
+class FakeClient:
+    """Answers the policy sync's calls: the access review, the finalizer patch, the status apply,
+    and the Events."""
+
+    def __init__(self) -> None:
+        self.statuses: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        if path.endswith("/events"):
+            self.events.append(body)
+            return body
+        assert path.endswith("/selfsubjectaccessreviews")
+        return {"status": {"allowed": True}}
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
+        return {"metadata": {**body["metadata"], "resourceVersion": "2"}}
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+        self.statuses.append(body["status"])
+        return body
+
+
+def ready_of(status: dict[str, Any]) -> tuple[str, str, str]:
+    found = next(c for c in status["conditions"] if c["type"] == policy.READY)
+    return found["status"], found["reason"], found["message"]
+
+
+async def test_policy_ready_follows_the_namespace() -> None:
+    client = FakeClient()
+    kube = cast(KubeClient, client)
+    namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
+    namespace.update(Presence.MISSING)
+    runtime = Runtime(
+        name="bindingattacher",
+        settings=BindingAttacherSettings(namespace="dra-operators"),
+        client=kube,
+        reader=kube,
+        events=EventRecorder(kube, "dra-operators-bindingattacher"),
+        health=Health(),
+        queue=WorkQueue("bindingattacher-namespace-unit"),
+        field_manager="dra-operators-bindingattacher",
+        own_namespace=namespace,
+    )
+    controller = BindingAttacherController(runtime)
+    runtime.controller = controller
+    controller.observe_policy(
+        {
+            "metadata": {"name": "fabric", "uid": "u1", "generation": 1, "resourceVersion": "1"},
+            "spec": {
+                "driver": FABRIC,
+                "bindingTimeout": "30s",
+                "safetyMargin": "8s",
+                "action": {"kind": "Noop"},
+            },
+        }
+    )
+    await controller.sync(PolicyKey("fabric"))
+    status, reason, message = ready_of(client.statuses[-1])
+    assert (status, reason) == ("False", "NamespaceMissing")
+    assert message.startswith(
+        'namespace "dra-operators" does not exist (it holds the DeviceAttachment ledger)'
+    )
+    assert "kubectl create namespace dra-operators" in message
+    state = controller.book.get("fabric")
+    assert state is not None
+    assert not state.ready
+    assert state.not_ready_message == message  # the text of the claims' AttachPolicyNotReady Event
+
+    runtime.queue.open()
+    while len(runtime.queue):  # the keys queued by the first sync
+        runtime.queue.done(await runtime.queue.get())
+    namespace.update(Presence.PRESENT)
+    key = await runtime.queue.get()
+    assert key == PolicyKey("fabric")
+    runtime.queue.done(key)
+    await controller.sync(key)
+    assert ready_of(client.statuses[-1])[:2] == ("True", "Ready")
+    assert state.ready
+    await runtime.events.drain(1.0)
+
+
+def test_the_namespace_comes_before_the_policys_own_problems() -> None:
+    accepted = Condition(type=policy.ACCEPTED, status="False", reason="SecretNotFound", message="no secret")
+    authorized = policy.authorized_condition(FABRIC, True, 1)
+    ready = policy.ready_condition(accepted, authorized, False, 1, MISSING)
+    assert (ready.status, ready.reason, ready.message) == ("False", MISSING.reason, MISSING.message)
+    terminating = policy.ready_condition(accepted, authorized, True, 1, MISSING)
+    assert terminating.reason == "Terminating"
+    assert policy.ready_condition(accepted, authorized, False, 1).reason == "NotAccepted"
