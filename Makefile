@@ -10,17 +10,21 @@ STAMP := $(VENV)/.installed
 K8S_VERSION ?= v1.37.2
 UPSTREAM_DRA ?=
 FAKE_NODES ?=
+# NODE=fake: a cluster of fake nodes only (no kubelet, containerd or images; pods never start).
+NODE ?=
 BINDING_TIMEOUT ?=
 PYTEST_ARGS ?=
 DEMO ?=
 
 CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
+	$(if $(NODE),--node $(NODE)) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
 
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
 LIMIT_VENV := 300
 LIMIT_UNIT := 300
 LIMIT_BIN := 1800
+LIMIT_NODE := 1200
 LIMIT_E2E := 2700
 
 .PHONY: help
@@ -53,6 +57,10 @@ test-unit: $(STAMP) ## unit tests (no cluster)
 k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd
 	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build
 
+.PHONY: node-bin
+node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images
+	timeout $(LIMIT_NODE) $(PY) -m e2e.cluster build-node
+
 .PHONY: constraints
 constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
 	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
@@ -63,7 +71,7 @@ k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
 	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION)
 
 .PHONY: test-e2e
-test-e2e: k8s-bin ## e2e tests against a private devcluster (started and stopped by pytest)
+test-e2e: k8s-bin node-bin ## e2e tests against a private devcluster (started and stopped by pytest)
 	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
 
 .PHONY: test
@@ -73,10 +81,11 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
 		typecheck::"$(MAKE) --no-print-directory typecheck" \
 		test-unit::"$(MAKE) --no-print-directory test-unit" \
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
+		node-bin::"$(MAKE) --no-print-directory node-bin" \
 		test-e2e::"$(MAKE) --no-print-directory test-e2e"
 
 .PHONY: cluster-up
-cluster-up: k8s-bin ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers)
+cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node)
 	$(PY) -m e2e.cluster up $(CLUSTER_FLAGS)
 
 .PHONY: cluster-down

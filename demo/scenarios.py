@@ -34,10 +34,12 @@ class Scenario:
     operators: tuple[str, ...]
     namespace: str
     steps: tuple[Step, ...]
+    # Where its folder lives: demo/ for the stories; make run's own workload is elsewhere.
+    home: Path = DEMO_DIR
 
     @property
     def folder(self) -> Path:
-        return DEMO_DIR / self.name
+        return self.home / self.name
 
     @property
     def commands(self) -> list[str]:

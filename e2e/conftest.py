@@ -19,7 +19,7 @@ import pytest
 
 from e2e import harness
 from e2e.cluster import build as build_mod
-from e2e.cluster import launcher, nodes
+from e2e.cluster import launcher, nodes, realnode
 from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
 from e2e.kube import ApiError, Kube, wait_for
 
@@ -39,6 +39,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="backend when no --kubeconfig is given",
     )
     group.addoption("--e2e-kind-image", default="kindest/node:v1.37.2")
+    group.addoption(
+        "--e2e-node",
+        default=os.environ.get("NODE") or "real",
+        choices=["real", "fake"],
+        help="real: the default-mode devcluster has one real node (kubelet, containerd, test driver)",
+    )
     group.addoption("--e2e-keep-cluster", action="store_true", help="leave the cluster running at the end")
     group.addoption("--e2e-no-build", action="store_true", help="missing binaries are an error, not a build")
     group.addoption("--e2e-binding-timeout", default=DEFAULT_BINDING_TIMEOUT)
@@ -57,6 +63,11 @@ def _devcluster(config: pytest.Config, upstream: bool, binding_timeout: str | No
     if config.getoption("--e2e-no-build"):
         os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
     binaries = build_mod.build(log=lambda text: print(text))
+    # One real node, in the default-mode cluster only: the differential tests compare
+    # controllers on fake nodes. It is tainted, so only the tests meant for it land there.
+    node = None
+    if not upstream and config.getoption("--e2e-node") == "real":
+        node = realnode.prepare(lambda text: print(text), taint=True)
     directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
     options = launcher.UpOptions(
         directory=directory,
@@ -65,6 +76,7 @@ def _devcluster(config: pytest.Config, upstream: bool, binding_timeout: str | No
         etcd_version=build_mod.etcd_version(),
         upstream_dra=upstream,
         binding_timeout=binding_timeout,
+        node=node,
         die_with_parent=True,
     )
     state, _existing = launcher.up(options)

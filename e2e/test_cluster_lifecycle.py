@@ -30,7 +30,8 @@ def cli(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        # The real node has its own test (test_realnode); these check the control plane.
+        env={**os.environ, "NODE": "fake", **(env or {})},
         check=False,
     )
 

@@ -1,6 +1,7 @@
 """The README's first command, ``make run`` (``python -m e2e.run``), on the test cluster named by
 ``KUBECONFIG``: every operator starts and becomes ready, the demo's pods get claims from their
-template and are bound, and a SIGTERM to ``make run`` stops every operator it started."""
+template and run on the real node, printing the device the test driver prepared, and a SIGTERM to
+``make run`` stops every operator it started."""
 
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ import threading
 from pathlib import Path
 
 from demo import cleanup
-from demo.scenarios import SCENARIOS
+from demo.scenarios import Scenario
 from e2e import harness
 from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from operators import OPERATOR_NAMES
 
-SCENARIO = SCENARIOS["claims-from-templates"]
+WORKLOAD = Scenario(
+    "make-run", "make run's workload", ("resourceclaim",), "demo-make-run", (), REPO_ROOT / "e2e"
+)
 READY_LINE = "The operators keep running; Ctrl-C stops them."
-OPERATOR_LINE = re.compile(r"^(\w+): running, metrics and probes on (http://127\.0\.0\.1:\d+)$", re.M)
+LOGS_LINE = re.compile(r"^operator logs: (\S+)/<name>\.log \(follow them with: tail -f \S+/\*\.log\)$", re.M)
+OPERATOR_LINE = re.compile(r"^(\w+): ready, metrics and probes on (http://127\.0\.0\.1:\d+)$", re.M)
 CLAIM_ROW = re.compile(r"^resourceclaim\.resource\.k8s\.io/trainer-[01]-gpu-\w+\s+allocated,reserved\s", re.M)
-POD_ROW = re.compile(r"^pod/trainer-[01]\s.*\stemplates-node\s", re.M)
+POD_ROW = re.compile(r"^pod/trainer-[01]\s+1/1\s+Running\s.*\sdevcluster-node\s", re.M)
+DEVICE_LINE = re.compile(r"^trainer-[01] uses GPU_DEVICE_0=gpu-\d+$", re.M)
 
 
 def _ready(url: str) -> bool:
@@ -48,7 +53,7 @@ def _children(pid: int) -> list[int]:
 def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
     cluster: harness.Cluster, api: Kube
 ) -> None:
-    cleanup.clean(api, SCENARIO)
+    cleanup.clean(api, WORKLOAD)
     path = os.pathsep.join([str(Path(cluster.kubectl_path).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PATH": path}
     proc = subprocess.Popen(
@@ -71,9 +76,17 @@ def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
 
         started = dict(OPERATOR_LINE.findall(output))
         assert sorted(started) == sorted(OPERATOR_NAMES), output[-4000:]
-        demo = output.split("$ kubectl get resourceclaims,pods -n demo-templates -o wide", 1)[1]
+        logs = LOGS_LINE.search(output)
+        assert logs, output[-4000:]
+        # The terminal shows status lines and the demo; the operators' logs went to their files.
+        log_dir = Path(logs.group(1))
+        for name in OPERATOR_NAMES:
+            log_file = log_dir if log_dir.is_absolute() else REPO_ROOT / log_dir
+            assert (log_file / f"{name}.log").stat().st_size > 0, f"{name} logged nothing to {log_file}"
+        demo = output.split("$ kubectl get resourceclaims,pods -n demo-make-run -o wide", 1)[1]
         assert len(CLAIM_ROW.findall(demo)) == 2, demo
         assert len(POD_ROW.findall(demo)) == 2, demo
+        assert len(DEVICE_LINE.findall(demo)) == 2, demo
         for name, url in started.items():
             wait_for(functools.partial(_ready, url), 60, f"{name} to be ready at {url}/readyz")
 
@@ -91,4 +104,4 @@ def test_make_run_starts_the_operators_and_the_demo_and_stops_them(
                 os.kill(pid, signal.SIGKILL)
         reader.join(10)
         proc.stdout.close()
-        cleanup.clean(api, SCENARIO, wait=False)
+        cleanup.clean(api, WORKLOAD, wait=False)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import build as build_mod
-from . import gomod, launcher
+from . import gomod, launcher, realnode
 from .constants import DEFAULT_STATE_DIR
 
 
@@ -21,6 +21,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--upstream-dra", action="store_true", help="keep the in-tree DRA controllers on")
     up.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
     up.add_argument("--fake-nodes", type=int, default=int(os.environ.get("FAKE_NODES") or 0))
+    up.add_argument(
+        "--node",
+        choices=("real", "fake"),
+        default=os.environ.get("NODE") or "real",
+        help="real: one node with kubelet, containerd and the test DRA driver (the default); "
+        "fake: fake nodes only, pods never start",
+    )
     up.add_argument("--binding-timeout", default=os.environ.get("DEVCLUSTER_BINDING_TIMEOUT") or None)
     up.add_argument("--kcm-controllers", default=None, help="replace kube-controller-manager's --controllers")
     up.add_argument("--extra-arg", action="append", default=[], metavar="COMPONENT=--flag=value")
@@ -33,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     b = sub.add_parser("build", help="build or reuse the control-plane binaries")
     b.add_argument("--prune", action="store_true", help="remove other cache keys")
+    sub.add_parser(
+        "build-node",
+        help="the real node's parts: Debian packages (as root), containerd, the images",
+    )
     g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
     return parser
@@ -61,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"removed {removed}")
             print(result.directory)
             return 0
+        if args.command == "build-node":
+            prepared = realnode.prepare(print)
+            print(prepared.bin_dir)
+            for archive in prepared.images:
+                print(archive)
+            return 0
         if args.command == "gomod":
             for finding in gomod.generate(args.k8s_version):
                 print(finding)
@@ -69,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             started = time.monotonic()
             binaries = build_mod.build()
+            node = realnode.prepare(print) if args.node == "real" else None
             options = launcher.UpOptions(
                 directory=directory,
                 binary_dir=binaries.directory,
@@ -79,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 kcm_controllers=args.kcm_controllers,
                 extra_args=_extra_args(args.extra_arg),
                 fake_nodes=args.fake_nodes,
+                node=node,
                 timeout=args.timeout,
                 verbosity=int(os.environ.get("DEVCLUSTER_VERBOSITY", "1")),
             )
@@ -115,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export KUBECONFIG={directory / 'kubeconfig'}")
             print(f'export PATH="{directory / "bin"}:$PATH"')
             return 0
-    except (launcher.ClusterError, build_mod.BuildError, gomod.GoModError) as err:
+    except (launcher.ClusterError, build_mod.BuildError, gomod.GoModError, realnode.NodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 2

@@ -12,8 +12,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = REPO_ROOT / "e2e" / "controlplane"
 DEFAULT_STATE_DIR = REPO_ROOT / ".cluster"
 
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
-SERVER_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kubectl",
+    "kubelet",
+    "dra-test-driver",
+)
+SERVER_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
 
 # Alpha DRA gates that are off by default in 1.37; every other DRA gate is on (and some are
 # locked, so naming them would only warn).

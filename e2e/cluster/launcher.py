@@ -1,4 +1,6 @@
-"""Starts and stops a devcluster: etcd, kube-apiserver, kube-scheduler, kube-controller-manager.
+"""Starts and stops a devcluster: etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
+and (unless the cluster has fake nodes only) one real node: containerd, kubelet and the test DRA
+driver (``realnode``).
 
 Every component runs as a plain process in its own session (process group) on 127.0.0.1,
 with its output in ``<state>/logs/<component>.log``. ``state.json`` records pids, ports and
@@ -29,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from . import pki
+from . import pki, realnode
 from .constants import (
     DEFAULT_MODE_CONTROLLERS,
     FEATURE_GATES_FLAG,
@@ -40,6 +42,7 @@ from .constants import (
 )
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+NODE_COMPONENTS = ("containerd", "kubelet", "dra-test-driver")
 CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
 ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
 PORT_RETRIES = 3
@@ -78,6 +81,9 @@ class ClusterState:
     feature_gates: str
     owner_pid: int
     components: dict[str, ComponentState]
+    # The real node's name, or None for a cluster of fake nodes only.
+    node: str | None = None
+    node_bin_dir: str | None = None
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -87,6 +93,10 @@ class ClusterState:
         raw = json.loads(path.read_text())
         raw["components"] = {k: ComponentState(**v) for k, v in raw["components"].items()}
         return cls(**raw)
+
+    @property
+    def node_layout(self) -> realnode.NodeLayout:
+        return realnode.NodeLayout.of(Path(self.dir))
 
     def save(self) -> None:
         path = Path(self.dir) / "state.json"
@@ -224,6 +234,8 @@ class UpOptions:
     kcm_controllers: str | None = None
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     fake_nodes: int = 0
+    # The real node (containerd, kubelet, test driver); None for fake nodes only.
+    node: realnode.NodeOptions | None = None
     timeout: float = 300.0
     verbosity: int = 1
     # Components get a parent-death signal, so a killed owner (pytest) leaves nothing behind.
@@ -262,13 +274,16 @@ class Launcher:
 
     # -- processes ------------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str], port: int) -> None:
+    def _spawn(
+        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
+    ) -> None:
         args = args + [a for a in self.o.extra_args.get(name, [])]
-        check_loopback(name, args)
-        binary = str(self.o.binary_dir / name)
+        if loopback:
+            check_loopback(name, args)
+        binary = str((binary_dir or self.o.binary_dir) / name)
         log_path = self.dir / "logs" / f"{name}.log"
         self._log(f"start {name}: {' '.join(args)}")
-        proc = _start_process(binary, args, log_path, self.dir, self.o.die_with_parent)
+        proc = _start_process(binary, args, log_path, self.dir, self.o.die_with_parent, binary_dir)
         self.procs[name] = proc
         self.components[name] = ComponentState(proc.pid, binary, port, str(log_path), args)
 
@@ -295,8 +310,9 @@ class Launcher:
         )
 
     def stop_started(self) -> None:
-        for name in reversed(list(self.procs)):
-            _terminate(self.procs[name].pid, self.components[name].binary, self.procs[name])
+        node = realnode.NodeLayout.of(self.dir) if self.o.node else None
+        shim = str(self.o.node.shim) if self.o.node else None
+        _stop_components({n: self.components[n] for n in self.procs}, node, shim, self.procs)
         self.procs.clear()
 
     # -- the sequence ---------------------------------------------------------------------
@@ -354,7 +370,12 @@ class Launcher:
                 f"--service-account-key-file={p('sa.pub')}",
                 f"--service-account-signing-key-file={p('sa.key')}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--authorization-mode=RBAC",
+                # Node first: the real node's kubelet acts as system:node:<name>, as on a real cluster.
+                "--authorization-mode=Node,RBAC",
+                f"--kubelet-client-certificate={p('admin.crt')}",
+                f"--kubelet-client-key={p('admin.key')}",
+                # The node's name does not resolve; its InternalIP is the bridge address.
+                "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--disable-admission-plugins=TaintNodesByCondition",
                 "--endpoint-reconciler-type=none",
@@ -427,6 +448,8 @@ class Launcher:
             self._wait(name, functools.partial(_http_ok, url, ca_ctx), 60, deadline, url)
         sa_url = f"{server}/api/v1/namespaces/default/serviceaccounts/default"
         self._wait("kube-controller-manager", lambda: _http_ok(sa_url, admin_ctx), 60, deadline, sa_url)
+        if self.o.node is not None:
+            realnode.start(self, self.o.node, keys, server, admin_ctx, deadline)
 
         state = ClusterState(
             dir=str(self.dir),
@@ -440,6 +463,8 @@ class Launcher:
             feature_gates=FEATURE_GATES_FLAG,
             owner_pid=os.getpid(),
             components=self.components,
+            node=realnode.NODE_NAME if self.o.node else None,
+            node_bin_dir=str(self.o.node.bin_dir) if self.o.node else None,
         )
         state.save()
         self._log(f"ready in {time.monotonic() - started:.1f}s")
@@ -468,8 +493,17 @@ class Launcher:
 
 
 def _start_process(
-    binary: str, args: list[str], log_path: Path, cwd: Path, die_with_parent: bool
+    binary: str,
+    args: list[str],
+    log_path: Path,
+    cwd: Path,
+    die_with_parent: bool,
+    path_prefix: Path | None = None,
 ) -> subprocess.Popen[bytes]:
+    env = None
+    if path_prefix is not None:
+        # containerd finds its shim on PATH.
+        env = dict(os.environ, PATH=f"{path_prefix}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(
             [binary, *args],
@@ -479,6 +513,7 @@ def _start_process(
             start_new_session=True,
             preexec_fn=_set_pdeathsig if die_with_parent else None,
             cwd=cwd,
+            env=env,
         )
     _children[proc.pid] = proc
     return proc
@@ -500,7 +535,9 @@ def start_component(directory: Path, name: str, timeout: float = 120.0, die_with
         if state is None or name not in state.components:
             raise ClusterError(f"no {name} in the devcluster at {directory}")
         comp = state.components[name]
-        proc = _start_process(comp.binary, comp.args, Path(comp.log), directory, die_with_parent)
+        proc = _start_process(
+            comp.binary, comp.args, Path(comp.log), directory, die_with_parent, Path(comp.binary).parent
+        )
         comp.pid = proc.pid
         state.save()
     deadline = time.monotonic() + timeout
@@ -552,21 +589,45 @@ def _terminate(
             time.sleep(0.1)
 
 
+def _stop_components(
+    components: dict[str, ComponentState],
+    node: realnode.NodeLayout | None,
+    shim: str | None,
+    procs: dict[str, subprocess.Popen[bytes]] | None = None,
+) -> None:
+    """Started last, stopped first: the node's processes before the control plane, and the
+    containers' processes before containerd, which would leave them running. Then whatever the
+    node left on the machine (mounts, the bridge, cgroups) goes."""
+    for name in reversed(list(components)):
+        comp = components[name]
+        if name == "containerd" and node is not None:
+            realnode.stop_containers(node)
+        proc = (procs or {}).get(name)
+        if proc is not None or _runs(comp.pid, comp.binary) or comp.pid in _children:
+            _terminate(comp.pid, comp.binary, proc)
+    if node is not None:
+        realnode.teardown_host(node, shim, print)
+
+
 def down(directory: Path) -> bool:
     """Stop the devcluster in ``directory``; False when nothing was running."""
     with _locked(directory):
         state = ClusterState.load(directory)
         if state is None:
             return False
-        any_running = False
-        for name in reversed(COMPONENTS):
-            comp = state.components.get(name)
-            if comp is None:
-                continue
-            if _runs(comp.pid, comp.binary) or comp.pid in _children:
-                any_running = any_running or _runs(comp.pid, comp.binary)
-                _terminate(comp.pid, comp.binary)
-        for entry in ("state.json", "pki", "etcd", "kubeconfigs", "bin", "kubeconfig", "scheduler.yaml"):
+        any_running = any(_runs(c.pid, c.binary) for c in state.components.values())
+        shim = f"{state.node_bin_dir}/{realnode.SHIM}" if state.node else None
+        _stop_components(state.components, state.node_layout if state.node else None, shim)
+        for entry in (
+            "state.json",
+            "pki",
+            "etcd",
+            "kubeconfigs",
+            "bin",
+            "kubeconfig",
+            "scheduler.yaml",
+            "node",
+        ):
             path = directory / entry
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
@@ -578,14 +639,13 @@ def down(directory: Path) -> bool:
 def component_health(state: ClusterState) -> dict[str, dict[str, Any]]:
     keys = pki.Pki(Path(state.dir) / "pki")
     result: dict[str, dict[str, Any]] = {}
-    for name in COMPONENTS:
-        comp = state.components.get(name)
-        if comp is None:
-            continue
+    for name, comp in state.components.items():
         alive = _runs(comp.pid, comp.binary)
         ready = False
         if alive:
-            if name == "etcd":
+            if name in NODE_COMPONENTS:
+                ready = realnode.component_ready(state.node_layout, name, comp.port)
+            elif name == "etcd":
                 ready = _http_ok(f"http://{LOOPBACK}:{comp.port}/health", None)[0]
             elif name == "kube-apiserver":
                 ready = _http_ok(f"https://{LOOPBACK}:{comp.port}/readyz", _ssl_context(keys, True))[0]

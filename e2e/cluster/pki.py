@@ -33,6 +33,8 @@ CLIENTS = {
     "admin": ("devcluster-admin", "system:masters"),
     "scheduler": ("system:kube-scheduler", None),
     "controller-manager": ("system:kube-controller-manager", None),
+    # The real node's kubelet, authorized by the API server's Node authorizer.
+    "node": ("system:node:devcluster-node", "system:nodes"),
 }
 
 

@@ -1,0 +1,671 @@
+"""The devcluster's one real node: containerd, kubelet, CNI and the test DRA driver.
+
+Pods bound to this node really run (runc containers from images built here), and its DRA claims
+are really prepared by the test driver's kubelet plugin. Fake nodes stay for scale tests and
+benchmarks.
+
+Where things live:
+- ``<state>/node/``: everything on disk (containerd's image store, configuration, CDI specs, CNI
+  IPAM records, pod logs).
+- ``/run/dra-operators/<key>/``: what holds unix sockets (containerd's socket and state, the
+  kubelet's root directory with the plugin registry). A socket path may be at most 107 bytes,
+  and a state directory inside a checkout can be arbitrarily deep; ``<state>/node/run`` links
+  there.
+- Names on the machine (the bridge, the cgroup subtree) and the pod subnet carry a key derived
+  from the state directory, so ``make run`` and ``make test`` can each have their node at once.
+
+``stop`` leaves nothing behind: it stops the processes (and every container process, found
+through the node's own cgroup subtree), unmounts whatever is mounted under the node's
+directories, deletes the bridge and the cgroup subtree, and removes the runtime directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from .constants import FEATURE_GATES, LOOPBACK
+
+NODE_NAME = "devcluster-node"
+DRIVER_NAME = "gpu.dra-operators.test"
+DRIVER_DEVICES = 4
+REAL_NODE_LABEL = "dra-operators.test/real-node"
+# The pytest devcluster taints its real node, so that the tests written for fake nodes (whose
+# pods must never start) cannot land there; real-node tests tolerate it.
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
+RUNTIME_ROOT = Path("/run/dra-operators")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+RUNC = "runc"
+# Debian packages the node and its images need from the machine, each with a file that shows it
+# is installed (containerd, the kubelet and the test driver are built from Go modules).
+DEBIAN_PACKAGES = {
+    "runc": "/usr/sbin/runc",
+    "containernetworking-plugins": f"{CNI_BIN_DIR}/bridge",
+    "iptables": "/usr/sbin/iptables",
+    "mmdebstrap": "/usr/bin/mmdebstrap",
+    "buildah": "/usr/bin/buildah",
+    "uidmap": "/usr/bin/newuidmap",
+    "gcc": "/usr/bin/gcc",
+    "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a",
+}
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Every path and name of one real node, derived from the devcluster's state directory."""
+
+    state_dir: Path
+    key: str
+
+    @classmethod
+    def of(cls, state_dir: Path) -> NodeLayout:
+        key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
+        return cls(state_dir, key)
+
+    @property
+    def disk(self) -> Path:
+        return self.state_dir / "node"
+
+    @property
+    def run(self) -> Path:
+        return RUNTIME_ROOT / self.key
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.run / "kubelet"
+
+    @property
+    def containerd_state(self) -> Path:
+        return self.run / "containerd"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.run / "containerd.sock"
+
+    @property
+    def cdi_dir(self) -> Path:
+        return self.disk / "cdi"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        return self.disk / "cni" / "net.d"
+
+    @property
+    def bridge(self) -> str:
+        return f"drabr{self.key[:6]}"  # at most 15 bytes (IFNAMSIZ)
+
+    @property
+    def cgroup_parent(self) -> str:
+        return f"dra-operators-{self.key}"
+
+    @property
+    def subnet_prefix(self) -> str:
+        """A /24 of 10.200.0.0/13 chosen by the key: pods' addresses exist only on this machine."""
+        value = int(self.key, 16)
+        return f"10.{200 + value % 8}.{(value >> 3) % 256}"
+
+    @property
+    def node_ip(self) -> str:
+        # The bridge's gateway address: the kubelet refuses a loopback node IP, and the
+        # API server reaches the kubelet (logs, exec) on it without leaving the machine.
+        return f"{self.subnet_prefix}.1"
+
+    @property
+    def subnet(self) -> str:
+        return f"{self.subnet_prefix}.0/24"
+
+    def mounts(self, mountinfo: str | None = None) -> list[str]:
+        """Mount points under the node's directories (from /proc/self/mountinfo), deepest first."""
+        if mountinfo is None:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        roots = [str(self.disk.resolve()) if self.disk.exists() else str(self.disk), str(self.run)]
+        found = set()
+        for line in mountinfo.splitlines():
+            point = _unescape(line.split()[4])
+            if any(point == root or point.startswith(root + "/") for root in roots):
+                found.add(point)
+        return sorted(found, key=lambda p: (-p.count("/"), p))
+
+    def cgroup_dirs(self) -> list[Path]:
+        """The node's cgroup subtree in every hierarchy that has one."""
+        if not CGROUP_ROOT.is_dir():
+            return []
+        return [
+            hierarchy / self.cgroup_parent
+            for hierarchy in sorted(CGROUP_ROOT.iterdir())
+            if (hierarchy / self.cgroup_parent).is_dir()
+        ]
+
+
+def _unescape(field: str) -> str:
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+# -- preflight --------------------------------------------------------------------------------
+
+
+def preflight() -> list[str]:
+    """Why this machine cannot run the real node; empty when it can."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("the real node needs root (kubelet, containerd and runc manage mounts and cgroups)")
+    missing = [name for name in (RUNC, "iptables", "ip") if shutil.which(name) is None]
+    missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not (CNI_BIN_DIR / p).is_file()]
+    if missing:
+        problems.append(
+            f"missing {', '.join(missing)}: apt-get install {' '.join(DEBIAN_PACKAGES)} "
+            "(make node-bin installs them when run as root)"
+        )
+    with open("/proc/filesystems") as fs:
+        if "overlay" not in fs.read():
+            problems.append("the kernel has no overlay filesystem (containerd's snapshotter needs it)")
+    if not (CGROUP_ROOT / "memory").is_dir() and not (CGROUP_ROOT / "cgroup.controllers").is_file():
+        problems.append(f"no cgroup hierarchy at {CGROUP_ROOT}")
+    return problems
+
+
+def ensure_debian_packages(say: Callable[[str], None]) -> None:
+    """Install the node's Debian packages when missing and we may (root with apt-get); a
+    machine where we may not is told what to install by ``preflight`` or the image build."""
+    missing = [name for name, probe in DEBIAN_PACKAGES.items() if not Path(probe).exists()]
+    if not missing or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    say(f"installing Debian packages for the real node: {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900, check=False)
+        if proc.returncode != 0:
+            raise NodeError(f"{' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def containerd_config(layout: NodeLayout, pause_image: str) -> str:
+    """containerd 2 configuration (version 3) with every path inside the node's directories."""
+    runtime = "plugins.'io.containerd.cri.v1.runtime'"
+    lines = [
+        "version = 4",
+        f'root = "{layout.disk / "containerd"}"',
+        f'state = "{layout.containerd_state}"',
+        # The machine's own /etc/containerd is none of this node's business.
+        "imports = []",
+        # Plugins that would use paths outside the node's directories (/opt/containerd, the NRI
+        # socket) and are not needed.
+        'disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",'
+        ' "io.containerd.image-verifier.v1.bindir", "io.containerd.tracing.processor.v1.otlp",'
+        ' "io.containerd.internal.v1.tracing"]',
+        "",
+        # Version 4 moved the servers into plugins; the sockets stay short (see NodeLayout).
+        "[plugins.'io.containerd.server.v1.grpc']",
+        f'  address = "{layout.containerd_socket}"',
+        "[plugins.'io.containerd.server.v1.ttrpc']",
+        f'  address = "{layout.containerd_socket}.ttrpc"',
+        "[plugins.'io.containerd.server.v1.debug']",
+        '  address = ""',
+        "[plugins.'io.containerd.server.v1.metrics']",
+        '  address = ""',
+        "",
+        "[plugins.'io.containerd.grpc.v1.cri']",
+        f'  stream_server_address = "{LOOPBACK}"',
+        '  stream_server_port = "0"',
+        "",
+        f"[{runtime}]",
+        f'  cdi_spec_dirs = ["{layout.cdi_dir}"]',
+        # Sandboxes get oom_score_adj -998, which needs CAP_SYS_RESOURCE; the machines this runs
+        # on may withhold it even from root (runc then fails with "can't get final child's PID
+        # from pipe"). Restricted, no container goes below containerd's own score.
+        "  restrict_oom_score_adj = true",
+        "  netns_mounts_under_state_dir = true",
+        f"[{runtime}.containerd]",
+        '  default_runtime_name = "runc"',
+        f"[{runtime}.containerd.runtimes.runc]",
+        '  runtime_type = "io.containerd.runc.v2"',
+        f"[{runtime}.containerd.runtimes.runc.options]",
+        f'  BinaryName = "{shutil.which(RUNC) or RUNC}"',
+        "  SystemdCgroup = false",
+        f'  Root = "{layout.run / "runc"}"',
+        f"[{runtime}.cni]",
+        f'  bin_dirs = ["{CNI_BIN_DIR}"]',
+        f'  conf_dir = "{layout.cni_conf_dir}"',
+        "  max_conf_num = 1",
+        "",
+        "[plugins.'io.containerd.cri.v1.images']",
+        # Images come from imports only; nothing is pulled from anywhere.
+        '  snapshotter = "overlayfs"',
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]",
+        f'  sandbox = "{pause_image}"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def cni_config(layout: NodeLayout) -> dict[str, Any]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "devcluster",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": layout.bridge,
+                "isGateway": True,
+                # No masquerade: pods talk to the node and each other, never beyond the machine.
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": layout.subnet, "gateway": layout.node_ip}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(layout.disk / "cni" / "ipam"),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def kubelet_config(
+    layout: NodeLayout, ca_file: Path, port: int, healthz_port: int, taints: Sequence[dict[str, str]]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": layout.node_ip,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": LOOPBACK,
+        "healthzPort": healthz_port,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(ca_file)},
+        },
+        # The only client with a certificate of the devcluster CA is the API server (logs, exec).
+        "authorization": {"mode": "AlwaysAllow"},
+        "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{layout.cgroup_parent}",
+        # These machines mount the cgroup v1 hierarchy (cgroup2 only beside it, unused), which
+        # kubelet 1.37 refuses unless told to accept it.
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "makeIPTablesUtilChains": False,
+        "podLogsDir": str(layout.disk / "pod-logs"),
+        "volumePluginDir": str(layout.kubelet_root / "volume-plugins"),
+        "resolvConf": "",
+        "registerWithTaints": list(taints),
+        "featureGates": dict(FEATURE_GATES),
+        # A busy developer disk must not taint the node or delete the imported images (there is
+        # no registry to pull them back from).
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "shutdownGracePeriod": "0s",
+        "nodeStatusUpdateFrequency": "5s",
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "20s",
+    }
+
+
+# -- processes --------------------------------------------------------------------------------
+
+
+def _kill_cgroup_processes(layout: NodeLayout, sig: int = signal.SIGKILL) -> int:
+    """Signal every process in the node's cgroup subtree (the containers); how many there were."""
+    pids: set[int] = set()
+    for top in layout.cgroup_dirs():
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+    return len(pids)
+
+
+def _processes_using(paths: Sequence[str]) -> list[int]:
+    """Processes whose executable is one of ``paths`` (the shims daemonize out of our sessions)."""
+    wanted = {os.path.realpath(p) for p in paths}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.realpath(os.readlink(entry / "exe")) in wanted:
+                found.append(int(entry.name))
+    return found
+
+
+def _shims_of(layout: NodeLayout, shim_binary: str) -> list[int]:
+    """The shims serving this node's containerd (its socket is on their command line)."""
+    mine = []
+    for pid in _processes_using([shim_binary]):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            if str(layout.containerd_socket) in cmdline or str(layout.run) in cmdline:
+                mine.append(pid)
+    return mine
+
+
+def _wait_gone(pids: Sequence[int], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=False)
+    if check and proc.returncode != 0:
+        raise NodeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+def link_exists(name: str) -> bool:
+    return _ip("link", "show", "dev", name, check=False).returncode == 0
+
+
+def setup_host(layout: NodeLayout) -> None:
+    """Directories, the cgroup subtree and the bridge carrying the node IP."""
+    for directory in (layout.disk, layout.cdi_dir, layout.cni_conf_dir, layout.disk / "pod-logs"):
+        directory.mkdir(parents=True, exist_ok=True)
+    layout.kubelet_root.mkdir(parents=True, exist_ok=True)
+    link = layout.disk / "run"
+    if not link.is_symlink():
+        link.symlink_to(layout.run)
+    # The kubelet requires its cgroup root to exist in every hierarchy it uses.
+    for hierarchy in sorted(CGROUP_ROOT.iterdir()):
+        if hierarchy.is_dir() and not hierarchy.name.startswith("unified"):
+            with contextlib.suppress(OSError):
+                (hierarchy / layout.cgroup_parent).mkdir(exist_ok=True)
+    if not link_exists(layout.bridge):
+        _ip("link", "add", layout.bridge, "type", "bridge")
+    _ip("addr", "replace", f"{layout.node_ip}/24", "dev", layout.bridge)
+    _ip("link", "set", layout.bridge, "up")
+    (layout.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(cni_config(layout), indent=2))
+
+
+def teardown_host(layout: NodeLayout, shim_binary: str | None, say: Callable[[str], None]) -> list[str]:
+    """Everything the node left on the machine, removed; what could not be removed."""
+    left: list[str] = []
+    for _ in range(20):
+        if not _kill_cgroup_processes(layout):
+            break
+        time.sleep(0.2)
+    if shim_binary:
+        shims = _shims_of(layout, shim_binary)
+        for pid in shims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _wait_gone(shims, 10)
+    for point in layout.mounts():
+        proc = subprocess.run(["umount", point], capture_output=True, text=True, timeout=30, check=False)
+        if proc.returncode != 0:
+            proc = subprocess.run(["umount", "-l", point], capture_output=True, text=True, timeout=30)
+            if proc.returncode != 0:
+                left.append(f"mount {point}: {proc.stderr.strip()}")
+    # Veths die with their network namespaces, unmounted above; the bridge is ours to delete.
+    if link_exists(layout.bridge):
+        _ip("link", "del", layout.bridge, check=False)
+    for top in layout.cgroup_dirs():
+        for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        try:
+            top.rmdir()
+        except OSError as err:
+            left.append(f"cgroup {top}: {err}")
+    if layout.run.exists():
+        shutil.rmtree(layout.run, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        RUNTIME_ROOT.rmdir()  # only when no other node uses it
+    link = layout.disk / "run"
+    if link.is_symlink():
+        link.unlink()
+    for note in left:
+        say(f"left behind: {note}")
+    return left
+
+
+def leftovers(layout: NodeLayout, shim_binary: str | None = None) -> list[str]:
+    """What of the node is still on the machine (empty after a clean stop)."""
+    found = [f"mount {m}" for m in layout.mounts()]
+    found += [f"cgroup {c}" for c in layout.cgroup_dirs()]
+    if link_exists(layout.bridge):
+        found.append(f"link {layout.bridge}")
+    if layout.run.exists():
+        found.append(f"directory {layout.run}")
+    if shim_binary:
+        found += [f"shim pid {p}" for p in _shims_of(layout, shim_binary)]
+    return found
+
+
+def veths_on(bridge: str) -> list[str]:
+    out = _ip("-o", "link", "show", "master", bridge, check=False).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+
+
+def stop_containers(layout: NodeLayout) -> None:
+    """Kill every container process of the node (they outlive containerd and the kubelet)."""
+    for _ in range(50):
+        if not _kill_cgroup_processes(layout):
+            return
+        time.sleep(0.1)
+
+
+# -- the sequence -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    bin_dir: Path  # containerd, ctr, containerd-shim-runc-v2
+    images: tuple[Path, ...]  # OCI archives imported into containerd's k8s.io namespace
+    pause_image: str
+    taint: bool = False
+    devices: int = DRIVER_DEVICES
+
+    @property
+    def shim(self) -> Path:
+        return self.bin_dir / SHIM
+
+
+SHIM = "containerd-shim-runc-v2"
+
+
+class _Spawner(Protocol):
+    dir: Path
+    o: Any
+
+    def _spawn(
+        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
+    ) -> None: ...
+
+    def _wait(
+        self, name: str, check: Callable[[], tuple[bool, str]], limit: float, deadline: float, url: str
+    ) -> None: ...
+
+    def _log(self, text: str) -> None: ...
+
+
+def ctr(options: NodeOptions, layout: NodeLayout, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run(
+        [str(options.bin_dir / "ctr"), f"--address={layout.containerd_socket}", "--namespace=k8s.io", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise NodeError(f"ctr {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def start(
+    launcher: _Spawner,
+    options: NodeOptions,
+    keys: Any,
+    server: str,
+    admin_ctx: ssl.SSLContext,
+    deadline: float,
+) -> None:
+    """containerd, the images, the kubelet and the test driver, each waited for."""
+    from . import images
+    from .launcher import _cert_user, free_port, write_kubeconfig
+
+    layout = NodeLayout.of(launcher.dir)
+    problems = preflight()
+    if problems:
+        raise NodeError("the real node cannot start here: " + "; ".join(problems) + " (NODE=fake avoids it)")
+    teardown_host(layout, str(options.shim), lambda _: None)  # what a killed run left
+    setup_host(layout)
+    config = layout.disk / "containerd.toml"
+    config.write_text(containerd_config(layout, options.pause_image))
+    launcher._spawn(
+        "containerd", [f"--config={config}", "--log-level=warn"], 0, options.bin_dir, loopback=False
+    )
+    launcher._wait(
+        "containerd",
+        lambda: _containerd_ready(options, layout),
+        30,
+        deadline,
+        str(layout.containerd_socket),
+    )
+    images.import_images(
+        options.bin_dir / "ctr", str(layout.containerd_socket), options.images, launcher._log
+    )
+
+    kubeconfig = launcher.dir / "kubeconfigs" / "node.kubeconfig"
+    write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, "node"))
+    port, healthz = free_port(), free_port()
+    kubelet_yaml = layout.disk / "kubelet.yaml"
+    taints = [REAL_NODE_TAINT] if options.taint else []
+    kubelet_yaml.write_text(
+        yaml.safe_dump(kubelet_config(layout, keys.path("ca.crt"), port, healthz, taints), sort_keys=False)
+    )
+    launcher._spawn(
+        "kubelet",
+        [
+            f"--config={kubelet_yaml}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={layout.kubelet_root}",
+            f"--cert-dir={layout.disk / 'kubelet-pki'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={layout.node_ip}",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            f"--v={launcher.o.verbosity}",
+        ],
+        healthz,
+        loopback=False,
+    )
+    node_url = f"{server}/api/v1/nodes/{NODE_NAME}"
+    launcher._wait("kubelet", lambda: _node_ready(node_url, admin_ctx), 120, deadline, node_url)
+    launcher._spawn(
+        "dra-test-driver",
+        [
+            f"--kubeconfig={launcher.dir / 'kubeconfig'}",
+            f"--node-name={NODE_NAME}",
+            f"--driver-name={DRIVER_NAME}",
+            f"--devices={options.devices}",
+            f"--kubelet-root={layout.kubelet_root}",
+            f"--cdi-dir={layout.cdi_dir}",
+        ],
+        0,
+        loopback=False,
+    )
+    slices = f"{server}/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE_NAME}"
+    launcher._wait("dra-test-driver", lambda: _has_items(slices, admin_ctx), 60, deadline, slices)
+
+
+def _containerd_ready(options: NodeOptions, layout: NodeLayout) -> tuple[bool, str]:
+    if not layout.containerd_socket.exists():
+        return False, "no socket yet"
+    try:
+        ctr(options, layout, "version", timeout=10)
+    except (NodeError, subprocess.TimeoutExpired) as err:
+        return False, str(err)
+    return True, "ok"
+
+
+def _get_json(url: str, ctx: ssl.SSLContext) -> tuple[dict[str, Any] | None, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=ctx) as resp:
+            return json.loads(resp.read()), "ok"
+    except urllib.error.HTTPError as err:
+        return None, f"HTTP {err.code}"
+    except (OSError, urllib.error.URLError, ValueError) as err:
+        return None, str(err)
+
+
+def _node_ready(url: str, ctx: ssl.SSLContext) -> tuple[bool, str]:
+    node, why = _get_json(url, ctx)
+    if node is None:
+        return False, why
+    for condition in node.get("status", {}).get("conditions", []):
+        if condition.get("type") == "Ready":
+            return condition.get(
+                "status"
+            ) == "True", f"Ready={condition.get('status')}: {condition.get('message')}"
+    return False, "no Ready condition yet"
+
+
+def _has_items(url: str, ctx: ssl.SSLContext) -> tuple[bool, str]:
+    doc, why = _get_json(url, ctx)
+    if doc is None:
+        return False, why
+    return bool(doc.get("items")), f"{len(doc.get('items') or [])} items"
+
+
+def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
+    if name == "kubelet":
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/healthz", timeout=5) as resp:
+                return bool(resp.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
+    if name == "containerd":
+        return layout.containerd_socket.exists()
+    # The driver is ready when the kubelet has its registration socket.
+    return any(layout.kubelet_root.glob("plugins_registry/*.sock"))
+
+
+def prepare(say: Callable[[str], None], taint: bool = False) -> NodeOptions:
+    """Everything the node runs, installed or built (or reused from the cache)."""
+    from . import build, images
+
+    ensure_debian_packages(say)
+    containerd = build.build_containerd(log=say)
+    archives = (images.pause_image(say), images.base_image(say), images.operator_image(say))
+    return NodeOptions(containerd.directory, archives, images.PAUSE_IMAGE, taint=taint)
