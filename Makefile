@@ -12,12 +12,14 @@ UPSTREAM_DRA ?=
 FAKE_NODES ?=
 # NODE=fake: a cluster of fake nodes only (no kubelet, containerd or images; pods never start).
 NODE ?=
+# SERVICES=1: pods reach the API server and Services (kube-proxy), to install manifests/ onto the node.
+SERVICES ?=
 BINDING_TIMEOUT ?=
 PYTEST_ARGS ?=
 DEMO ?=
 
 CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
-	$(if $(NODE),--node $(NODE)) \
+	$(if $(NODE),--node $(NODE)) $(if $(SERVICES),--services) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
 
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.

@@ -59,14 +59,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # -- clusters -----------------------------------------------------------------------------------
 
 
-def _devcluster(config: pytest.Config, upstream: bool, binding_timeout: str | None) -> harness.Cluster:
+def _devcluster(
+    config: pytest.Config, upstream: bool, binding_timeout: str | None, deployed: bool = False
+) -> harness.Cluster:
+    """``deployed``: the cluster the product is installed into from manifests/, with an untainted
+    real node whose pods reach the API server and Services."""
     if config.getoption("--e2e-no-build"):
         os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
     binaries = build_mod.build(log=lambda text: print(text))
     # One real node, in the default-mode cluster only: the differential tests compare
     # controllers on fake nodes. It is tainted, so only the tests meant for it land there.
     node = None
-    if not upstream and config.getoption("--e2e-node") == "real":
+    if deployed:
+        node = realnode.prepare(lambda text: print(text), services=True)
+    elif not upstream and config.getoption("--e2e-node") == "real":
         node = realnode.prepare(lambda text: print(text), taint=True)
     directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
     options = launcher.UpOptions(
@@ -191,6 +197,19 @@ def upstream_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
         pytest.skip(f"differential tests need the devcluster backend, not {cluster.backend}")
     config = request.config
     handle = _devcluster(config, upstream=True, binding_timeout=config.getoption("--e2e-binding-timeout"))
+    yield handle
+    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+
+
+@pytest.fixture(scope="module")
+def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
+    """A third devcluster, for the product installed as users install it (e2e/test_deployed.py):
+    no operator of this one runs on the host. Module-scoped: its kube-proxy's iptables rules
+    are the machine's, and other tests compare the machine's rules before and after."""
+    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
+        pytest.skip("the deployed tier needs the devcluster backend with its real node")
+    config = request.config
+    handle = _devcluster(config, upstream=False, binding_timeout=None, deployed=True)
     yield handle
     _stop_devcluster(config, handle, request.session.testsfailed > 0)
 

@@ -163,6 +163,11 @@ class RunningOperator:
     def ready(self) -> bool:
         return http_get(self.health_url.replace("/healthz", "/readyz"))[0] == 200
 
+    def leading(self) -> bool:
+        """Ready as the Lease holder, not as a standby."""
+        status, text = http_get(self.health_url.replace("/healthz", "/readyz"))
+        return status == 200 and text.strip() == "ok"
+
     def alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None

@@ -90,7 +90,8 @@ def identity(operator_identity: Callable[[str], str]) -> Callable[[], str]:
 def test_leader_election_hands_over(
     cluster: harness.Cluster, api: Kube, namespace: str, identity: Callable[[], str]
 ) -> None:
-    """Two replicas: only the Lease holder is ready and acts; killing it hands over within 20 s."""
+    """Two replicas: only the Lease holder acts (the standby is ready as a standby, so that a
+    Deployment's rolling update can proceed); killing the holder hands over within 20 s."""
     _template(api, namespace)
     args = ("--leader-elect",)
     first = harness.start_operator(OPERATOR, identity(), cluster.workdir, "subprocess", args)
@@ -101,15 +102,16 @@ def test_leader_election_hands_over(
                 f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/dra-operators-{OPERATOR}"
             )
             holder = lease["spec"]["holderIdentity"]
-            assert first.ready()
-            assert not second.ready(), "the standby replica must not report ready"
+            assert first.leading()
+            wait_for(second.ready, 30, "the standby to be ready as a standby")
+            assert not second.leading(), "the standby must not act as the leader"
             batch1 = [f"a-{i}" for i in range(10)]
             _pods(api, namespace, batch1)
             wait_for(lambda: _all_recorded(api, namespace, 10), 30, "the leader to create the first claims")
 
             first.kill()
             killed_at = time.monotonic()
-            wait_for(second.ready, 30, "the standby to take over")
+            wait_for(second.leading, 30, "the standby to take over")
             handover = time.monotonic() - killed_at
             assert handover <= 20, f"hand-over took {handover:.1f}s"
             new_lease = api.get(

@@ -21,11 +21,22 @@ from e2e import harness
 from e2e.cluster import images, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
+from e2e.realnode_support import (
+    DEVICE_CLASS,
+    RESOURCE,
+    allocated_device,
+    cdi_specs,
+    create_gpu_class,
+    create_noexecute_rule,
+    eviction_condition,
+    generated_claim,
+    logs,
+    phase,
+    pod_body,
+    template,
+)
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
-
-RESOURCE = "/apis/resource.k8s.io/v1"
-DEVICE_CLASS = "real-node-gpu"
 
 
 @pytest.fixture(scope="module")
@@ -37,104 +48,8 @@ def node(cluster: harness.Cluster) -> realnode.NodeLayout:
 
 @pytest.fixture(scope="module")
 def gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
-    path = f"{RESOURCE}/deviceclasses"
-    api.create(
-        path,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": DEVICE_CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{realnode.DRIVER_NAME}"'}}]},
-        },
-    )
-    yield DEVICE_CLASS
-    api.delete(f"{path}/{DEVICE_CLASS}")
-
-
-def template(api: Kube, namespace: str, name: str = "one-gpu") -> str:
-    api.create(
-        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name},
-            "spec": {
-                "spec": {
-                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}
-                }
-            },
-        },
-    )
-    return name
-
-
-def pod_body(name: str, template_name: str, script: str, restart: str = "Always") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
-            "tolerations": [{"key": realnode.REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
-            "restartPolicy": restart,
-            "terminationGracePeriodSeconds": 2,
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": images.BASE_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", script],
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-        },
-    }
-
-
-def generated_claim(api: Kube, namespace: str, pod: str) -> dict[str, Any]:
-    """The claim our operator generated for ``pod``, once the pod status names it."""
-
-    def claim() -> dict[str, Any] | None:
-        obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
-        statuses = (obj or {}).get("status", {}).get("resourceClaimStatuses") or []
-        names = [s.get("resourceClaimName") for s in statuses if s.get("resourceClaimName")]
-        if not names:
-            return None
-        found: dict[str, Any] | None = api.get_or_none(
-            f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{names[0]}"
-        )
-        return found
-
-    found = wait_for(claim, 60, f"the generated claim of {pod}")
-    assert found is not None
-    return found
-
-
-def allocated_device(api: Kube, namespace: str, claim: str) -> str:
-    def device() -> str | None:
-        obj = api.get_or_none(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim}")
-        results = ((obj or {}).get("status", {}).get("allocation") or {}).get("devices", {}).get(
-            "results"
-        ) or []
-        return str(results[0]["device"]) if results else None
-
-    found = wait_for(device, 60, f"claim {claim} to be allocated")
-    assert found is not None
-    return found
-
-
-def phase(api: Kube, namespace: str, pod: str) -> str | None:
-    obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
-    return None if obj is None else str(obj.get("status", {}).get("phase"))
-
-
-def cdi_specs(node: realnode.NodeLayout) -> list[Path]:
-    return sorted(node.cdi_dir.glob("*.json"))
-
-
-def logs(cluster: harness.Cluster, namespace: str, pod: str) -> str:
-    return cluster.kubectl("logs", "-n", namespace, pod).stdout
+    yield create_gpu_class(api)
+    api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
 
 
 @pytest.fixture
@@ -193,13 +108,6 @@ def test_finished_pod_succeeds_and_releases_its_claim(
     assert phase(api, namespace, "job") == "Succeeded"
 
 
-def _condition(rule: dict[str, Any] | None) -> dict[str, Any]:
-    for condition in (rule or {}).get("status", {}).get("conditions") or []:
-        if condition.get("type") == "EvictionInProgress":
-            return dict(condition)
-    return {}
-
-
 def test_noexecute_rule_evicts_the_running_pod(
     cluster: harness.Cluster,
     api: Kube,
@@ -218,29 +126,14 @@ def test_noexecute_rule_evicts_the_running_pod(
         wait_for(lambda: phase(api, namespace, "victim") == "Running", 120, "victim to run")
         victim_uid = api.get(f"{pods}/victim")["metadata"]["uid"]
         rule = unique_name("evict")
-        api.create(
-            rules,
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceTaintRule",
-                "metadata": {"name": rule},
-                "spec": {
-                    "deviceSelector": {
-                        "driver": realnode.DRIVER_NAME,
-                        "pool": realnode.NODE_NAME,
-                        "device": device,
-                    },
-                    "taint": {"key": "dra-operators.test/broken", "value": "true", "effect": "NoExecute"},
-                },
-            },
-        )
+        create_noexecute_rule(api, rule, device)
         try:
             # The condition may say Completed only once the kubelet has stopped the container
             # and the pod object is gone.
             deadline = time.monotonic() + 90
             gone_at: float | None = None
             while time.monotonic() < deadline:
-                condition = _condition(api.get_or_none(f"{rules}/{rule}"))
+                condition = eviction_condition(api.get_or_none(f"{rules}/{rule}"))
                 pod = api.get_or_none(f"{pods}/victim")
                 present = pod is not None and pod["metadata"]["uid"] == victim_uid
                 if condition.get("reason") == "Completed":

@@ -95,6 +95,21 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_parser(name: str, definition: OperatorDefinition) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"dra-operators run {name}", description=DESCRIPTIONS[name])
+    settings_mod.add_arguments(parser, definition.settings_class)
+    return parser
+
+
+def parse_settings(
+    name: str, argv: Sequence[str], definition: OperatorDefinition | None = None
+) -> settings_mod.OperatorSettings:
+    """The settings ``dra-operators run <name> <argv>`` runs with (flags, then environment)."""
+    definition = definition or load_definition(name)
+    options = _run_parser(name, definition).parse_args(list(argv))
+    return settings_mod.load(definition.settings_class, options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, rest = _top_parser().parse_known_args(argv)
     if args.command == "list":
@@ -119,14 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotImplementedOperator:
         print(f"dra-operators: the {args.name} operator is not implemented yet", file=sys.stderr)
         return 3
-    parser = _Parser(prog=f"dra-operators run {args.name}", description=DESCRIPTIONS[args.name])
-    settings_mod.add_arguments(parser, definition.settings_class)
     if args.help:
-        parser.print_help()
+        _run_parser(args.name, definition).print_help()
         return 0
-    options = parser.parse_args(rest)
     try:
-        settings = settings_mod.load(definition.settings_class, options)
+        settings = parse_settings(args.name, rest, definition)
     except ConfigurationError as err:
         return _fail(f"invalid settings: {err}")
     from .core import gc_tuning

@@ -147,3 +147,16 @@ async def test_factory_rejects_reserved_env_and_missing_commands(tmp_path: Path)
         ActionSpec.model_validate({"kind": "Exec", "exec": {"command": [good]}}), BuildContext("p")
     )
     assert built.description == f"exec action {good}"
+
+
+async def test_no_writable_tmp_is_a_transient_error_that_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tempfile
+
+    command = script(tmp_path, 'echo \'{"outcome": "Succeeded"}\'\n')
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    result = await ExecAction([command]).attach(attach_request())
+    assert result.outcome is Outcome.TRANSIENT_ERROR
+    assert result.message.startswith(f"no working directory for {command}: ")
+    assert "emptyDir at /tmp" in result.message

@@ -275,3 +275,16 @@ def test_request_body_is_json() -> None:
     from operators.bindingattacher.actions.document import encode_request
 
     assert json.loads(encode_request(attach_request()))["kind"] == "AttachRequest"
+
+
+def test_client_certificate_without_a_writable_tmp_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What a readOnlyRootFilesystem pod without a /tmp emptyDir sees.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    client_cert, client_key = issue(pki.Authority.create("client CA"), "attacher", [], client=True)
+    with pytest.raises(ActionConfigError) as raised:
+        ssl_context(pem(CA), client_cert, client_key)
+    assert raised.value.reason == "InvalidActionConfig"
+    assert "cannot stage the client certificate" in raised.value.message
+    assert "emptyDir at /tmp" in raised.value.message

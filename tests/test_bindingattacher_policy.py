@@ -12,7 +12,7 @@ from bindingattacher_builders import FABRIC, T0
 from operators.bindingattacher import policy
 from operators.bindingattacher.devicestatus import REASON_PATTERN
 from operators.bindingattacher.durations import DURATION_PATTERN
-from operators.bindingattacher.models import DeviceAttachPolicy, DeviceAttachPolicySpec
+from operators.bindingattacher.models import DeviceAttachPolicy, DeviceAttachPolicySpec, TaintDevice
 from operators.core.conditions import Condition
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"
@@ -87,9 +87,29 @@ def test_invalid_specs_name_the_field(spec: dict[str, Any], fragment: str) -> No
 def test_flags_and_apis() -> None:
     disabled = check(make(), test_actions=False)
     assert (disabled.accepted, disabled.reason) == (False, "TestActionDisabled")
-    taint = check(make({"onFailure": {"taintDevice": "OnPermanentError"}}), taints=False)
-    assert taint.reason == "DeviceTaintRulesUnavailable"
-    assert check(make({"onFailure": {"taintDevice": "OnPermanentError"}})).accepted
+    always = check(make({"onFailure": {"taintDevice": "Always"}}), taints=False)
+    assert (always.accepted, always.reason) == (False, "DeviceTaintRulesUnavailable")
+    assert check(make({"onFailure": {"taintDevice": "Always"}})).accepted
+
+
+def test_the_default_taints_a_permanently_failing_device() -> None:
+    # Without the taint the scheduler picks the failing device again (the livelock of #21).
+    verdict = check(make())
+    assert verdict.accepted
+    assert verdict.message == ""
+    assert verdict.settings is not None
+    machine = verdict.settings.machine_settings(probe_supported=False)
+    assert machine.taint_device is TaintDevice.ON_PERMANENT_ERROR
+
+
+def test_the_default_without_the_taint_api_works_as_never_and_says_so() -> None:
+    verdict = check(make(), taints=False)
+    assert (verdict.accepted, verdict.reason) == (True, "Valid")
+    assert verdict.settings is not None
+    assert verdict.settings.machine_settings(probe_supported=False).taint_device is TaintDevice.NEVER
+    assert verdict.message == policy.TAINT_INACTIVE
+    built = policy.with_action(verdict, "noop action")
+    assert built.message == f"noop action; {policy.TAINT_INACTIVE}"
 
 
 def test_duplicate_driver_oldest_wins() -> None:
@@ -114,6 +134,9 @@ def test_status_conditions() -> None:
     denied = policy.authorized_condition(FABRIC, False, 2)
     assert denied.reason == "MissingDriverPermission"
     assert f"resourceNames [{FABRIC}]" in denied.message
+    assert f"grant it with `kubectl dra grant-driver {FABRIC}`" in denied.message
+    elsewhere = policy.authorized_condition(FABRIC, False, 2, namespace="dra")
+    assert f"`kubectl dra grant-driver {FABRIC} --namespace dra`" in elsewhere.message
     _, _, not_ready = policy.status_conditions(verdict, denied, terminating=False, generation=2)
     assert (not_ready.status, not_ready.reason) == ("False", "NotAuthorized")
     rejected = policy.Verdict.rejected("UnknownEntryPoint", "no entry point")

@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
+from e2e.cluster.constants import REPO_ROOT
 from operators import OPERATOR_NAMES
-from operators.cli import main
+from operators.cli import main, parse_settings
 
 
 def test_help_lists_every_operator(capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,3 +55,46 @@ def test_python_dash_m_is_the_same_entry_point() -> None:
     )
     assert short.returncode == 0
     assert "--builtin-api" in short.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--leader-elect=false"], False),
+        (["--leader-elect=true"], True),
+        (["--leader-elect"], True),
+        (["--no-leader-elect"], False),
+        ([], False),
+    ],
+)
+def test_boolean_flags_take_values_as_kubernetes_components_do(argv: list[str], expected: bool) -> None:
+    assert parse_settings("resourceclaim", argv).leader_elect is expected
+
+
+def test_a_bad_boolean_is_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_settings("resourceclaim", ["--leader-elect=maybe"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "'maybe' is not a boolean (true or false)" in err[0]
+
+
+def _shipped_args() -> list[tuple[str, list[str]]]:
+    found = []
+    for path in sorted((REPO_ROOT / "manifests").glob("*/deployment.yaml")):
+        deployment = yaml.safe_load(path.read_text())
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        found.append((args[1], args[2:]))
+    ha = yaml.safe_load((REPO_ROOT / "manifests/overlays/ha/kustomization.yaml").read_text())
+    replaced = [
+        op["value"] for op in yaml.safe_load(ha["patches"][0]["patch"]) if op["path"].endswith("/args/2")
+    ]
+    return found + [(name, replaced) for name, _ in found]
+
+
+@pytest.mark.parametrize(("name", "args"), _shipped_args())
+def test_the_shipped_deployments_arguments_parse(name: str, args: list[str]) -> None:
+    # The manifests once passed --leader-elect=false, which the parser refused: every pod
+    # exited with a usage error.
+    parse_settings(name, args)

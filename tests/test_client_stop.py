@@ -26,3 +26,19 @@ async def test_waiting_for_a_token_ends_when_the_operator_stops() -> None:
         assert client.sibling()._stopping.is_set(), "siblings stop waiting too"
     finally:
         await client.close()
+
+
+async def test_a_sibling_for_the_last_writes_outlives_the_stop() -> None:
+    configuration = k8s_client.Configuration()
+    configuration.host = "https://127.0.0.1:9"
+    client = KubeClient(configuration, qps=0.1, burst=1)
+    try:
+        client.stop_waiting()
+        releaser = client.sibling(outlives_stop=True)
+        assert not releaser._stopping.is_set()
+        # Sent, not refused: port 9 answers nothing, so the transport fails (status 0).
+        with pytest.raises(ApiError) as raised:
+            await releaser.get("/version")
+        assert raised.value.reason != "ShuttingDown"
+    finally:
+        await client.close()

@@ -120,3 +120,27 @@ def test_mounts_under_the_node_deepest_first() -> None:
         f"{run}/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs",
         "/tmp/f/node/containerd/tmpmounts/m1",
     ]
+
+
+def test_kube_proxy_configuration() -> None:
+    config = realnode.proxy_config(Path("/k/proxy.kubeconfig"), 1001, 1002)
+    assert config["mode"] == "iptables"
+    assert config["hostnameOverride"] == realnode.NODE_NAME
+    # Only loopback listeners, and the machine's conntrack sizes left alone.
+    assert config["healthzBindAddress"] == "127.0.0.1:1001"
+    assert config["metricsBindAddress"] == "127.0.0.1:1002"
+    assert config["conntrack"]["maxPerCore"] == 0
+    # Replies between pods of the one bridge must pass the host, where the Service NAT is undone.
+    assert config["iptables"]["masqueradeAll"] is True
+
+
+def test_only_the_node_address_is_allowed_beside_loopback() -> None:
+    from e2e.cluster.launcher import ClusterError, check_loopback
+
+    layout = realnode.NodeLayout.of(Path("/tmp/x"))
+    args = [f"--bind-address={layout.node_ip}", f"--advertise-address={layout.node_ip}"]
+    check_loopback("kube-apiserver", args, (layout.node_ip,))
+    with pytest.raises(ClusterError, match=r"is not on 127\.0\.0\.1"):
+        check_loopback("kube-apiserver", args)
+    with pytest.raises(ClusterError):
+        check_loopback("kube-apiserver", ["--bind-address=0.0.0.0"], (layout.node_ip,))

@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
         help="real: one node with kubelet, containerd and the test DRA driver (the default); "
         "fake: fake nodes only, pods never start",
     )
+    up.add_argument(
+        "--services",
+        action="store_true",
+        help="pods reach the API server and Services (the API server on the node IP, kube-proxy): "
+        "for installing the operators from manifests/",
+    )
     up.add_argument("--binding-timeout", default=os.environ.get("DEVCLUSTER_BINDING_TIMEOUT") or None)
     up.add_argument("--kcm-controllers", default=None, help="replace kube-controller-manager's --controllers")
     up.add_argument("--extra-arg", action="append", default=[], metavar="COMPONENT=--flag=value")
@@ -86,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             started = time.monotonic()
             binaries = build_mod.build()
-            node = realnode.prepare(print) if args.node == "real" else None
+            node = realnode.prepare(print, services=args.services) if args.node == "real" else None
             options = launcher.UpOptions(
                 directory=directory,
                 binary_dir=binaries.directory,

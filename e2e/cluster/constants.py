@@ -19,9 +19,10 @@ BINARIES = (
     "kube-controller-manager",
     "kubectl",
     "kubelet",
+    "kube-proxy",
     "dra-test-driver",
 )
-SERVER_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet")
+SERVER_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kube-proxy")
 
 # Alpha DRA gates that are off by default in 1.37; every other DRA gate is on (and some are
 # locked, so naming them would only warn).

@@ -14,7 +14,7 @@ Three images, each cached under ``cache_root()/images/<name>-<key>/`` (``image.t
   isolation, host network for PyPI, throwaway storage) on top of the base. Key: the build
   context (Dockerfile, pyproject.toml, constraints.txt, README.md, operators/), the base
   image's manifest digest and ``RECIPE_VERSION``. The built image must run
-  ``dra-operators --help`` before it is kept.
+  every operator's modules and ``dra-operators --help`` before it is kept.
 
 Each image is built in a temporary directory renamed into place when complete, under a
 per-image file lock, so a partial build is never used. The archives name their image the way
@@ -57,7 +57,8 @@ RECIPE_VERSION = 1
 SUITE = "bookworm"
 # What the Dockerfile and the test pods need: python3 + venv (ensurepip), useradd/groupadd
 # (passwd), TLS roots for pip (ca-certificates). sh, sleep and env are Essential packages.
-BASE_PACKAGES = ("ca-certificates", "passwd", "python3", "python3-venv")
+# libstdc++6: compiled wheels (google-re2, which cel-python uses) link it; python:3.11-slim has it.
+BASE_PACKAGES = ("ca-certificates", "libstdc++6", "passwd", "python3", "python3-venv")
 BASE_IMAGE = f"dra-operators-base:{SUITE}"
 # The tag follows build/pause/Makefile's TAG of the Kubernetes version built here.
 PAUSE_TAG = "3.10.2"
@@ -289,6 +290,15 @@ def archive_index(archive: Path) -> tuple[str, str]:
 
 
 # -- the cache ------------------------------------------------------------------------------
+
+
+SELF_CHECK = (
+    "from operators import OPERATOR_NAMES\n"
+    "from operators.cli import load_definition, main\n"
+    "for name in OPERATOR_NAMES:\n"
+    "    load_definition(name)\n"
+    "main(['--help'])\n"
+)
 
 
 def images_root() -> Path:
@@ -651,10 +661,12 @@ def _build_operator(tmp: Path, base: ImageResult, say: Say) -> tuple[str, dict[s
         env=env,
     )
     container = created.stdout.strip().splitlines()[-1]
-    check = ["/opt/dra-operators/bin/dra-operators", "--help"]
+    # Every operator's modules imported, as `run <name>` does: a missing shared library of a
+    # compiled wheel fails here, not as a crash-looping pod.
+    check = ["/opt/dra-operators/bin/python", "-c", SELF_CHECK]
     out = _run(
         [*buildah, "run", "--isolation", "chroot", "--user", "65532:65532", container, "--", *check],
-        "the operator image's self-check (dra-operators --help)",
+        "the operator image's self-check (every operator's modules import)",
         timeout=600,
         env=env,
     ).stdout

@@ -42,7 +42,7 @@ from .constants import (
 )
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
-NODE_COMPONENTS = ("containerd", "kubelet", "dra-test-driver")
+NODE_COMPONENTS = ("containerd", "kubelet", "dra-test-driver", "kube-proxy")
 CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
 ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
 PORT_RETRIES = 3
@@ -111,8 +111,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def check_loopback(component: str, args: Sequence[str]) -> None:
-    """Refuse any address-carrying flag whose value is not 127.0.0.1."""
+def check_loopback(component: str, args: Sequence[str], allowed: Sequence[str] = ()) -> None:
+    """Refuse any address-carrying flag whose value is not 127.0.0.1 (or one of ``allowed``: the
+    real node's bridge address, which exists on this machine only)."""
     for arg in args:
         if not arg.startswith("--") or "=" not in arg:
             continue
@@ -123,7 +124,7 @@ def check_loopback(component: str, args: Sequence[str]) -> None:
             host = part.split("://", 1)[-1].rsplit(":", 1)[0] if "://" in part or ":" in part else part
             if "=" in host:  # --initial-cluster=name=url
                 host = host.split("=", 1)[1].split("://", 1)[-1].rsplit(":", 1)[0]
-            if host != LOOPBACK:
+            if host != LOOPBACK and host not in allowed:
                 raise ClusterError(f"{component}: {flag}={value} is not on {LOOPBACK}; refusing to start")
 
 
@@ -249,6 +250,7 @@ class Launcher:
         self.say = say
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.components: dict[str, ComponentState] = {}
+        self.allowed_hosts: tuple[str, ...] = ()
 
     # -- files ----------------------------------------------------------------------------
 
@@ -261,7 +263,7 @@ class Launcher:
         for sub in ("pki", "etcd", "kubeconfigs", "bin"):
             shutil.rmtree(self.dir / sub, ignore_errors=True)
         logs.mkdir(parents=True)
-        keys = pki.generate(self.dir / "pki")
+        keys = pki.generate(self.dir / "pki", self.allowed_hosts)
         (self.dir / "bin").mkdir()
         (self.dir / "kubeconfigs").mkdir()
         for name in ("kubectl", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd"):
@@ -279,7 +281,7 @@ class Launcher:
     ) -> None:
         args = args + [a for a in self.o.extra_args.get(name, [])]
         if loopback:
-            check_loopback(name, args)
+            check_loopback(name, args, self.allowed_hosts)
         binary = str((binary_dir or self.o.binary_dir) / name)
         log_path = self.dir / "logs" / f"{name}.log"
         self._log(f"start {name}: {' '.join(args)}")
@@ -332,10 +334,18 @@ class Launcher:
     def _up_once(self) -> ClusterState:
         started = time.monotonic()
         deadline = started + self.o.timeout
+        api_host = LOOPBACK
+        if self.o.node is not None:
+            layout = realnode.prepare_host(self.dir, self.o.node, self.o.binary_dir / "kube-proxy")
+            if self.o.node.services:
+                # Pods reach the API server through the kubernetes Service, whose endpoint is the
+                # advertised address; a loopback one is not a valid endpoint.
+                api_host = layout.node_ip
+                self.allowed_hosts = (layout.node_ip,)
         keys = self._prepare_dir()
         v = f"--v={self.o.verbosity}"
         etcd_client, etcd_peer, api_port, sched_port, kcm_port = (free_port() for _ in range(5))
-        server = f"https://{LOOPBACK}:{api_port}"
+        server = f"https://{api_host}:{api_port}"
 
         self._spawn(
             "etcd",
@@ -360,8 +370,8 @@ class Launcher:
             "kube-apiserver",
             [
                 f"--etcd-servers=http://{LOOPBACK}:{etcd_client}",
-                f"--bind-address={LOOPBACK}",
-                f"--advertise-address={LOOPBACK}",
+                f"--bind-address={api_host}",
+                f"--advertise-address={api_host}",
                 f"--secure-port={api_port}",
                 f"--tls-cert-file={p('serving.crt')}",
                 f"--tls-private-key-file={p('serving.key')}",
@@ -378,7 +388,7 @@ class Launcher:
                 "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 "--disable-admission-plugins=TaintNodesByCondition",
-                "--endpoint-reconciler-type=none",
+                f"--endpoint-reconciler-type={'lease' if api_host != LOOPBACK else 'none'}",
                 f"--runtime-config={RUNTIME_CONFIG_FLAG}",
                 f"--feature-gates={FEATURE_GATES_FLAG}",
                 v,
@@ -607,6 +617,9 @@ def _stop_components(
             _terminate(comp.pid, comp.binary, proc)
     if node is not None:
         realnode.teardown_host(node, shim, print)
+    proxy = components.get("kube-proxy")
+    if proxy is not None:
+        realnode.cleanup_proxy_rules(Path(proxy.binary))
 
 
 def down(directory: Path) -> bool:

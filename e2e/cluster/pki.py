@@ -35,6 +35,8 @@ CLIENTS = {
     "controller-manager": ("system:kube-controller-manager", None),
     # The real node's kubelet, authorized by the API server's Node authorizer.
     "node": ("system:node:devcluster-node", "system:nodes"),
+    # kube-proxy on the real node (the bootstrap binding system:node-proxier names this user).
+    "proxy": ("system:kube-proxy", None),
 }
 
 
@@ -146,7 +148,9 @@ def _builder(
     )
 
 
-def generate(directory: Path) -> Pki:
+def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """``extra_ips``: more addresses the API server is reached on (the real node's IP, when pods
+    reach the API server)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = Authority.create("devcluster-ca")
     _write(directory / "ca.crt", ca.cert_pem, private=False)
@@ -155,6 +159,7 @@ def generate(directory: Path) -> Pki:
     sans: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address(LOOPBACK)),
         x509.IPAddress(ipaddress.ip_address(SERVICE_CLUSTER_FIRST_IP)),
+        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips),
         *(x509.DNSName(dns) for dns in SERVING_DNS),
     ]
     crt, key = ca.issue(name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)

@@ -496,6 +496,10 @@ class NodeOptions:
     pause_image: str
     taint: bool = False
     devices: int = DRIVER_DEVICES
+    # Pods reach the API server and Services: the API server listens on the node IP and
+    # kube-proxy runs (what the deployed operators need). Only one such cluster per machine:
+    # kube-proxy's iptables chains are global.
+    services: bool = False
 
     @property
     def shim(self) -> Path:
@@ -533,6 +537,51 @@ def ctr(options: NodeOptions, layout: NodeLayout, *args: str, timeout: float = 3
     return proc.stdout
 
 
+def prepare_host(state_dir: Path, options: NodeOptions, proxy_binary: Path | None) -> NodeLayout:
+    """Before the control plane: with ``services`` the API server listens on the bridge."""
+    layout = NodeLayout.of(state_dir)
+    problems = preflight()
+    if problems:
+        raise NodeError("the real node cannot start here: " + "; ".join(problems) + " (NODE=fake avoids it)")
+    teardown_host(layout, str(options.shim), lambda _: None)  # what a killed run left
+    if options.services and proxy_binary is not None:
+        cleanup_proxy_rules(proxy_binary)
+    setup_host(layout)
+    return layout
+
+
+def proxy_config(kubeconfig: Path, healthz: int, metrics: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "iptables",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": NODE_NAME,
+        "healthzBindAddress": f"{LOOPBACK}:{healthz}",
+        "metricsBindAddress": f"{LOOPBACK}:{metrics}",
+        # Pods of one bridge reach each other through a Service only if the reply comes back
+        # through the host, where the connection's NAT is undone.
+        "iptables": {"masqueradeAll": True},
+        # Zero: leave the machine's conntrack table sizes alone (root here cannot set them).
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        "nodePortAddresses": ["primary"],
+    }
+
+
+def proxy_rules_present() -> bool:
+    proc = subprocess.run(
+        ["iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES"], capture_output=True, text=True, timeout=30
+    )
+    return proc.returncode == 0
+
+
+def cleanup_proxy_rules(proxy_binary: Path) -> None:
+    """kube-proxy leaves its chains when stopped; its own --cleanup removes them."""
+    if shutil.which("iptables") is None or not proxy_rules_present():
+        return
+    subprocess.run([str(proxy_binary), "--cleanup"], capture_output=True, text=True, timeout=60, check=False)
+
+
 def start(
     launcher: _Spawner,
     options: NodeOptions,
@@ -546,11 +595,6 @@ def start(
     from .launcher import _cert_user, free_port, write_kubeconfig
 
     layout = NodeLayout.of(launcher.dir)
-    problems = preflight()
-    if problems:
-        raise NodeError("the real node cannot start here: " + "; ".join(problems) + " (NODE=fake avoids it)")
-    teardown_host(layout, str(options.shim), lambda _: None)  # what a killed run left
-    setup_host(layout)
     config = layout.disk / "containerd.toml"
     config.write_text(containerd_config(layout, options.pause_image))
     launcher._spawn(
@@ -607,6 +651,31 @@ def start(
     )
     slices = f"{server}/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{NODE_NAME}"
     launcher._wait("dra-test-driver", lambda: _has_items(slices, admin_ctx), 60, deadline, slices)
+    if options.services:
+        _start_proxy(launcher, keys, server, deadline)
+
+
+def _start_proxy(launcher: _Spawner, keys: Any, server: str, deadline: float) -> None:
+    from .launcher import _cert_user, free_port, write_kubeconfig
+
+    kubeconfig = launcher.dir / "kubeconfigs" / "proxy.kubeconfig"
+    write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, "proxy"))
+    healthz, metrics = free_port(), free_port()
+    config = NodeLayout.of(launcher.dir).disk / "kube-proxy.yaml"
+    config.write_text(yaml.safe_dump(proxy_config(kubeconfig, healthz, metrics), sort_keys=False))
+    launcher._spawn("kube-proxy", [f"--config={config}", f"--v={launcher.o.verbosity}"], healthz)
+    url = f"http://{LOOPBACK}:{healthz}/healthz"
+    launcher._wait("kube-proxy", lambda: _http_status_ok(url), 60, deadline, url)
+
+
+def _http_status_ok(url: str) -> tuple[bool, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200, f"HTTP {resp.status}"
+    except urllib.error.HTTPError as err:
+        return False, f"HTTP {err.code}"
+    except (OSError, urllib.error.URLError) as err:
+        return False, str(err)
 
 
 def _containerd_ready(options: NodeOptions, layout: NodeLayout) -> tuple[bool, str]:
@@ -649,7 +718,7 @@ def _has_items(url: str, ctx: ssl.SSLContext) -> tuple[bool, str]:
 
 
 def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
-    if name == "kubelet":
+    if name in ("kubelet", "kube-proxy"):
         try:
             with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/healthz", timeout=5) as resp:
                 return bool(resp.status == 200)
@@ -661,11 +730,11 @@ def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
     return any(layout.kubelet_root.glob("plugins_registry/*.sock"))
 
 
-def prepare(say: Callable[[str], None], taint: bool = False) -> NodeOptions:
+def prepare(say: Callable[[str], None], taint: bool = False, services: bool = False) -> NodeOptions:
     """Everything the node runs, installed or built (or reused from the cache)."""
     from . import build, images
 
     ensure_debian_packages(say)
     containerd = build.build_containerd(log=say)
     archives = (images.pause_image(say), images.base_image(say), images.operator_image(say))
-    return NodeOptions(containerd.directory, archives, images.PAUSE_IMAGE, taint=taint)
+    return NodeOptions(containerd.directory, archives, images.PAUSE_IMAGE, taint=taint, services=services)

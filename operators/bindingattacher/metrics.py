@@ -36,6 +36,12 @@ attachments = Counter(
     ["driver", "outcome"],
     registry=registry,
 )
+repeated_failures = Counter(
+    f"{P}repeated_failures",
+    "Times a claim was reported failing several allocation rounds in a row on the same device.",
+    ["driver"],
+    registry=registry,
+)
 events_dropped = Counter(
     f"{P}events_dropped",
     "Events not posted because too many were waiting (Events are diagnostics, spec §15.1).",

@@ -283,7 +283,7 @@ class DetachSpec(KubeModel):
 
 
 class OnFailureSpec(KubeModel):
-    taint_device: TaintDevice = TaintDevice.NEVER
+    taint_device: TaintDevice = TaintDevice.ON_PERMANENT_ERROR
     taint_duration: str = "10m"
 
 

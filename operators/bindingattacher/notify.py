@@ -27,9 +27,18 @@ WARNINGS = frozenset(
         Event.ATTACH_ABANDONED,
         Event.DETACH_FAILED,
         Event.ATTACHMENT_FORGOTTEN,
+        Event.REPEATED_FAILURE,
     }
 )
-POD_EVENTS = frozenset({Event.ATTACHED, Event.ATTACH_FAILED, Event.ATTACH_TIMEOUT, Event.NODE_NOT_DETERMINED})
+POD_EVENTS = frozenset(
+    {
+        Event.ATTACHED,
+        Event.ATTACH_FAILED,
+        Event.ATTACH_TIMEOUT,
+        Event.NODE_NOT_DETERMINED,
+        Event.REPEATED_FAILURE,
+    }
+)
 RECORD_EVENTS = frozenset({Event.ATTACHMENT_FORGOTTEN})
 
 _WHAT = {
@@ -44,6 +53,7 @@ _WHAT = {
     Event.DETACHED: "detached",
     Event.DETACH_FAILED: "detach keeps failing",
     Event.ATTACHMENT_FORGOTTEN: "record forgotten without a detach (dra-operators.io/forget)",
+    Event.REPEATED_FAILURE: "attach keeps failing on the same device",
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -215,13 +215,29 @@ def validate(policy: DeviceAttachPolicy, *, test_actions_enabled: bool, taint_ru
         return Verdict.rejected(
             "TestActionDisabled", "spec.action.kind: Test needs the operator flag --enable-test-actions"
         )
-    if spec.on_failure.taint_device is not TaintDevice.NEVER and not taint_rules_served:
+    if spec.on_failure.taint_device is TaintDevice.ALWAYS and not taint_rules_served:
         return Verdict.rejected(
             "DeviceTaintRulesUnavailable",
             f"spec.onFailure.taintDevice: {spec.on_failure.taint_device.value} needs the DeviceTaintRule "
             "API, which this cluster does not serve",
         )
+    if spec.on_failure.taint_device is TaintDevice.ON_PERMANENT_ERROR and not taint_rules_served:
+        # The default since the livelock fix: a cluster without the API (1.36 with the beta off)
+        # keeps working as with Never, and says so, instead of rejecting every default policy.
+        return Verdict(True, "Valid", TAINT_INACTIVE, _without_taint(settings))
     return Verdict(True, "Valid", "", settings)
+
+
+TAINT_INACTIVE = (
+    "spec.onFailure.taintDevice: OnPermanentError is inactive: this cluster does not serve the "
+    "DeviceTaintRule API, so a permanently failing device may be picked again"
+)
+
+
+def _without_taint(settings: PolicySettings) -> PolicySettings:
+    on_failure = settings.spec.on_failure.model_copy(update={"taint_device": TaintDevice.NEVER})
+    spec = settings.spec.model_copy(update={"on_failure": on_failure})
+    return replace(settings, spec=spec)
 
 
 def _seniority(policy: DeviceAttachPolicy) -> tuple[str, str]:
@@ -261,8 +277,9 @@ def evaluate(
 
 
 def with_action(verdict: Verdict, description: str) -> Verdict:
-    """The final Accepted=True verdict once the action has been built."""
-    return Verdict(True, verdict.reason, description, verdict.settings)
+    """The final Accepted=True verdict once the action has been built (with any note kept)."""
+    message = f"{description}; {verdict.message}" if verdict.message else description
+    return Verdict(True, verdict.reason, message, verdict.settings)
 
 
 def access_review(driver: str) -> dict[str, Any]:
@@ -283,7 +300,15 @@ def access_review(driver: str) -> dict[str, Any]:
     }
 
 
-def authorized_condition(driver: str, allowed: bool | None, generation: int, detail: str = "") -> Condition:
+def grant_command(driver: str, namespace: str) -> str:
+    """The documented step that grants the missing permission (``kubectl dra grant-driver``)."""
+    suffix = "" if namespace == "dra-operators" else f" --namespace {namespace}"
+    return f"kubectl dra grant-driver {driver}{suffix}"
+
+
+def authorized_condition(
+    driver: str, allowed: bool | None, generation: int, detail: str = "", namespace: str = "dra-operators"
+) -> Condition:
     """``allowed`` None means the review itself failed (``Unknown``/``CheckFailed``)."""
     if allowed is None:
         return Condition(
@@ -307,7 +332,8 @@ def authorized_condition(driver: str, allowed: bool | None, generation: int, det
         reason="MissingDriverPermission",
         message=(
             f"missing rule: apiGroups [resource.k8s.io], resources [resourceclaims/driver], "
-            f"resourceNames [{driver}], verbs [arbitrary-node:patch]" + (f"; {detail}" if detail else "")
+            f"resourceNames [{driver}], verbs [arbitrary-node:patch]; grant it with "
+            f"`{grant_command(driver, namespace)}`" + (f"; {detail}" if detail else "")
         ),
         observed_generation=generation,
     )

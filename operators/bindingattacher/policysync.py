@@ -50,6 +50,8 @@ POLICIES_PATH = f"/apis/{API_VERSION}/{PLURAL}"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 RECHECK_SECONDS = 300.0
 """Authorization and Secrets are re-read this often (spec §10.4, §21.4)."""
+UNAUTHORIZED_RECHECK_SECONDS = 10.0
+"""How soon a policy that is not (or not yet known to be) authorized asks again."""
 
 
 def policy_ref(state: PolicyState) -> ObjectRef:
@@ -122,7 +124,7 @@ class PolicySync:
         await self._write_status(state, (accepted, authorized, ready))
         if was != (True, state.ready):
             self.readiness_changed(state.driver)
-        return RECHECK_SECONDS
+        return RECHECK_SECONDS if authorized.status == TRUE else UNAUTHORIZED_RECHECK_SECONDS
 
     # -- evaluation ----------------------------------------------------------------------------
 
@@ -224,7 +226,10 @@ class PolicySync:
     async def _authorize(self, state: PolicyState) -> Condition:
         if not state.driver:
             return policy.authorized_condition("", None, state.generation, "the policy names no driver")
-        stale = time.monotonic() - state.authorized_at >= RECHECK_SECONDS
+        # A missing grant is usually being fixed right now (kubectl dra grant-driver): look
+        # again soon, as RBAC changes cannot be watched with the attacher's permissions.
+        period = RECHECK_SECONDS if state.authorized else UNAUTHORIZED_RECHECK_SECONDS
+        stale = time.monotonic() - state.authorized_at >= period
         if state.authorized is None or stale or state.authorized_generation != state.generation:
             try:
                 review = await self.client.create(ACCESS_REVIEWS, policy.access_review(state.driver))
@@ -237,7 +242,11 @@ class PolicySync:
             state.authorized_at = time.monotonic()
             state.authorized_generation = state.generation
         return policy.authorized_condition(
-            state.driver, state.authorized, state.generation, state.authorized_detail
+            state.driver,
+            state.authorized,
+            state.generation,
+            state.authorized_detail,
+            namespace=self.settings.namespace,
         )
 
     def recheck_authorization(self, state: PolicyState) -> None:

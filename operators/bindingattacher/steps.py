@@ -59,6 +59,7 @@ class Event(enum.StrEnum):
     DETACHED = "Detached"
     DETACH_FAILED = "DetachFailed"
     ATTACHMENT_FORGOTTEN = "AttachmentForgotten"
+    REPEATED_FAILURE = "RepeatedAttachFailure"
 
 
 class Outcome(enum.StrEnum):

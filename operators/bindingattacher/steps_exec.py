@@ -43,6 +43,7 @@ from .policysync import policy_ref
 from .requests import build_request
 from .statemachine import CallResult, Effect, Event, Outcome, Step
 from .statuswriter import StatusWriter
+from .streaks import FailureStreaks
 from .taintrules import TaintRules
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class Deferred:
     step: Step
     policy: PolicyState
     result: CallResult | None
+
+
+_STREAK_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMEOUT, Outcome.NODE_NOT_DETERMINED})
 
 
 @dataclass
@@ -120,6 +124,7 @@ class StepExecutor:
         self.test_actions = test_actions
         self.on_forbidden = on_forbidden
         self.on_allowed = on_allowed
+        self.streaks = FailureStreaks()
 
     def requeue(self, key: ClaimKey, after: float) -> None:
         self.queue.add_after(key, max(after, MIN_REQUEUE_SECONDS))
@@ -200,6 +205,7 @@ class StepExecutor:
         self._count_outcome(updated, step)
         for event in self._throttled(name, step.events):
             plan.events.append((event, updated, step.message))
+        self._streak(updated, step, policy, plan)
         if step.requeue_after is not None:
             plan.requeue(step.requeue_after)
         if step.message and step.status.phase is record.status.phase and not step.events:
@@ -339,6 +345,31 @@ class StepExecutor:
             text = notify.message(event, record, detail)
             for target in notify.targets(event, record, claim, self.max_pod_events):
                 self.events.record(target, notify.event_type(event), event.value, text[:1024])
+
+    def _streak(self, record: DeviceAttachment, step: Step, policy: PolicyState, plan: Plan) -> None:
+        """Make a claim that keeps failing on one device visible (Warning Event and metric)."""
+        if step.outcome is None:
+            return
+        claim_uid, device = record.spec.claim.uid, DeviceKey.of_record(record)
+        if step.outcome is Outcome.READY:
+            self.streaks.succeeded(claim_uid, device)
+            return
+        if step.outcome not in _STREAK_OUTCOMES:
+            return
+        rounds = self.streaks.failed(claim_uid, device)
+        if rounds is None:
+            return
+        metrics.repeated_failures.labels(driver=record.spec.driver).inc()
+        settings = policy.settings
+        taint = settings.spec.on_failure.taint_device.value if settings is not None else "unknown"
+        plan.events.append(
+            (
+                Event.REPEATED_FAILURE,
+                record,
+                f"{rounds} allocation rounds in a row failed on this device (policy {policy.name}, "
+                f"onFailure.taintDevice: {taint}); a taint would let the scheduler pick another device",
+            )
+        )
 
     # -- metrics -------------------------------------------------------------------------------------
 

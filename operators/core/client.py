@@ -143,10 +143,14 @@ class KubeClient:
         self._stopping = asyncio.Event()
         self.requests_total = 0
 
-    def sibling(self) -> KubeClient:
-        """A client on the same session and credentials with a token bucket of its own."""
+    def sibling(self, *, outlives_stop: bool = False) -> KubeClient:
+        """A client on the same session and credentials with a token bucket of its own.
+        ``outlives_stop``: :meth:`stop_waiting` of this client does not stop it (for the
+        shutdown's own last writes, such as releasing the Lease)."""
         twin = copy.copy(self)
         twin.bucket = TokenBucket(self.bucket.qps, self.bucket.burst)
+        if outlives_stop:
+            twin._stopping = asyncio.Event()
         twin._owner = self
         twin.requests_total = 0
         return twin

@@ -5,7 +5,10 @@
   re-establishes every watch from scratch.
 - ``/readyz`` (readiness): every readiness gate is true: the informers' initial listing is
   complete, the APIs the operator needs are served (discovery), and this replica holds the
-  leader Lease (or leader election is off).
+  leader Lease (or leader election is off). A standby that waits for the Lease is ready too,
+  once its own namespace exists ("ok: standby"): a Deployment counts only ready pods as
+  available, so a standby that never became ready would stop every rolling update of the ha
+  overlay (the new pod waits for the Lease, the old one waits for the new one).
 - ``/metrics``: Prometheus text format.
 
 Metrics and probes may share one listener or use two, as the flags say.
@@ -24,6 +27,11 @@ from . import metrics
 from .settings import ConfigurationError, one_line
 
 log = logging.getLogger(__name__)
+
+
+LEADER = "leader"
+STANDBY_GATES = frozenset({"namespace"})
+"""What a standby must have to be ready: the namespace its Lease lives in."""
 
 
 @dataclass
@@ -47,10 +55,12 @@ class Health:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        waiting = sorted(name for name, value in self.gates.items() if not value)
+        standby = self.gates.get(LEADER) is False
+        gates = {n: v for n, v in self.gates.items() if n in STANDBY_GATES} if standby else self.gates
+        waiting = sorted(name for name, value in gates.items() if not value)
         if waiting:
             return False, "waiting for: " + ", ".join(waiting)
-        return True, "ok"
+        return True, "ok: standby, waiting for the Lease" if standby else "ok"
 
 
 def _probe(check: tuple[bool, str]) -> web.Response:

@@ -112,6 +112,15 @@ class OperatorSettings(BaseModel):
         return value
 
 
+def bool_value(text: str) -> bool:
+    """A boolean flag's explicit value, spelled as Go's strconv.ParseBool accepts it."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -128,8 +137,23 @@ def add_arguments(parser: argparse.ArgumentParser, model: type[OperatorSettings]
         if default is not None:
             help_text += f" (default: {default})"
         if annotation is bool:
+            # As Kubernetes components take them (--leader-elect=false), and --no-<flag>.
             parser.add_argument(
-                _flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+                _flag(name),
+                dest=name,
+                nargs="?",
+                const=True,
+                type=bool_value,
+                default=None,
+                metavar="true|false",
+                help=help_text,
+            )
+            parser.add_argument(
+                "--no-" + _flag(name)[2:],
+                dest=name,
+                action="store_false",
+                default=None,
+                help=argparse.SUPPRESS,
             )
             continue
         choices = get_args(annotation) if get_origin(annotation) is Literal else None

@@ -20,7 +20,7 @@ import yaml
 
 from operators.core.taints import DeviceTaintSelector
 
-from . import poolview, previewmodel
+from . import grants, poolview, previewmodel
 from .durations import parse_seconds
 from .errors import EXIT_ERROR, EXIT_OK, PluginError
 from .pools import PoolsQuery, ask
@@ -113,7 +113,29 @@ def _parser() -> argparse.ArgumentParser:
         "--key", default="dra-operators.io/taint-preview", help="the taint key (tolerations match on it)"
     )
     taint.add_argument("--value", default="", help="the taint value")
+    grant = sub.add_parser(
+        "grant-driver",
+        parents=[common],
+        help="let the binding attacher write a driver's status.devices entries (its RBAC step)",
+        description="Create (server-side apply) a ClusterRole and ClusterRoleBinding that allow the "
+        "binding attacher to write the status.devices entries of DRIVER (resourceclaims/driver, "
+        "verb arbitrary-node:patch). With -o, print them instead, for a repository of manifests.",
+    )
+    grant.add_argument("driver", help="the driver name of the DeviceAttachPolicy")
+    grant.add_argument(
+        "-n", "--namespace", default="dra-operators", help="the operators' namespace (default dra-operators)"
+    )
     return parser
+
+
+async def _grant(session: Session, documents: list[dict[str, Any]]) -> None:
+    for document in documents:
+        what = f"{document['kind'].lower()}/{document['metadata']['name']}"
+        await session.call(
+            f"applying {what}",
+            session.client.apply(grants.object_path(document), document, grants.FIELD_MANAGER),
+        )
+        print(f"{what} applied")
 
 
 async def _with_session(args: argparse.Namespace, work: Callable[[Session], Awaitable[T]]) -> T:
@@ -143,6 +165,15 @@ def _run(args: argparse.Namespace) -> None:
             print("No ResourceSlices: no DRA driver publishes devices in this cluster.")
         else:
             sys.stdout.write(poolview.render(answers))
+        return
+    if args.command == "grant-driver":
+        documents = grants.driver_grant(args.driver, args.namespace)
+        if args.output == "json":
+            _emit({"apiVersion": "v1", "kind": "List", "items": documents}, "json")
+        elif args.output:
+            sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+        else:
+            asyncio.run(_with_session(args, lambda s: _grant(s, documents)))
         return
     request = PreviewQuery(args.selector, args.key, args.value, args.effect, args.timeout)
     result = asyncio.run(_with_session(args, lambda s: preview(s, request)))

@@ -47,6 +47,11 @@ class PermanentActionError(Exception):
     """Raised by an action when retrying cannot help."""
 
 
+WRITABLE_TMP_HINT = (
+    "the operator needs a writable temporary directory (an emptyDir at /tmp, as manifests/ mounts, or TMPDIR)"
+)
+
+
 class ActionConfigError(Exception):
     """The action of a policy cannot be built; ``reason`` becomes the ``Accepted`` reason."""
 

@@ -25,7 +25,7 @@ import signal
 import tempfile
 from collections.abc import Mapping, Sequence
 
-from .base import AttachRequest, AttachResult, Operation, Outcome
+from .base import WRITABLE_TMP_HINT, AttachRequest, AttachResult, Operation, Outcome
 from .document import encode_request, parse_response_bytes, transient, truncate_message
 
 MAX_STDOUT_BYTES = 65536
@@ -86,7 +86,11 @@ class ExecAction:
         return env
 
     async def run(self, operation: Operation, request: AttachRequest) -> AttachResult:
-        workdir = tempfile.mkdtemp(prefix="dra-operators-exec-")
+        try:
+            workdir = tempfile.mkdtemp(prefix="dra-operators-exec-")
+        except OSError as exc:
+            # A read-only root filesystem without a writable /tmp: say what to mount.
+            return transient(f"no working directory for {self.command[0]}: {exc}; {WRITABLE_TMP_HINT}")
         try:
             return await self._run_in(workdir, operation, request)
         finally:

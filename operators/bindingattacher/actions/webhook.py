@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from .base import ActionConfigError, AttachRequest, AttachResult, Operation, Outcome
+from .base import WRITABLE_TMP_HINT, ActionConfigError, AttachRequest, AttachResult, Operation, Outcome
 from .document import encode_request, parse_response_bytes, transient, truncate_message
 
 MAX_BODY_BYTES = 65536
@@ -58,7 +58,13 @@ def ssl_context(
 
 def _load_client_cert(context: ssl.SSLContext, cert_pem: str, key_pem: str) -> None:
     # The ssl module loads key material only from files; keep them private and short-lived.
-    with tempfile.TemporaryDirectory(prefix="dra-operators-mtls-") as directory:
+    try:
+        directory_handle = tempfile.TemporaryDirectory(prefix="dra-operators-mtls-")
+    except OSError as exc:
+        raise ActionConfigError(
+            "InvalidActionConfig", f"cannot stage the client certificate: {exc}; {WRITABLE_TMP_HINT}"
+        ) from exc
+    with directory_handle as directory:
         cert_path = os.path.join(directory, "tls.crt")
         key_path = os.path.join(directory, "tls.key")
         for path, content in ((cert_path, cert_pem), (key_path, key_pem)):

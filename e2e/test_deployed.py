@@ -1,0 +1,715 @@
+"""The product as users run it: ``kubectl apply -k`` of the shipped manifests, the image built
+here, every operator a Pod on the real node under its own ServiceAccount, in a namespace that
+enforces the restricted Pod Security profile. No operator of this cluster runs on the host.
+
+The install is ``e2e/deployed/``: the shipped manifests, the image tag of the local build, and
+the Exec action's command mounted from a ConfigMap (what a user adds for their own action).
+Measurements (time to Ready, each operator's memory) go to ``test-artifacts/deployed.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import harness
+from e2e.cluster import images, realnode
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+from e2e.realnode_support import (
+    DEVICE_CLASS,
+    RESOURCE,
+    allocated_device,
+    create_gpu_class,
+    create_noexecute_rule,
+    eviction_condition,
+    generated_claim,
+    logs,
+    phase,
+    pod_body,
+    template,
+)
+from operators import OPERATOR_NAMES
+
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+
+OVERLAY = REPO_ROOT / "e2e" / "deployed"
+NAMESPACE = "dra-operators"
+OWN = "/apis/dra-operators.io/v1alpha1"
+POLICIES = f"{OWN}/deviceattachpolicies"
+TAINT_RULES = f"{RESOURCE}/devicetaintrules"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+OPERATOR_PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+COMMAND = "/etc/dra-operators/commands/fabric-attach"
+# Granted by the shipped manifests (manifests/bindingattacher/rbac.yaml).
+SHIPPED_DRIVER = "gpu.fabric.example.com"
+NO_RESTART_WINDOW = 120.0
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+
+@dataclass
+class Installed:
+    cluster: harness.Cluster
+    api: Kube
+    available_at: float
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.cluster.kubectl(*args, **kwargs)
+
+    def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "operators.kubectl_dra", *args, "--kubeconfig", self.cluster.kubeconfig],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO_ROOT,
+        )
+
+
+def _available(api: Kube) -> list[str]:
+    """The Deployments that are not Available yet (all of them until they exist)."""
+    items = {d["metadata"]["name"]: d for d in api.list(DEPLOYMENTS)}
+    waiting = []
+    for name in OPERATOR_NAMES:
+        deployment = items.get(f"dra-operators-{name}")
+        conditions = {
+            c["type"]: c["status"] for c in (deployment or {}).get("status", {}).get("conditions", [])
+        }
+        status = (deployment or {}).get("status", {})
+        if conditions.get("Available") != "True" or status.get("updatedReplicas") != status.get("replicas"):
+            waiting.append(name)
+    return waiting
+
+
+def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
+    pods = {}
+    for pod in api.list(OPERATOR_PODS):
+        component = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+        if component in OPERATOR_NAMES and pod["metadata"].get("deletionTimestamp") is None:
+            pods[component] = pod
+    return pods
+
+
+@pytest.fixture(scope="module")
+def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
+    api = Kube(deployed_cluster.kubeconfig)
+    here = Installed(deployed_cluster, api, 0.0)
+    try:
+        started = time.monotonic()
+        deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
+        try:
+            wait_for(
+                lambda: not _available(api),
+                300,
+                "every operator Deployment to become Available",
+                interval=0.5,
+            )
+        except AssertionError:
+            print(deployed_cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout)
+            for name in _available(api):
+                print(
+                    deployed_cluster.kubectl(
+                        "logs", "-n", NAMESPACE, f"deploy/dra-operators-{name}", "--tail=20", check=False
+                    ).stdout
+                )
+            raise
+        here.available_at = time.monotonic()
+        here.measurements["apply_to_available_seconds"] = round(here.available_at - started, 1)
+        yield here
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "deployed.json").write_text(json.dumps(here.measurements, indent=2) + "\n")
+        print(f"deployed tier measurements: {json.dumps(here.measurements)}")
+        api.close()
+
+
+@pytest.fixture
+def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
+    from e2e.conftest import cleanup_namespace, make_namespace
+
+    name = make_namespace(installed.api, request)
+    yield name
+    cleanup_namespace(installed.api, name)
+
+
+@pytest.fixture(scope="module")
+def gpu_class(installed: Installed) -> Iterator[str]:
+    yield create_gpu_class(installed.api)
+    installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+
+
+# -- the install ---------------------------------------------------------------------------------
+
+
+def test_every_operator_is_available_under_its_own_service_account(installed: Installed) -> None:
+    api = installed.api
+    namespace = api.get(f"/api/v1/namespaces/{NAMESPACE}")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    rendered = installed.kubectl("kustomize", str(REPO_ROOT / "manifests")).stdout
+    shipped = {
+        d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"
+    }
+    pods = _operator_pods(api)
+    assert sorted(pods) == sorted(OPERATOR_NAMES)
+    for name, pod in pods.items():
+        assert pod["spec"]["serviceAccountName"] == f"dra-operators-{name}"
+        assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+        container = pod["spec"]["containers"][0]
+        assert container["image"] == images.OPERATOR_IMAGE
+        expected = shipped[f"dra-operators-{name}"]["spec"]["template"]["spec"]["containers"][0]
+        for probe in ("livenessProbe", "readinessProbe"):
+            # The API server adds the defaults (scheme HTTP, thresholds); what was shipped stays.
+            for key, value in expected[probe]["httpGet"].items():
+                assert container[probe]["httpGet"][key] == value, f"{name} {probe}.{key}"
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", f"{name}: {pod['status']['conditions']}"
+
+
+def test_metrics_are_scraped_through_each_service_from_a_pod(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    api = installed.api
+    # The series the README names (section "Metrics and health").
+    wanted = {
+        "resourceclaim": [
+            "dra_operators_resourceclaim_creates_total",
+            "dra_operators_resourceclaim_resource_claims",
+        ],
+        "devicetaint": ["dra_operators_devicetaint_pod_deletions_total"],
+        "poolstatus": ["dra_operators_poolstatus_"],
+        "bindingattacher": ["dra_operators_bindingattacher_"],
+        "taintselector": ["dra_operators_taintselector_"],
+    }
+    urls = {}
+    for name in OPERATOR_NAMES:
+        service = api.get(f"/api/v1/namespaces/{NAMESPACE}/services/dra-operators-{name}")
+        urls[name] = f"http://{service['spec']['clusterIP']}:8080/metrics"
+    script = (
+        "import json, sys, urllib.request\n"
+        "for name, url in json.loads(sys.argv[1]).items():\n"
+        "    body = urllib.request.urlopen(url, timeout=10).read().decode()\n"
+        "    print(f'=== {name}'); print(body)\n"
+    )
+    api.create(
+        f"/api/v1/namespaces/{deployed_namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "scraper"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "scrape",
+                        "image": images.OPERATOR_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-c", script, json.dumps(urls)],
+                    }
+                ],
+            },
+        },
+    )
+    wait_for(
+        lambda: phase(api, deployed_namespace, "scraper") in ("Succeeded", "Failed"),
+        120,
+        "the scraper pod to finish",
+    )
+    output = logs(installed.cluster, deployed_namespace, "scraper")
+    assert phase(api, deployed_namespace, "scraper") == "Succeeded", output[-2000:]
+    sections = dict(part.split("\n", 1) for part in output.split("=== ")[1:])
+    for name, prefixes in wanted.items():
+        body = sections[name]
+        assert 'dra_operators_workqueue_depth{name="' in body, name
+        assert "dra_operators_client_requests_total" in body, name
+        for prefix in prefixes:
+            assert prefix in body, f"{name}: no {prefix} series"
+
+
+# -- claims and eviction on the real node ------------------------------------------------------
+
+
+def test_template_pod_runs_on_the_real_node_with_the_deployed_operator(
+    installed: Installed, deployed_namespace: str, gpu_class: str
+) -> None:
+    api, namespace = installed.api, deployed_namespace
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(
+        pods, pod_body("trainer", template(api, namespace), 'echo "GPU_DEVICE_0=$GPU_DEVICE_0"; sleep 3600')
+    )
+    claim = generated_claim(api, namespace, "trainer")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "trainer") == "Running", 120, "trainer to run on the real node")
+    wait_for(
+        lambda: f"GPU_DEVICE_0={device}" in logs(installed.cluster, namespace, "trainer"),
+        30,
+        "the container to print its prepared device",
+    )
+    api.delete(f"{pods}/trainer")
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    wait_for(lambda: api.list(claims) == [], 90, "the deployed operator to delete the generated claim")
+
+
+def test_noexecute_rule_evicts_through_the_deployed_operator(
+    installed: Installed,
+    deployed_namespace: str,
+    gpu_class: str,
+    unique_name: Callable[[str], str],
+) -> None:
+    api, namespace = installed.api, deployed_namespace
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(pods, pod_body("victim", template(api, namespace), "sleep 3600"))
+    claim = generated_claim(api, namespace, "victim")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "victim") == "Running", 120, "victim to run")
+    rule = unique_name("evict")
+    create_noexecute_rule(api, rule, device)
+    try:
+        done = wait_for(
+            lambda: eviction_condition(api.get_or_none(f"{TAINT_RULES}/{rule}")).get("reason") == "Completed",
+            120,
+            "EvictionInProgress to reach Completed",
+        )
+        assert done
+        assert api.get_or_none(f"{pods}/victim") is None, "Completed while the pod still exists"
+    finally:
+        api.delete(f"{TAINT_RULES}/{rule}")
+
+
+# -- binding conditions: the Exec action, the default policy, the driver permission -----------
+
+
+def _fabric(api: Kube, prefix: str, driver: str) -> tuple[str, list[str]]:
+    """A slice of three free devices d0-d2 of ``driver`` that bind to the node the scheduler
+    picks (the real node), and a DeviceClass for them."""
+    names = ["d0", "d1", "d2"]
+    devices = [
+        {
+            "name": n,
+            "bindsToNode": True,
+            "bindingConditions": [f"{driver}/attached"],
+            "bindingFailureConditions": [f"{driver}/attach-failed"],
+        }
+        for n in names
+    ]
+    api.create(
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{prefix}-slice"},
+            "spec": {
+                "driver": driver,
+                "pool": {"name": f"{prefix}-pool", "generation": 1, "resourceSliceCount": 1},
+                "allNodes": True,
+                "devices": devices,
+            },
+        },
+    )
+    api.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"{prefix}-class"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    return f"{prefix}-class", names
+
+
+def _exec_policy(name: str, driver: str, fail: str = "", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceAttachPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "action": {
+                "kind": "Exec",
+                "exec": {"command": [COMMAND], "env": [{"name": "FAIL_DEVICES", "value": fail}]},
+            },
+            "conditions": {},
+            **spec,
+        },
+    }
+
+
+def _condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for cond in (obj or {}).get("status", {}).get("conditions", []) or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def _fabric_pod(api: Kube, namespace: str, device_class: str, name: str = "trainer") -> None:
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    api.create(
+        claims,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{name}-fabric"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
+            },
+        },
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-fabric"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": images.BASE_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["sleep", "3600"],
+                        "resources": {"claims": [{"name": "gpu"}]},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def _bound_device(api: Kube, namespace: str, pod: str) -> str | None:
+    obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    if not obj or not obj["spec"].get("nodeName"):
+        return None
+    claim = api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{pod}-fabric")
+    results = (claim.get("status", {}).get("allocation") or {}).get("devices", {}).get("results") or []
+    return str(results[0]["device"]) if results else None
+
+
+@pytest.fixture
+def fabric(
+    installed: Installed, deployed_namespace: str, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., tuple[str, list[str]]]]:
+    made: list[tuple[str, str]] = []
+
+    def make(driver: str) -> tuple[str, list[str]]:
+        prefix = unique_name("fab")
+        made.append((prefix, driver))
+        return _fabric(installed.api, prefix, driver)
+
+    yield make
+    api = installed.api
+    # The pods and claims first: a policy keeps its finalizer until its devices are detached,
+    # which happens when the claims are deallocated.
+    pods = f"/api/v1/namespaces/{deployed_namespace}/pods"
+    for pod in api.list(pods):
+        api.delete(f"{pods}/{pod['metadata']['name']}", gracePeriodSeconds="0")
+    claims = f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims"
+    for claim in api.list(claims):
+        api.delete(f"{claims}/{claim['metadata']['name']}")
+    wait_for(lambda: api.list(claims) == [], 90, "the test's claims to be deallocated and gone")
+    for policy in api.list(POLICIES):
+        api.delete(f"{POLICIES}/{policy['metadata']['name']}")
+    wait_for(lambda: api.list(POLICIES) == [], 60, "the policies to be finalized and gone")
+    for prefix, driver in made:
+        api.delete(f"{RESOURCE}/resourceslices/{prefix}-slice")
+        api.delete(f"{RESOURCE}/deviceclasses/{prefix}-class")
+        for rule in api.list(TAINT_RULES):
+            if rule["spec"].get("deviceSelector", {}).get("driver") == driver:
+                api.delete(f"{TAINT_RULES}/{rule['metadata']['name']}")
+
+
+def _ready(api: Kube, name: str) -> bool:
+    return _condition(api.get_or_none(f"{POLICIES}/{name}"), "Ready").get("status") == "True"
+
+
+def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    device_class, _ = fabric(SHIPPED_DRIVER)
+    api.create(POLICIES, _exec_policy("fabric-exec", SHIPPED_DRIVER))
+    wait_for(lambda: _ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
+    _fabric_pod(api, deployed_namespace, device_class)
+    device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 90, "the pod to be bound")
+    claim = api.get(f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims/trainer-fabric")
+    entries = claim["status"].get("devices") or []
+    attached = [c for e in entries if e["device"] == device for c in e.get("conditions", [])]
+    assert any(c["type"] == f"{SHIPPED_DRIVER}/attached" and c["status"] == "True" for c in attached), entries
+    # The command's answer names the temp file it wrote under the read-only root (/tmp emptyDir).
+    messages = " ".join(c.get("message", "") for c in attached)
+    assert "staged in /tmp/fabric-attach-" in messages, attached
+
+
+def test_default_policy_moves_a_permanently_failing_device_aside(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """The livelock of #21: with the default onFailure the scheduler must not pick d0 forever."""
+    api = installed.api
+    driver = "livelock.fabric.example.com"
+    granted = installed.kubectl_dra("grant-driver", driver)
+    assert granted.returncode == 0, granted.stderr
+    device_class, _ = fabric(driver)
+    api.create(POLICIES, _exec_policy("livelock", driver, fail="d0"))
+    wait_for(lambda: _ready(api, "livelock"), 60, "the policy to be Ready")
+    policy = api.get(f"{POLICIES}/livelock")
+    assert policy["spec"]["onFailure"]["taintDevice"] == "OnPermanentError"
+    _fabric_pod(api, deployed_namespace, device_class)
+    # The scheduler tries devices in order, so d0 comes first; the taint of its permanent
+    # failure sends the next scheduling round elsewhere.
+    device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 120, "the pod to be bound")
+    assert device in ("d1", "d2")
+    records = api.list(f"{OWN}/namespaces/{NAMESPACE}/deviceattachments")
+    failed_on_d0 = [r for r in records if r["spec"]["device"] == "d0"]
+    assert len(failed_on_d0) <= 2, f"more than two rounds on d0: {len(failed_on_d0)}"
+    rules = [r for r in api.list(TAINT_RULES) if r["spec"]["deviceSelector"].get("driver") == driver]
+    assert [r["spec"]["deviceSelector"]["device"] for r in rules] == ["d0"]
+
+
+def test_a_claim_failing_again_and_again_on_one_device_is_reported(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    driver = "stuck.fabric.example.com"
+    assert installed.kubectl_dra("grant-driver", driver).returncode == 0
+    device_class, _ = fabric(driver)
+    # Never, and every device fails: the loop the default prevents, made visible.
+    api.create(POLICIES, _exec_policy("stuck", driver, fail="d0,d1,d2", onFailure={"taintDevice": "Never"}))
+    wait_for(lambda: _ready(api, "stuck"), 60, "the policy to be Ready")
+    _fabric_pod(api, deployed_namespace, device_class)
+
+    def warning() -> dict[str, Any] | None:
+        events = api.list(f"/api/v1/namespaces/{deployed_namespace}/events")
+        found = [e for e in events if e.get("reason") == "RepeatedAttachFailure"]
+        return found[0] if found else None
+
+    event = wait_for(warning, 180, "a RepeatedAttachFailure Warning")
+    assert event is not None
+    assert event["type"] == "Warning"
+    assert "allocation rounds in a row failed on this device" in event["message"]
+    assert "onFailure.taintDevice: Never" in event["message"]
+
+
+def test_a_driver_without_the_grant_is_not_authorized_until_granted(
+    installed: Installed, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    driver = "late.fabric.example.com"
+    fabric(driver)
+    api.create(POLICIES, _exec_policy("late", driver))
+
+    def authorized(status: str) -> dict[str, Any] | None:
+        condition = _condition(api.get_or_none(f"{POLICIES}/late"), "Authorized")
+        return condition if condition.get("status") == status else None
+
+    denied = wait_for(lambda: authorized("False"), 60, "Authorized=False")
+    assert denied is not None
+    assert denied["reason"] == "MissingDriverPermission"
+    assert f"grant it with `kubectl dra grant-driver {driver}`" in denied["message"]
+    assert _condition(api.get(f"{POLICIES}/late"), "Ready")["reason"] == "NotAuthorized"
+    granted = installed.kubectl_dra("grant-driver", driver)
+    assert granted.returncode == 0, granted.stderr
+    assert (
+        "clusterrolebinding/dra-operators-bindingattacher-driver-late.fabric.example.com applied"
+        in granted.stdout
+    )
+    wait_for(lambda: authorized("True"), 60, "Authorized=True after the grant")
+    wait_for(lambda: _ready(api, "late"), 30, "the policy to be Ready")
+
+
+# -- steadiness, memory, uninstall -------------------------------------------------------------
+
+
+def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
+    """The container cgroup's working set (usage minus inactive file pages), as the kubelet
+    reports it for cgroup v1."""
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    root = Path("/sys/fs/cgroup/memory") / node.cgroup_parent
+    found = list(root.rglob(container_id))
+    assert found, f"no memory cgroup for container {container_id} under {root}"
+    usage = int((found[0] / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (found[0] / "memory.stat").read_text().splitlines())
+    return max(usage - int(stat.get("total_inactive_file", "0")), 0)
+
+
+def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Installed) -> None:
+    api = installed.api
+    assert installed.cluster.state is not None
+    node = installed.cluster.state.node_layout
+    deadline = installed.available_at + NO_RESTART_WINDOW
+
+    def restarts() -> dict[str, int]:
+        counts = {}
+        for name, pod in _operator_pods(api).items():
+            counts[name] = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        return counts
+
+    # Observed for the whole window: a restart fails at once, not at the end.
+    while True:
+        counts = restarts()
+        assert set(counts.values()) == {0}, f"restarts: {counts}"
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(5)
+    memory = {}
+    for name, pod in _operator_pods(api).items():
+        used = _working_set(node, pod)
+        limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        memory[name] = {"working_set_mib": round(used / 2**20, 1), "limit": limit}
+        assert used < _bytes(limit), f"{name} uses {used} bytes, limit {limit}"
+    installed.measurements["memory_after_stories"] = memory
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+HA_OVERLAY = REPO_ROOT / "e2e" / "deployed-ha"
+BURST = 200
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+
+
+def _holder(api: Kube, operator: str) -> str | None:
+    lease = api.get_or_none(f"{LEASES}/dra-operators-{operator}")
+    return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def _all_have_two_replicas(api: Kube) -> bool:
+    deployments = api.list(DEPLOYMENTS)
+    return len(deployments) == len(OPERATOR_NAMES) and all(
+        d["status"].get("availableReplicas") == 2 == d["status"].get("updatedReplicas")
+        and d["status"].get("replicas") == 2
+        for d in deployments
+    )
+
+
+def test_ha_standby_takes_over_in_the_middle_of_a_burst(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """The ha overlay applied over the running install; the resourceclaim leader's pod deleted
+    halfway through 200 template pods: the standby holds the Lease within 20 s, and every pod
+    ends with exactly one claim."""
+    api, namespace = installed.api, deployed_namespace
+    installed.kubectl("apply", "-k", str(HA_OVERLAY), timeout=180)
+    wait_for(lambda: _all_have_two_replicas(api), 300, "two available replicas of every operator")
+    leader = wait_for(lambda: _holder(api, "resourceclaim"), 60, "a resourceclaim leader")
+    assert leader is not None
+    api.create(
+        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "burst"},
+            # No device of this class exists: the pods stay pending, only the claims matter.
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
+            },
+        },
+    )
+    names = [f"burst-{i}" for i in range(BURST)]
+    deleted_at = 0.0
+    for index, name in enumerate(names):
+        if index == BURST // 2:
+            api.delete(f"{OPERATOR_PODS}/{leader}")
+            deleted_at = time.time()
+        api.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": images.PAUSE_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "resources": {"claims": [{"name": "gpu"}]},
+                        }
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "burst"}],
+                },
+            },
+        )
+    successor = wait_for(
+        lambda: (holder := _holder(api, "resourceclaim")) != leader and holder,
+        60,
+        "the standby to take the Lease",
+    )
+    assert successor
+    # The same machine's clock wrote acquireTime: the hand-over as the Lease records it.
+    acquired = api.get(f"{LEASES}/dra-operators-resourceclaim")["spec"]["acquireTime"]
+    handover = datetime.fromisoformat(acquired.replace("Z", "+00:00")).timestamp() - deleted_at
+    installed.measurements["ha_lease_handover_seconds"] = round(handover, 2)
+    assert handover <= 20, f"the standby took the Lease {handover:.1f} s after the leader's deletion"
+
+    def recorded() -> bool:
+        pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+        return len(pods) == BURST and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
+
+    wait_for(recorded, 180, f"all {BURST} pods to have their claim recorded")
+    owned: dict[str, list[str]] = {}
+    for claim in api.list(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"):
+        for ref in claim["metadata"].get("ownerReferences", []):
+            if ref.get("kind") == "Pod" and ref.get("controller"):
+                owned.setdefault(ref["name"], []).append(claim["metadata"]["name"])
+    assert sorted(owned) == sorted(names)
+    assert not {pod: c for pod, c in owned.items() if len(c) != 1}, "a pod with more than one claim"
+    assert installed.cluster.state is not None
+    node = installed.cluster.state.node_layout
+    leader_pod = api.get(f"{OPERATOR_PODS}/{successor}")
+    installed.measurements["resourceclaim_working_set_mib_after_burst"] = round(
+        _working_set(node, leader_pod) / 2**20, 1
+    )
+
+
+def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
+    """The README's order: the project's objects first (while the operators can still remove
+    their finalizers), then ``kubectl delete -k``; the grants carry the project's label."""
+    api = installed.api
+    installed.kubectl(
+        "delete",
+        "deviceattachpolicies.dra-operators.io,devicetaintselectors.dra-operators.io,"
+        "resourcepoolstatusrequests.dra-operators.io",
+        "--all",
+        "--wait=true",
+        timeout=120,
+    )
+    installed.kubectl("delete", "-k", str(OVERLAY), "--wait=true", timeout=300)
+    installed.kubectl(
+        "delete",
+        "clusterrole,clusterrolebinding",
+        "-l",
+        "app.kubernetes.io/part-of=dra-operators",
+        timeout=60,
+    )
+    left = installed.kubectl(
+        "get",
+        "clusterroles,clusterrolebindings,crds,namespaces",
+        "-l",
+        "app.kubernetes.io/part-of=dra-operators",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert left == []
+    assert api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}") is None
+    crds = [
+        c["metadata"]["name"] for c in api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+    ]
+    assert not [c for c in crds if c.endswith(".dra-operators.io")]
