@@ -580,6 +580,116 @@ def _bytes(quantity: str) -> int:
     return int(quantity)
 
 
+NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
+
+
+def _template_pods(api: Kube, namespace: str, names: list[str]) -> None:
+    """Pods with a template whose class has no device: they stay pending; their claims matter."""
+    for name in names:
+        api.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": images.PAUSE_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "resources": {"claims": [{"name": "gpu"}]},
+                        }
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "burst"}],
+                },
+            },
+        )
+
+
+def _absent_template(api: Kube, namespace: str) -> None:
+    api.create(
+        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "burst"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
+            },
+        },
+    )
+
+
+def _assert_one_claim_each(api: Kube, namespace: str, names: list[str]) -> None:
+    owned: dict[str, list[str]] = {}
+    for claim in api.list(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"):
+        for ref in claim["metadata"].get("ownerReferences", []):
+            if ref.get("kind") == "Pod" and ref.get("controller"):
+                owned.setdefault(ref["name"], []).append(claim["metadata"]["name"])
+    assert sorted(owned) == sorted(names)
+    assert not {pod: c for pod, c in owned.items() if len(c) != 1}, "a pod with more than one claim"
+    for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
+        recorded = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        assert recorded == owned[pod["metadata"]["name"]][0]
+
+
+def _recorded(api: Kube, namespace: str, count: int) -> bool:
+    pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+    return len(pods) == count and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
+
+
+def _rolled_out(api: Kube, tag: str) -> bool:
+    deployments = api.list(DEPLOYMENTS)
+    return len(deployments) == len(OPERATOR_NAMES) and all(
+        d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{tag}")
+        and d["status"].get("observedGeneration") == d["metadata"]["generation"]
+        and d["status"].get("updatedReplicas")
+        == d["status"].get("replicas")
+        == d["status"].get("availableReplicas")
+        for d in deployments
+    )
+
+
+def test_upgrade_while_a_workload_runs_loses_and_duplicates_nothing(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """This main's install with another image tag, applied over the running one in the middle of
+    a workload: every Deployment rolls its pod, and every pod ends with exactly one claim."""
+    api, namespace = installed.api, deployed_namespace
+    state = installed.cluster.state
+    assert state is not None
+    assert state.node_bin_dir is not None
+    subprocess.run(
+        [
+            f"{state.node_bin_dir}/ctr",
+            f"--address={state.node_layout.containerd_socket}",
+            "--namespace=k8s.io",
+            "images",
+            "tag",
+            "--force",
+            images.canonical_name(images.OPERATOR_IMAGE),
+            images.canonical_name("dra-operators:next"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    _absent_template(api, namespace)
+    before = [f"before-{i}" for i in range(40)]
+    _template_pods(api, namespace, before)
+    wait_for(lambda: _recorded(api, namespace, len(before)), 120, "the first pods' claims")
+    installed.kubectl("apply", "-k", str(NEXT_OVERLAY), timeout=180)
+    during = [f"during-{i}" for i in range(40)]
+    _template_pods(api, namespace, during)
+    wait_for(lambda: _rolled_out(api, "next"), 300, "every Deployment to roll out the next image")
+    after = [f"after-{i}" for i in range(20)]
+    _template_pods(api, namespace, after)
+    everyone = before + during + after
+    wait_for(lambda: _recorded(api, namespace, len(everyone)), 180, "every pod's claim after the upgrade")
+    _assert_one_claim_each(api, namespace, everyone)
+
+
 HA_OVERLAY = REPO_ROOT / "e2e" / "deployed-ha"
 BURST = 200
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
@@ -610,43 +720,14 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     wait_for(lambda: _all_have_two_replicas(api), 300, "two available replicas of every operator")
     leader = wait_for(lambda: _holder(api, "resourceclaim"), 60, "a resourceclaim leader")
     assert leader is not None
-    api.create(
-        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "burst"},
-            # No device of this class exists: the pods stay pending, only the claims matter.
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
-            },
-        },
-    )
+    _absent_template(api, namespace)
     names = [f"burst-{i}" for i in range(BURST)]
     deleted_at = 0.0
     for index, name in enumerate(names):
         if index == BURST // 2:
             api.delete(f"{OPERATOR_PODS}/{leader}")
             deleted_at = time.time()
-        api.create(
-            f"/api/v1/namespaces/{namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": images.PAUSE_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "resources": {"claims": [{"name": "gpu"}]},
-                        }
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "burst"}],
-                },
-            },
-        )
+        _template_pods(api, namespace, [name])
     successor = wait_for(
         lambda: (holder := _holder(api, "resourceclaim")) != leader and holder,
         60,
@@ -659,18 +740,8 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     installed.measurements["ha_lease_handover_seconds"] = round(handover, 2)
     assert handover <= 20, f"the standby took the Lease {handover:.1f} s after the leader's deletion"
 
-    def recorded() -> bool:
-        pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
-        return len(pods) == BURST and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
-
-    wait_for(recorded, 180, f"all {BURST} pods to have their claim recorded")
-    owned: dict[str, list[str]] = {}
-    for claim in api.list(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"):
-        for ref in claim["metadata"].get("ownerReferences", []):
-            if ref.get("kind") == "Pod" and ref.get("controller"):
-                owned.setdefault(ref["name"], []).append(claim["metadata"]["name"])
-    assert sorted(owned) == sorted(names)
-    assert not {pod: c for pod, c in owned.items() if len(c) != 1}, "a pod with more than one claim"
+    wait_for(lambda: _recorded(api, namespace, BURST), 180, f"all {BURST} pods to have their claim recorded")
+    _assert_one_claim_each(api, namespace, names)
     assert installed.cluster.state is not None
     node = installed.cluster.state.node_layout
     leader_pod = api.get(f"{OPERATOR_PODS}/{successor}")
