@@ -529,6 +529,128 @@ def test_a_driver_without_the_grant_is_not_authorized_until_granted(
     wait_for(lambda: _ready(api, "late"), 30, "the policy to be Ready")
 
 
+WEBHOOK_SERVER = """\
+import json, ssl
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Attach(BaseHTTPRequestHandler):
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.dumps({"outcome": "Succeeded", "message": f"{request['operation']} by the webhook pod"})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+
+server = HTTPServer(("0.0.0.0", 8443), Attach)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("/tls/tls.crt", "/tls/tls.key")
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+def test_https_webhook_action_reaches_a_server_pod_through_its_service(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """The attacher calls a webhook served by a pod on the real node, through a Service, and
+    verifies it with the policy's caBundle (no cluster DNS here: the URL names the cluster IP,
+    which the server certificate carries)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from e2e.cluster import pki
+
+    api, namespace = installed.api, deployed_namespace
+    driver = "webhook.fabric.example.com"
+    assert installed.kubectl_dra("grant-driver", driver).returncode == 0
+    device_class, _ = fabric(driver)
+    service = api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "attach-webhook"},
+            "spec": {"selector": {"app": "attach-webhook"}, "ports": [{"port": 443, "targetPort": 8443}]},
+        },
+    )
+    cluster_ip = service["spec"]["clusterIP"]
+    authority = pki.Authority.create("attach-webhook CA")
+    cert, key = authority.issue(
+        pki.name("attach-webhook"),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [x509.IPAddress(ipaddress.ip_address(cluster_ip))],
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "attach-webhook-tls"},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
+        },
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "attach-webhook", "labels": {"app": "attach-webhook"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": images.OPERATOR_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-c", WEBHOOK_SERVER],
+                        "ports": [{"containerPort": 8443}],
+                        "readinessProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1},
+                        "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+                    }
+                ],
+                "volumes": [{"name": "tls", "secret": {"secretName": "attach-webhook-tls"}}],
+            },
+        },
+    )
+
+    def ready() -> bool:
+        pod = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/attach-webhook")
+        conditions = {c["type"]: c["status"] for c in (pod or {}).get("status", {}).get("conditions", [])}
+        return conditions.get("Ready") == "True"
+
+    wait_for(ready, 120, "the webhook server pod to be ready")
+    policy = {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceAttachPolicy",
+        "metadata": {"name": "webhook"},
+        "spec": {
+            "driver": driver,
+            "action": {
+                "kind": "Webhook",
+                "webhook": {"url": f"https://{cluster_ip}/attach", "caBundle": authority.cert_pem.decode()},
+            },
+        },
+    }
+    api.create(POLICIES, policy)
+    wait_for(lambda: _ready(api, "webhook"), 60, "the webhook policy to be Ready")
+    _fabric_pod(api, namespace, device_class)
+    device = wait_for(lambda: _bound_device(api, namespace, "trainer"), 90, "the pod to be bound")
+    claim = api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/trainer-fabric")
+    conditions = [
+        c for e in claim["status"]["devices"] if e["device"] == device for c in e.get("conditions", [])
+    ]
+    attached = [c for c in conditions if c["type"] == f"{driver}/attached"]
+    assert attached, conditions
+    assert attached[0]["status"] == "True"
+    assert "by the webhook pod" in attached[0].get("message", ""), attached
+
+
 # -- steadiness, memory, uninstall -------------------------------------------------------------
 
 
