@@ -435,3 +435,63 @@ def assert_no_foreign_state(api: Kube, namespaces: Iterable[str] | None = None) 
             assert set(meta.get("finalizers") or []) <= allowed_finalizers, (ref, meta.get("finalizers"))
             for owner in meta.get("ownerReferences", []):
                 assert "blockOwnerDeletion" not in owner, (ref, owner)
+
+
+# -- bursts of template pods (leader hand-over, upgrade, outage) ----------------------------
+
+
+def absent_template(api: Kube, namespace: str) -> None:
+    """Template ``tmpl``, whose class has no device: its pods stay pending, their claims matter."""
+    api.create(
+        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "tmpl"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
+            },
+        },
+    )
+
+
+def placeholder_pods(api: Kube, namespace: str, names: list[str]) -> None:
+    for name in names:
+        api.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
+                },
+            },
+        )
+
+
+def claims_by_pod(api: Kube, namespace: str) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for claim in api.list(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"):
+        for ref in claim["metadata"].get("ownerReferences", []):
+            if ref.get("kind") == "Pod" and ref.get("controller"):
+                result.setdefault(ref["name"], []).append(claim["metadata"]["name"])
+    return result
+
+
+def all_recorded(api: Kube, namespace: str, count: int) -> bool:
+    pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
+    return len(pods) == count and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
+
+
+def assert_exactly_one_claim_each(api: Kube, namespace: str, names: list[str]) -> None:
+    claims = claims_by_pod(api, namespace)
+    assert sorted(claims) == sorted(names)
+    duplicated = {pod: c for pod, c in claims.items() if len(c) != 1}
+    assert not duplicated, f"pods with more than one claim: {duplicated}"
+    for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
+        recorded = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        assert recorded == claims[pod["metadata"]["name"]][0]

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from e2e import harness
+from e2e.bindingattacher_world import condition, policy_ready
 from e2e.cluster import images, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
@@ -39,7 +40,14 @@ from e2e.realnode_support import (
     pod_body,
     template,
 )
+from e2e.resourceclaim_support import (
+    absent_template,
+    all_recorded,
+    assert_exactly_one_claim_each,
+    placeholder_pods,
+)
 from operators import OPERATOR_NAMES
+from operators.core.quantity import parse_quantity
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
 
@@ -346,13 +354,6 @@ def _exec_policy(name: str, driver: str, fail: str = "", **spec: Any) -> dict[st
     }
 
 
-def _condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
-    for cond in (obj or {}).get("status", {}).get("conditions", []) or []:
-        if cond.get("type") == type_:
-            return dict(cond)
-    return {}
-
-
 def _fabric_pod(api: Kube, namespace: str, device_class: str, name: str = "trainer") -> None:
     claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
     api.create(
@@ -431,17 +432,13 @@ def fabric(
                 api.delete(f"{TAINT_RULES}/{rule['metadata']['name']}")
 
 
-def _ready(api: Kube, name: str) -> bool:
-    return _condition(api.get_or_none(f"{POLICIES}/{name}"), "Ready").get("status") == "True"
-
-
 def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
     installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
 ) -> None:
     api = installed.api
     device_class, _ = fabric(SHIPPED_DRIVER)
     api.create(POLICIES, _exec_policy("fabric-exec", SHIPPED_DRIVER))
-    wait_for(lambda: _ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
+    wait_for(lambda: policy_ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
     _fabric_pod(api, deployed_namespace, device_class)
     device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 90, "the pod to be bound")
     claim = api.get(f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims/trainer-fabric")
@@ -463,7 +460,7 @@ def test_default_policy_moves_a_permanently_failing_device_aside(
     assert granted.returncode == 0, granted.stderr
     device_class, _ = fabric(driver)
     api.create(POLICIES, _exec_policy("livelock", driver, fail="d0"))
-    wait_for(lambda: _ready(api, "livelock"), 60, "the policy to be Ready")
+    wait_for(lambda: policy_ready(api, "livelock"), 60, "the policy to be Ready")
     policy = api.get(f"{POLICIES}/livelock")
     assert policy["spec"]["onFailure"]["taintDevice"] == "OnPermanentError"
     _fabric_pod(api, deployed_namespace, device_class)
@@ -487,7 +484,7 @@ def test_a_claim_failing_again_and_again_on_one_device_is_reported(
     device_class, _ = fabric(driver)
     # Never, and every device fails: the loop the default prevents, made visible.
     api.create(POLICIES, _exec_policy("stuck", driver, fail="d0,d1,d2", onFailure={"taintDevice": "Never"}))
-    wait_for(lambda: _ready(api, "stuck"), 60, "the policy to be Ready")
+    wait_for(lambda: policy_ready(api, "stuck"), 60, "the policy to be Ready")
     _fabric_pod(api, deployed_namespace, device_class)
 
     def warning() -> dict[str, Any] | None:
@@ -511,14 +508,14 @@ def test_a_driver_without_the_grant_is_not_authorized_until_granted(
     api.create(POLICIES, _exec_policy("late", driver))
 
     def authorized(status: str) -> dict[str, Any] | None:
-        condition = _condition(api.get_or_none(f"{POLICIES}/late"), "Authorized")
-        return condition if condition.get("status") == status else None
+        found = condition(api.get_or_none(f"{POLICIES}/late"), "Authorized") or {}
+        return found if found.get("status") == status else None
 
     denied = wait_for(lambda: authorized("False"), 60, "Authorized=False")
     assert denied is not None
     assert denied["reason"] == "MissingDriverPermission"
     assert f"grant it with `kubectl dra grant-driver {driver}`" in denied["message"]
-    assert _condition(api.get(f"{POLICIES}/late"), "Ready")["reason"] == "NotAuthorized"
+    assert (condition(api.get(f"{POLICIES}/late"), "Ready") or {}).get("reason") == "NotAuthorized"
     granted = installed.kubectl_dra("grant-driver", driver)
     assert granted.returncode == 0, granted.stderr
     assert (
@@ -526,7 +523,7 @@ def test_a_driver_without_the_grant_is_not_authorized_until_granted(
         in granted.stdout
     )
     wait_for(lambda: authorized("True"), 60, "Authorized=True after the grant")
-    wait_for(lambda: _ready(api, "late"), 30, "the policy to be Ready")
+    wait_for(lambda: policy_ready(api, "late"), 30, "the policy to be Ready")
 
 
 WEBHOOK_SERVER = """\
@@ -638,7 +635,7 @@ def test_https_webhook_action_reaches_a_server_pod_through_its_service(
         },
     }
     api.create(POLICIES, policy)
-    wait_for(lambda: _ready(api, "webhook"), 60, "the webhook policy to be Ready")
+    wait_for(lambda: policy_ready(api, "webhook"), 60, "the webhook policy to be Ready")
     _fabric_pod(api, namespace, device_class)
     device = wait_for(lambda: _bound_device(api, namespace, "trainer"), 90, "the pod to be bound")
     claim = api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/trainer-fabric")
@@ -690,75 +687,11 @@ def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Insta
         used = _working_set(node, pod)
         limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
         memory[name] = {"working_set_mib": round(used / 2**20, 1), "limit": limit}
-        assert used < _bytes(limit), f"{name} uses {used} bytes, limit {limit}"
+        assert used < parse_quantity(limit).as_fraction(), f"{name} uses {used} bytes, limit {limit}"
     installed.measurements["memory_after_stories"] = memory
 
 
-def _bytes(quantity: str) -> int:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    for suffix, factor in units.items():
-        if quantity.endswith(suffix):
-            return int(quantity[: -len(suffix)]) * factor
-    return int(quantity)
-
-
 NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
-
-
-def _template_pods(api: Kube, namespace: str, names: list[str]) -> None:
-    """Pods with a template whose class has no device: they stay pending; their claims matter."""
-    for name in names:
-        api.create(
-            f"/api/v1/namespaces/{namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": images.PAUSE_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "resources": {"claims": [{"name": "gpu"}]},
-                        }
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "burst"}],
-                },
-            },
-        )
-
-
-def _absent_template(api: Kube, namespace: str) -> None:
-    api.create(
-        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "burst"},
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
-            },
-        },
-    )
-
-
-def _assert_one_claim_each(api: Kube, namespace: str, names: list[str]) -> None:
-    owned: dict[str, list[str]] = {}
-    for claim in api.list(f"{RESOURCE}/namespaces/{namespace}/resourceclaims"):
-        for ref in claim["metadata"].get("ownerReferences", []):
-            if ref.get("kind") == "Pod" and ref.get("controller"):
-                owned.setdefault(ref["name"], []).append(claim["metadata"]["name"])
-    assert sorted(owned) == sorted(names)
-    assert not {pod: c for pod, c in owned.items() if len(c) != 1}, "a pod with more than one claim"
-    for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
-        recorded = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        assert recorded == owned[pod["metadata"]["name"]][0]
-
-
-def _recorded(api: Kube, namespace: str, count: int) -> bool:
-    pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
-    return len(pods) == count and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
 
 
 def _rolled_out(api: Kube, tag: str) -> bool:
@@ -797,19 +730,19 @@ def test_upgrade_while_a_workload_runs_loses_and_duplicates_nothing(
         capture_output=True,
         timeout=60,
     )
-    _absent_template(api, namespace)
+    absent_template(api, namespace)
     before = [f"before-{i}" for i in range(40)]
-    _template_pods(api, namespace, before)
-    wait_for(lambda: _recorded(api, namespace, len(before)), 120, "the first pods' claims")
+    placeholder_pods(api, namespace, before)
+    wait_for(lambda: all_recorded(api, namespace, len(before)), 120, "the first pods' claims")
     installed.kubectl("apply", "-k", str(NEXT_OVERLAY), timeout=180)
     during = [f"during-{i}" for i in range(40)]
-    _template_pods(api, namespace, during)
+    placeholder_pods(api, namespace, during)
     wait_for(lambda: _rolled_out(api, "next"), 300, "every Deployment to roll out the next image")
     after = [f"after-{i}" for i in range(20)]
-    _template_pods(api, namespace, after)
+    placeholder_pods(api, namespace, after)
     everyone = before + during + after
-    wait_for(lambda: _recorded(api, namespace, len(everyone)), 180, "every pod's claim after the upgrade")
-    _assert_one_claim_each(api, namespace, everyone)
+    wait_for(lambda: all_recorded(api, namespace, len(everyone)), 180, "every pod's claim after the upgrade")
+    assert_exactly_one_claim_each(api, namespace, everyone)
 
 
 HA_OVERLAY = REPO_ROOT / "e2e" / "deployed-ha"
@@ -842,14 +775,14 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     wait_for(lambda: _all_have_two_replicas(api), 300, "two available replicas of every operator")
     leader = wait_for(lambda: _holder(api, "resourceclaim"), 60, "a resourceclaim leader")
     assert leader is not None
-    _absent_template(api, namespace)
+    absent_template(api, namespace)
     names = [f"burst-{i}" for i in range(BURST)]
     deleted_at = 0.0
     for index, name in enumerate(names):
         if index == BURST // 2:
             api.delete(f"{OPERATOR_PODS}/{leader}")
             deleted_at = time.time()
-        _template_pods(api, namespace, [name])
+        placeholder_pods(api, namespace, [name])
     successor = wait_for(
         lambda: (holder := _holder(api, "resourceclaim")) != leader and holder,
         60,
@@ -862,8 +795,10 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     installed.measurements["ha_lease_handover_seconds"] = round(handover, 2)
     assert handover <= 20, f"the standby took the Lease {handover:.1f} s after the leader's deletion"
 
-    wait_for(lambda: _recorded(api, namespace, BURST), 180, f"all {BURST} pods to have their claim recorded")
-    _assert_one_claim_each(api, namespace, names)
+    wait_for(
+        lambda: all_recorded(api, namespace, BURST), 180, f"all {BURST} pods to have their claim recorded"
+    )
+    assert_exactly_one_claim_each(api, namespace, names)
     assert installed.cluster.state is not None
     node = installed.cluster.state.node_layout
     leader_pod = api.get(f"{OPERATOR_PODS}/{successor}")

@@ -19,67 +19,17 @@ from e2e import harness
 from e2e.cluster import launcher
 from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
 from e2e.kube import ApiError, Kube, wait_for
+from e2e.resourceclaim_support import (
+    absent_template,
+    all_recorded,
+    assert_exactly_one_claim_each,
+    placeholder_pods,
+)
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(240)]
 
 OPERATOR = "resourceclaim"
 NAMESPACE = harness.OPERATOR_NAMESPACE
-
-
-def _template(api: Kube, namespace: str) -> None:
-    api.create(
-        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "tmpl"},
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
-            },
-        },
-    )
-
-
-def _pods(api: Kube, namespace: str, names: list[str]) -> None:
-    for name in names:
-        api.create(
-            f"/api/v1/namespaces/{namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
-                },
-            },
-        )
-
-
-def _claims_by_pod(api: Kube, namespace: str) -> dict[str, list[str]]:
-    result: dict[str, list[str]] = {}
-    for claim in api.list(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"):
-        for ref in claim["metadata"].get("ownerReferences", []):
-            if ref.get("kind") == "Pod" and ref.get("controller"):
-                result.setdefault(ref["name"], []).append(claim["metadata"]["name"])
-    return result
-
-
-def _all_recorded(api: Kube, namespace: str, count: int) -> bool:
-    pods = api.list(f"/api/v1/namespaces/{namespace}/pods")
-    return len(pods) == count and all(p.get("status", {}).get("resourceClaimStatuses") for p in pods)
-
-
-def _assert_exactly_one_claim_each(api: Kube, namespace: str, names: list[str]) -> None:
-    claims = _claims_by_pod(api, namespace)
-    assert sorted(claims) == sorted(names)
-    duplicated = {pod: c for pod, c in claims.items() if len(c) != 1}
-    assert not duplicated, f"pods with more than one claim: {duplicated}"
-    for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
-        recorded = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        assert recorded == claims[pod["metadata"]["name"]][0]
 
 
 @pytest.fixture
@@ -92,7 +42,7 @@ def test_leader_election_hands_over(
 ) -> None:
     """Two replicas: only the Lease holder acts (the standby is ready as a standby, so that a
     Deployment's rolling update can proceed); killing the holder hands over within 20 s."""
-    _template(api, namespace)
+    absent_template(api, namespace)
     args = ("--leader-elect",)
     first = harness.start_operator(OPERATOR, identity(), cluster.workdir, "subprocess", args)
     try:
@@ -106,8 +56,8 @@ def test_leader_election_hands_over(
             wait_for(second.ready, 30, "the standby to be ready as a standby")
             assert not second.leading(), "the standby must not act as the leader"
             batch1 = [f"a-{i}" for i in range(10)]
-            _pods(api, namespace, batch1)
-            wait_for(lambda: _all_recorded(api, namespace, 10), 30, "the leader to create the first claims")
+            placeholder_pods(api, namespace, batch1)
+            wait_for(lambda: all_recorded(api, namespace, 10), 30, "the leader to create the first claims")
 
             first.kill()
             killed_at = time.monotonic()
@@ -120,11 +70,9 @@ def test_leader_election_hands_over(
             assert new_lease["spec"]["holderIdentity"] != holder
 
             batch2 = [f"b-{i}" for i in range(10)]
-            _pods(api, namespace, batch2)
-            wait_for(
-                lambda: _all_recorded(api, namespace, 20), 30, "the new leader to create the next claims"
-            )
-            _assert_exactly_one_claim_each(api, namespace, batch1 + batch2)
+            placeholder_pods(api, namespace, batch2)
+            wait_for(lambda: all_recorded(api, namespace, 20), 30, "the new leader to create the next claims")
+            assert_exactly_one_claim_each(api, namespace, batch1 + batch2)
         finally:
             second.stop()
     finally:
@@ -140,7 +88,7 @@ def test_api_server_outage_then_convergence(
     assert cluster.state is not None
     directory = Path(cluster.state.dir)
     cluster.kubectl("apply", "--server-side", "-k", str(REPO_ROOT / "crds"))
-    _template(api, namespace)
+    absent_template(api, namespace)
     patient = ("--api-unreachable-timeout=300",)
     with (
         operator(OPERATOR, extra_args=patient) as op,
@@ -150,7 +98,7 @@ def test_api_server_outage_then_convergence(
     ):
         everyone = [op, taints, pools, attacher]
         batch1 = [f"before-{i}" for i in range(30)]
-        _pods(api, namespace, batch1)
+        placeholder_pods(api, namespace, batch1)
         launcher.stop_component(directory, "kube-apiserver")
         outage_started = time.monotonic()
         try:
@@ -160,9 +108,9 @@ def test_api_server_outage_then_convergence(
         finally:
             launcher.start_component(directory, "kube-apiserver")
         batch2 = [f"after-{i}" for i in range(30)]
-        _pods(api, namespace, batch2)
-        wait_for(lambda: _all_recorded(api, namespace, 60), 90, "convergence after the outage")
-        _assert_exactly_one_claim_each(api, namespace, batch1 + batch2)
+        placeholder_pods(api, namespace, batch2)
+        wait_for(lambda: all_recorded(api, namespace, 60), 90, "convergence after the outage")
+        assert_exactly_one_claim_each(api, namespace, batch1 + batch2)
         for each in everyone:
             wait_for(each.ready, 60, f"{each.name} to be ready again")
             assert each.alive()
@@ -232,14 +180,14 @@ def test_throttling_honours_retry_after(
     api.create("/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations", level)
     api.create("/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", schema)
     try:
-        _template(api, namespace)
+        absent_template(api, namespace)
         # The pods exist before the operator starts, so its 50 workers hit the API server at
         # once, far beyond the few seats of the tiny priority level.
         names = [f"p-{i}" for i in range(60)]
-        _pods(api, namespace, names)
+        placeholder_pods(api, namespace, names)
         with operator(OPERATOR, extra_args=("--kube-api-qps=0",)) as op:
-            wait_for(lambda: _all_recorded(api, namespace, 60), 150, "convergence under APF throttling")
-            _assert_exactly_one_claim_each(api, namespace, names)
+            wait_for(lambda: all_recorded(api, namespace, 60), 150, "convergence under APF throttling")
+            assert_exactly_one_claim_each(api, namespace, names)
             metrics = op.metrics()
             rejected = _metric(metrics, "dra_operators_client_requests_total", code="429")
             assert rejected > 0, "the flow schema should have rejected some requests"
