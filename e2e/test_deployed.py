@@ -22,10 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
+from demo import cleanup
+from demo.player import Player
+from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.bindingattacher_world import condition, policy_ready
 from e2e.cluster import images, realnode
 from e2e.cluster.constants import REPO_ROOT
+from e2e.demo_stories import STORIES
 from e2e.kube import Kube, wait_for
 from e2e.realnode_support import (
     DEVICE_CLASS,
@@ -243,6 +247,30 @@ def test_metrics_are_scraped_through_each_service_from_a_pod(
         assert "dra_operators_client_requests_total" in body, name
         for prefix in prefixes:
             assert prefix in body, f"{name}: no {prefix} series"
+
+
+# -- the demo, against the deployed operators ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_player(installed: Installed) -> Iterator[Player]:
+    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
+    yield played
+    played.close()
+
+
+@pytest.mark.parametrize("story", list(STORIES))
+def test_demo_story_against_the_deployed_operators(
+    installed: Installed, demo_player: Player, story: str
+) -> None:
+    """The README's demo as ``make demo`` plays it, with the operators as Pods instead of on the host."""
+    scenario = SCENARIOS[story]
+    cleanup.clean(installed.api, scenario)
+    try:
+        STORIES[story](installed.api, demo_player, scenario)
+    finally:
+        cleanup.clean(installed.api, scenario, wait=False)
+    installed.measurements.setdefault("memory_after_demo_story", {})[story] = _memory(installed)
 
 
 # -- claims and eviction on the real node ------------------------------------------------------
@@ -663,10 +691,21 @@ def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
     return max(usage - int(stat.get("total_inactive_file", "0")), 0)
 
 
-def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Installed) -> None:
-    api = installed.api
+def _memory(installed: Installed) -> dict[str, dict[str, Any]]:
+    """Each operator's working set now, checked against its limit."""
     assert installed.cluster.state is not None
     node = installed.cluster.state.node_layout
+    memory = {}
+    for name, pod in _operator_pods(installed.api).items():
+        used = _working_set(node, pod)
+        limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        memory[name] = {"working_set_mib": round(used / 2**20, 1), "limit": limit}
+        assert used < parse_quantity(limit).as_fraction(), f"{name} uses {used} bytes, limit {limit}"
+    return memory
+
+
+def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Installed) -> None:
+    api = installed.api
     deadline = installed.available_at + NO_RESTART_WINDOW
 
     def restarts() -> dict[str, int]:
@@ -682,13 +721,7 @@ def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Insta
         if time.monotonic() >= deadline:
             break
         time.sleep(5)
-    memory = {}
-    for name, pod in _operator_pods(api).items():
-        used = _working_set(node, pod)
-        limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
-        memory[name] = {"working_set_mib": round(used / 2**20, 1), "limit": limit}
-        assert used < parse_quantity(limit).as_fraction(), f"{name} uses {used} bytes, limit {limit}"
-    installed.measurements["memory_after_stories"] = memory
+    installed.measurements["memory_after_stories"] = _memory(installed)
 
 
 NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
