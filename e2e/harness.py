@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
@@ -138,6 +139,42 @@ def token_kubeconfig(cluster: Cluster, api: Kube, namespace: str, service_accoun
 
 # -- running operators ------------------------------------------------------------------------
 
+GUARD_METRIC = "dra_operators_in_tree_controller_detected"
+
+
+@dataclass(frozen=True)
+class GuardReading:
+    """The coexistence guard's gauge, read from an operator just before it was stopped."""
+
+    operator: str
+    kubeconfig: str
+    detected: tuple[str, ...]
+    expected: bool
+
+
+# Every reading of the session: in default mode (the in-tree DRA controllers off) the guard
+# must never fire, and the session's end checks that it did not (e2e/conftest.py).
+GUARD_READINGS: list[GuardReading] = []
+
+
+def metric(text: str, name: str, /, **labels: str) -> float | None:
+    """The value of one sample of a Prometheus text exposition, or None if absent."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+def in_tree_detected(metrics: str) -> tuple[str, ...]:
+    """The in-tree controllers an operator's metrics say it has seen acting."""
+    return tuple(
+        sample.labels.get("controller", "")
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == GUARD_METRIC and sample.value != 0
+    )
+
 
 @dataclass
 class RunningOperator:
@@ -154,6 +191,8 @@ class RunningOperator:
     result: dict[str, Any] = field(default_factory=dict)
     stopped_by_fixture: bool = False
     killed: bool = False
+    # Set by the tests that run an operator beside the in-tree controller on purpose.
+    expects_in_tree: bool = False
 
     def metrics(self) -> str:
         status, text = http_get(self.metrics_url)
@@ -188,7 +227,18 @@ class RunningOperator:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
 
+    def _read_guard(self) -> None:
+        if not self.alive():
+            return
+        status, text = http_get(self.metrics_url)
+        if status == 200 and GUARD_METRIC in text:
+            GUARD_READINGS.append(
+                GuardReading(self.name, self.kubeconfig, in_tree_detected(text), self.expects_in_tree)
+            )
+
     def stop(self) -> int | None:
+        if not self.stopped_by_fixture:
+            self._read_guard()
         self.stopped_by_fixture = True
         if self.process is not None:
             if self.process.poll() is None:

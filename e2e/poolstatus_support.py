@@ -13,8 +13,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from e2e import harness
 from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
 from e2e.kube import ApiError, Kube, wait_for
@@ -254,11 +252,7 @@ def device_class_body(name: str, driver: str) -> dict[str, Any]:
 
 def metric(text: str, name: str, /, **labels: str) -> float:
     """The value of one sample of ``name`` with exactly these labels (0 when absent)."""
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return float(sample.value)
-    return 0.0
+    return harness.metric(text, name, **labels) or 0.0
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ orphans. Only the tests about real scheduling use kube-scheduler.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -337,21 +336,6 @@ def assert_unchanged(read: Callable[[], T], seconds: float, what: str, interval:
 
 
 # -- metrics ----------------------------------------------------------------------------------
-
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
-
-
-def metric(text: str, name: str, /, **labels: str) -> float | None:
-    """The value of one sample of a Prometheus text exposition, or None if absent."""
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None or match["name"] != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"] or ""))
-        if found == labels:
-            return float(match["value"])
-    return None
-
 
 # -- watching one object ----------------------------------------------------------------------
 

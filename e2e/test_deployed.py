@@ -247,6 +247,10 @@ def test_metrics_are_scraped_through_each_service_from_a_pod(
         assert "dra_operators_client_requests_total" in body, name
         for prefix in prefixes:
             assert prefix in body, f"{name}: no {prefix} series"
+        if name in ("resourceclaim", "devicetaint", "poolstatus"):
+            # The coexistence guard: exported, and silent where the in-tree controllers are off.
+            assert harness.GUARD_METRIC in body, name
+            assert harness.in_tree_detected(body) == (), name
 
 
 # -- the demo, against the deployed operators ---------------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 from e2e import harness
 from e2e.cluster.nodes import make_devices
 from e2e.conftest import Tracker, cleanup_namespace, make_namespace
+from e2e.harness import metric
 from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim_scenarios import (
     MISSING_TEMPLATE_MESSAGE,
@@ -67,7 +68,6 @@ from e2e.resourceclaim_support import (
     create_pod,
     create_template,
     finalizers,
-    metric,
     named_entry,
     pod_body,
     pod_consumer,

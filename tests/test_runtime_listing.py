@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
@@ -12,6 +13,7 @@ import pytest
 
 from operators.core import runtime
 from operators.core.client import ApiError, KubeClient
+from operators.core.coexistence import Guard
 
 
 class PagedClient:
@@ -61,9 +63,9 @@ def _kind(registry: kopf.OperatorRegistry, plural: str = "pods") -> runtime.Watc
 
 
 def _runtime(client: PagedClient, controller: Recorder) -> runtime.Runtime:
-    return cast(
-        runtime.Runtime, type("R", (), {"reader": cast(KubeClient, client), "controller": controller})()
-    )
+    guard = Guard(None, datetime.now(UTC), lambda _: None)
+    fields = {"reader": cast(KubeClient, client), "controller": controller, "guard": guard}
+    return cast(runtime.Runtime, type("R", (), fields)())
 
 
 async def test_initial_listing_reads_every_page_and_skips_bad_objects(

@@ -32,7 +32,7 @@ from kubernetes_asyncio import client as k8s_client
 from yarl import URL
 
 from .credentials import load_credentials, locate_credentials
-from .metrics import client_request_done
+from .metrics import client_request_done, write_refused
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,20 @@ async def load_configuration(kubeconfig: str | None, context: str | None = None)
     return configuration
 
 
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class WriteFence:
+    """Shared by a client and its siblings: once closed, none of them sends a write (the
+    coexistence guard). Clients made with ``own_fence`` (Events, the Lease) keep writing."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+
+    def close(self, reason: str) -> None:
+        self.reason = reason
+
+
 class KubeClient:
     def __init__(
         self,
@@ -141,16 +155,20 @@ class KubeClient:
         self._owner: KubeClient | None = None
         # Shared with the siblings (a shallow copy keeps the object): see stop_waiting().
         self._stopping = asyncio.Event()
+        self.fence = WriteFence()
         self.requests_total = 0
 
-    def sibling(self, *, outlives_stop: bool = False) -> KubeClient:
+    def sibling(self, *, outlives_stop: bool = False, own_fence: bool = False) -> KubeClient:
         """A client on the same session and credentials with a token bucket of its own.
         ``outlives_stop``: :meth:`stop_waiting` of this client does not stop it (for the
-        shutdown's own last writes, such as releasing the Lease)."""
+        shutdown's own last writes, such as releasing the Lease). ``own_fence``: closing this
+        client's :class:`WriteFence` does not stop its writes (Events, leader election)."""
         twin = copy.copy(self)
         twin.bucket = TokenBucket(self.bucket.qps, self.bucket.burst)
         if outlives_stop:
             twin._stopping = asyncio.Event()
+        if own_fence:
+            twin.fence = WriteFence()
         twin._owner = self
         twin.requests_total = 0
         return twin
@@ -221,6 +239,9 @@ class KubeClient:
         accept: str,
         want_reply: bool = True,
     ) -> Any:
+        if self.fence.reason and method in WRITES:
+            write_refused(method)
+            raise ApiError(0, "WriteRefused", f"{method} {path} not sent: {self.fence.reason}")
         if await self._stopped_within(self.bucket.reserve()):
             raise ApiError(0, "ShuttingDown", f"{method} {path} not sent: the operator is stopping")
         self.requests_total += 1

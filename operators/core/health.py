@@ -39,6 +39,9 @@ class Health:
     api_unreachable_timeout: float = 60.0
     gates: dict[str, bool] = field(default_factory=dict)
     last_api_success: float = field(default_factory=time.monotonic)
+    # Not ready for a reason no gate will clear, e.g. the coexistence guard; live all the same,
+    # so that the kubelet does not restart the process into the same state over and over.
+    refused: str = ""
 
     def api_ok(self) -> None:
         self.last_api_success = time.monotonic()
@@ -54,7 +57,12 @@ class Health:
             return False, f"API server unreachable for {silence:.0f}s"
         return True, "ok"
 
+    def refuse(self, reason: str) -> None:
+        self.refused = reason
+
     def ready(self) -> tuple[bool, str]:
+        if self.refused:
+            return False, self.refused
         standby = self.gates.get(LEADER) is False
         gates = {n: v for n, v in self.gates.items() if n in STANDBY_GATES} if standby else self.gates
         waiting = sorted(name for name, value in gates.items() if not value)

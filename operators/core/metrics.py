@@ -19,6 +19,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -63,6 +64,27 @@ _client_requests = Counter(
     "API requests sent by the operator, by HTTP method and response code ('error': no response).",
     ["method", "code"],
 )
+
+
+_in_tree_detected = Gauge(
+    f"{PREFIX}in_tree_controller_detected",
+    "1 once kube-controller-manager's controller that this operator replaces was seen acting on the "
+    "same objects (the coexistence guard), else 0.",
+    ["controller"],
+)
+_writes_refused = Counter(
+    f"{PREFIX}client_writes_refused",
+    "Writes the operator did not send because the coexistence guard stopped it.",
+    ["method"],
+)
+
+
+def in_tree_controller(controller: str, detected: bool) -> None:
+    _in_tree_detected.labels(controller).set(1 if detected else 0)
+
+
+def write_refused(method: str) -> None:
+    _child(_writes_refused, method).inc()
 
 
 def watch_event(resource: str, type_: str | None) -> None:

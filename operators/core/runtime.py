@@ -54,9 +54,10 @@ from . import health as health_server
 from . import logs
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
-from .events import EventRecorder
+from .coexistence import Evidence, Guard, InTreeController
+from .events import EventRecorder, ObjectRef
 from .health import Health
-from .metrics import watch_event
+from .metrics import in_tree_controller, watch_event
 from .namespace import NamespaceState
 from .settings import OperatorSettings
 from .workqueue import WorkQueue
@@ -89,6 +90,8 @@ class OperatorDefinition:
     # What the operator keeps in its own namespace, for the message when that is missing; empty
     # when it keeps nothing there (then only --leader-elect needs the namespace, for the Lease).
     namespace_use: str = ""
+    # kube-controller-manager's controller this operator replaces: the coexistence guard.
+    in_tree: InTreeController | None = None
 
     @property
     def component_name(self) -> str:
@@ -114,6 +117,7 @@ class Runtime:
     # Set by request_stop(): a controller can end the process with a meaningful status,
     # e.g. "restart me, the served APIs changed".
     exit_code: int = 0
+    guard: Guard = field(default_factory=lambda: Guard(None, datetime.now(UTC), lambda _: None))
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     def listed(self) -> None:
@@ -124,6 +128,12 @@ class Runtime:
     def request_stop(self, exit_code: int = 0) -> None:
         self.exit_code = exit_code or self.exit_code
         self._stop.set()
+
+    async def sync(self, key: Any) -> None:
+        # Once the coexistence guard has stopped writes, keys are dropped: the restart that
+        # follows the fix lists everything again.
+        if not self.client.fence.reason:
+            await self.controller.sync(key)
 
 
 @dataclass(frozen=True)
@@ -144,9 +154,11 @@ class WatchedKind:
         ns = meta.get("namespace")
         return f"{self.plural} {ns + '/' if ns else ''}{meta.get('name')}"
 
-    def apply(self, controller: Any, body: Mapping[str, Any], deleted: bool = False) -> None:
+    def apply(self, runtime: Runtime, body: Mapping[str, Any], deleted: bool = False) -> None:
         try:
-            (self.delete if deleted else self.upsert)(controller, body)
+            if not deleted:
+                runtime.guard.observe(self.plural, body)
+            (self.delete if deleted else self.upsert)(runtime.controller, body)
         except Exception:
             what = "the deletion of " if deleted else ""
             log.exception("could not process %s%s", what, self.ref(body), extra={"object": self.ref(body)})
@@ -190,7 +202,7 @@ def watch(
         event_type = event.get("type")
         watch_event(kind.plural, event_type)
         # The parsed JSON itself, not kopf's view of it: every read through the view costs a lookup.
-        kind.apply(memo.runtime.controller, event["object"], deleted=event_type == "DELETED")
+        kind.apply(memo.runtime, event["object"], deleted=event_type == "DELETED")
 
 
 LIST_PAGE_SIZE = 500
@@ -248,7 +260,7 @@ async def _initial_listing(
         async for items in _pages(runtime.reader, kind):
             count += len(items)
             for item in items:
-                kind.apply(runtime.controller, item)
+                kind.apply(runtime, item)
                 uid = (item.get("metadata") or {}).get("uid")
                 if uid:
                     listed[kind][uid] = _stub(item)
@@ -279,7 +291,7 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
         for uid, tombstone in before.items():
             if uid not in now:
                 log.info("%s vanished before the watch started", kind.ref(tombstone))
-                kind.apply(runtime.controller, tombstone, deleted=True)
+                kind.apply(runtime, tombstone, deleted=True)
     listed.clear()
 
 
@@ -512,12 +524,20 @@ async def run(
         settings=settings,
         client=client,
         reader=client.sibling(),
-        events=EventRecorder(client.sibling(), definition.component_name, settings.identity),
+        # Events and the Lease go on when the coexistence guard stops the controller's writes.
+        events=EventRecorder(client.sibling(own_fence=True), definition.component_name, settings.identity),
         health=health,
         queue=queue,
         field_manager=definition.component_name,
         _stop=stop,
     )
+    if definition.in_tree is not None:
+        in_tree_controller(definition.in_tree.name, False)
+        runtime.guard = Guard(
+            definition.in_tree,
+            datetime.now(UTC),
+            lambda evidence: _in_tree_controller_acts(runtime, evidence),
+        )
     tasks: list[asyncio.Task[Any]] = []
     exit_code = 0
     leading = False
@@ -541,7 +561,7 @@ async def run(
         if settings.leader_elect:
             acquired = asyncio.Event()
             lead_task = asyncio.create_task(
-                _lead(settings, client, definition.component_name, acquired, lost)
+                _lead(settings, client.sibling(own_fence=True), definition.component_name, acquired, lost)
             )
             tasks.append(lead_task)
             await _first(acquired.wait(), stop.wait(), lost.wait())
@@ -580,7 +600,7 @@ async def run(
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, on_signal)
         workers = settings.workers or definition.default_workers
-        tasks.append(asyncio.create_task(queue.run(workers, runtime.controller.sync), name="workers"))
+        tasks.append(asyncio.create_task(queue.run(workers, runtime.sync), name="workers"))
         tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
         await _first(stop.wait(), lost.wait(), operator, keep=[operator])
         if lost.is_set():
@@ -601,7 +621,7 @@ async def run(
             # Nothing of ours writes any more: the standby may take over now, not in 15 s.
             await _stop_task(lead_task)
             # The main client refuses new requests once stopping; this one has a bucket of its own.
-            releaser = client.sibling(outlives_stop=True)
+            releaser = client.sibling(outlives_stop=True, own_fence=True)
             await release_lease(releaser, settings.namespace, definition.component_name, settings.identity)
         await runtime.events.drain(EVENT_DRAIN_SECONDS)
         return exit_code
@@ -611,6 +631,23 @@ async def run(
         await asyncio.gather(*tasks, return_exceptions=True)
         await health_server.stop(runners)
         await client.close()
+
+
+def _in_tree_controller_acts(runtime: Runtime, evidence: Evidence) -> None:
+    """The coexistence guard's verdict (:mod:`.coexistence`): report it everywhere an
+    administrator looks, and unless allowed, stop writing and stop being ready."""
+    allowed = bool(getattr(runtime.settings, "allow_in_tree_controller", False))
+    message = evidence.message(allowed)
+    in_tree_controller(evidence.controller.name, True)
+    where = ObjectRef(evidence.api_version, evidence.kind, evidence.name, evidence.namespace, evidence.uid)
+    runtime.events.record(where, "Warning", "InTreeControllerDetected", message)
+    if allowed:
+        log.warning(message)
+        return
+    log.error(message)
+    acts = f"kube-controller-manager's {evidence.controller.name} acts on the same objects"
+    runtime.client.fence.close(acts)
+    runtime.health.refuse(f"in-tree controller: {acts} ({evidence.object}); {evidence.controller.remedy}")
 
 
 async def _stop_task(task: asyncio.Task[Any] | None) -> None:

@@ -112,6 +112,17 @@ class OperatorSettings(BaseModel):
         return value
 
 
+class InTreeReplacementSettings(OperatorSettings):
+    """Settings of an operator that replaces one of kube-controller-manager's controllers."""
+
+    allow_in_tree_controller: bool = Field(
+        False,
+        description="Act even when kube-controller-manager's own controller for the same objects is "
+        "seen acting (for a migration; both then write the same objects). By default the operator "
+        "stops writing and turns not ready when it sees that (see the coexistence guard in the README).",
+    )
+
+
 def bool_value(text: str) -> bool:
     """A boolean flag's explicit value, spelled as Go's strconv.ParseBool accepts it."""
     if text in ("1", "t", "T", "true", "TRUE", "True"):

@@ -7,11 +7,18 @@ need no ``get``: the eviction works from the watch cache (see :mod:`.podeviction
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from operators.core import taintrules
+from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Runtime
-from operators.core.settings import OperatorSettings
+from operators.core.settings import InTreeReplacementSettings
+from operators.core.taintrules import GROUP
 
 from . import handlers
 from .controller import DEFAULT_WORKERS, DeviceTaintController
+from .podeviction import DISRUPTION_REASON
 
 API_CALLS: list[tuple[str, str, str]] = [
     ("", "pods", "list"),
@@ -38,6 +45,49 @@ def _make_controller(runtime: Runtime) -> DeviceTaintController:
     return DeviceTaintController(runtime, handlers.watch_rules)
 
 
+def _disrupted_by_device_taint(pod: Mapping[str, Any]) -> bool:
+    """kube-controller-manager's controllers write DisruptionTarget under one field manager;
+    the reason tells the device-taint one from the node-taint and pod-GC ones."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("reason") == DISRUPTION_REASON
+        for c in conditions
+        if isinstance(c, Mapping)
+    )
+
+
+IN_TREE = InTreeController(
+    "device-taint-eviction-controller",
+    (
+        # It applies each rule's EvictionInProgress condition under its controller name.
+        Signature(
+            api_group=GROUP,
+            plural=taintrules.PLURAL,
+            manager="device-taint-eviction-controller",
+            operation="Apply",
+            subresource="status",
+            owns=("f:status", "f:conditions"),
+            wrote="applied the EvictionInProgress condition of",
+        ),
+        # It marks a pod before deleting it, with a strategic-merge patch and no field manager.
+        Signature(
+            api_group="",
+            plural="pods",
+            manager=KUBE_CONTROLLER_MANAGER,
+            operation="Update",
+            subresource="status",
+            owns=("f:status", "f:conditions", 'k:{"type":"DisruptionTarget"}'),
+            wrote="marked for eviction",
+            also=_disrupted_by_device_taint,
+        ),
+    ),
+)
+
 DEFINITION = OperatorDefinition(
-    "devicetaint", handlers.registry, OperatorSettings, DEFAULT_WORKERS, _make_controller
+    "devicetaint",
+    handlers.registry,
+    InTreeReplacementSettings,
+    DEFAULT_WORKERS,
+    _make_controller,
+    in_tree=IN_TREE,
 )

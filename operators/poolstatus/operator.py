@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition
 
 from .controller import PoolStatusController
 from .handlers import registry
 from .settings import Settings
+from .surfaces import BUILTIN, PLURAL
+
+IN_TREE = InTreeController(
+    "resourcepoolstatusrequest-controller",
+    (
+        # It writes a request's whole status once, with an update and no field manager; no
+        # other controller of kube-controller-manager writes these.
+        Signature(
+            api_group=BUILTIN.group,
+            plural=PLURAL,
+            manager=KUBE_CONTROLLER_MANAGER,
+            operation="Update",
+            subresource="status",
+            owns=("f:status", "f:conditions"),
+            wrote="calculated the status of",
+        ),
+    ),
+    alternative="or leave the built-in API to it: --builtin-api=off (the project CRD stays served)",
+)
 
 DEFINITION = OperatorDefinition(
     name="poolstatus",
@@ -15,6 +35,7 @@ DEFINITION = OperatorDefinition(
     # One worker, as upstream: an evaluation is CPU-bound and runs on the event loop anyway.
     default_workers=1,
     make_controller=PoolStatusController,
+    in_tree=IN_TREE,
 )
 
 _REQUESTS = [
@@ -38,6 +59,9 @@ API_CALLS: list[tuple[str, str, str]] = [
         for resource in ("resourceslices", "resourceclaims", "devicetaintrules")
         for verb in ("get", "list", "watch")
     ),
+    # The coexistence guard's Warning Event (the only Event it posts), and its de-duplication.
+    ("", "events", "create"),
+    ("", "events", "patch"),
     # Leader election (namespaced Role in the operator namespace).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),

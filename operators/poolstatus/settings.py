@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from operators.core.settings import OperatorSettings
+from operators.core.settings import InTreeReplacementSettings
 
 SurfaceMode = Literal["auto", "on", "off"]
 
@@ -39,7 +39,7 @@ def parse_duration(value: Any) -> float:
     return seconds
 
 
-class Settings(OperatorSettings):
+class Settings(InTreeReplacementSettings):
     builtin_api: SurfaceMode = Field(
         "auto",
         description="Serve the built-in resource.k8s.io/v1alpha3 API: auto = when discovery lists it; "

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition
-from operators.core.settings import OperatorSettings
+from operators.core.settings import InTreeReplacementSettings
 
 from .constants import OPERATOR_NAME
 from .controller import ResourceClaimController
@@ -50,10 +51,38 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("coordination.k8s.io", "leases", "update"),
 ]
 
+IN_TREE: Final = InTreeController(
+    "resourceclaim-controller",
+    (
+        # It applies every pod's claim statuses under a field manager of its own name.
+        Signature(
+            api_group="",
+            plural="pods",
+            manager="ResourceClaimController",
+            operation="Apply",
+            subresource="status",
+            owns=("f:status", "f:resourceClaimStatuses"),
+            wrote="applied status.resourceClaimStatuses of",
+        ),
+        # It creates the claims of templates without a field manager: only this controller of
+        # kube-controller-manager sets the pod-claim-name annotation.
+        Signature(
+            api_group="resource.k8s.io",
+            plural="resourceclaims",
+            manager=KUBE_CONTROLLER_MANAGER,
+            operation="Update",
+            subresource="",
+            owns=("f:metadata", "f:annotations", "f:resource.kubernetes.io/pod-claim-name"),
+            wrote="created",
+        ),
+    ),
+)
+
 DEFINITION = OperatorDefinition(
     name=OPERATOR_NAME,
     registry=registry,
-    settings_class=OperatorSettings,
+    settings_class=InTreeReplacementSettings,
     default_workers=DEFAULT_WORKERS,
     make_controller=ResourceClaimController,
+    in_tree=IN_TREE,
 )

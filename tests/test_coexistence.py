@@ -1,0 +1,376 @@
+"""The coexistence guard: the in-tree controllers' signatures, and what tripping it does."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client as k8s_client
+from prometheus_client import REGISTRY
+
+from operators.core.client import ApiError, KubeClient
+from operators.core.coexistence import Evidence, Guard, InTreeController, find_evidence
+from operators.core.events import EventRecorder
+from operators.core.health import Health
+from operators.core.runtime import Runtime, _in_tree_controller_acts
+from operators.core.settings import InTreeReplacementSettings
+from operators.core.workqueue import WorkQueue
+from operators.devicetaint.operator import IN_TREE as DEVICETAINT
+from operators.poolstatus.operator import IN_TREE as POOLSTATUS
+from operators.resourceclaim.operator import IN_TREE as RESOURCECLAIM
+
+pytestmark = pytest.mark.unit
+
+STARTED = datetime(2026, 12, 2, 15, 0, 0, tzinfo=UTC)
+AFTER = "2026-12-02T15:00:07Z"
+BEFORE = "2026-12-01T09:30:00Z"
+
+
+def _entry(
+    manager: str, operation: str, fields: dict[str, Any], subresource: str = "", time: str = AFTER
+) -> dict[str, Any]:
+    entry = {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": "v1",
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+def _object(api_version: str, kind: str, *entries: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "ns", "uid": "u-1", "managedFields": list(entries)},
+        **extra,
+    }
+
+
+CLAIM_STATUSES: dict[str, Any] = {
+    "f:status": {"f:resourceClaimStatuses": {'k:{"name":"gpu"}': {".": {}, "f:name": {}}}}
+}
+CREATED_CLAIM: dict[str, Any] = {
+    "f:metadata": {
+        "f:annotations": {".": {}, "f:resource.kubernetes.io/pod-claim-name": {}},
+        "f:generateName": {},
+        "f:ownerReferences": {},
+    },
+    "f:spec": {"f:devices": {}},
+}
+RULE_CONDITIONS: dict[str, Any] = {"f:status": {"f:conditions": {'k:{"type":"EvictionInProgress"}': {}}}}
+DISRUPTION: dict[str, Any] = {
+    "f:status": {"f:conditions": {'k:{"type":"DisruptionTarget"}': {".": {}, "f:reason": {}}}}
+}
+REQUEST_STATUS: dict[str, Any] = {"f:status": {".": {}, "f:conditions": {}, "f:poolCount": {}}}
+
+
+def _disrupted(reason: str) -> dict[str, Any]:
+    return {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason}]}
+
+
+IN_TREE_WRITES = [
+    (
+        RESOURCECLAIM,
+        "pods",
+        _object("v1", "Pod", _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status")),
+    ),
+    (
+        RESOURCECLAIM,
+        "resourceclaims",
+        _object(
+            "resource.k8s.io/v1", "ResourceClaim", _entry("kube-controller-manager", "Update", CREATED_CLAIM)
+        ),
+    ),
+    (
+        DEVICETAINT,
+        "devicetaintrules",
+        _object(
+            "resource.k8s.io/v1",
+            "DeviceTaintRule",
+            _entry("device-taint-eviction-controller", "Apply", RULE_CONDITIONS, "status"),
+        ),
+    ),
+    (
+        DEVICETAINT,
+        "pods",
+        _object(
+            "v1",
+            "Pod",
+            _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
+            status=_disrupted("DeletionByDeviceTaintManager"),
+        ),
+    ),
+    (
+        POOLSTATUS,
+        "resourcepoolstatusrequests",
+        _object(
+            "resource.k8s.io/v1alpha3",
+            "ResourcePoolStatusRequest",
+            _entry("kube-controller-manager", "Update", REQUEST_STATUS, "status"),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("controller", "plural", "body"), IN_TREE_WRITES)
+def test_each_in_tree_write_is_evidence(
+    controller: InTreeController, plural: str, body: dict[str, Any]
+) -> None:
+    found = find_evidence(controller, plural, body, STARTED)
+    assert found is not None
+    assert (found.kind, found.namespace, found.name, found.uid, found.time) == (
+        body["kind"],
+        "ns",
+        "x",
+        "u-1",
+        AFTER,
+    )
+    message = found.message(allowed=False)
+    assert f"--controllers=*,-{controller.name}" in message
+    assert "stopped writing" in message
+
+
+@pytest.mark.parametrize(("controller", "plural", "body"), IN_TREE_WRITES)
+def test_an_in_tree_write_older_than_the_operator_is_no_evidence(
+    controller: InTreeController, plural: str, body: dict[str, Any]
+) -> None:
+    """What an in-tree controller wrote before it was switched off (a migration) stays on the
+    objects; only what it writes while this operator runs counts."""
+    body = copy.deepcopy(body)
+    for entry in body["metadata"]["managedFields"]:
+        entry["time"] = BEFORE
+    assert find_evidence(controller, plural, body, STARTED) is None
+
+
+@pytest.mark.parametrize(
+    ("controller", "plural", "body"),
+    [
+        # A user's server-side apply of the same fields, with kubectl's manager.
+        (RESOURCECLAIM, "pods", _object("v1", "Pod", _entry("kubectl", "Apply", CLAIM_STATUSES, "status"))),
+        # Our own writes.
+        (
+            RESOURCECLAIM,
+            "pods",
+            _object("v1", "Pod", _entry("dra-operators-resourceclaim", "Apply", CLAIM_STATUSES, "status")),
+        ),
+        (
+            RESOURCECLAIM,
+            "resourceclaims",
+            _object(
+                "resource.k8s.io/v1",
+                "ResourceClaim",
+                _entry("dra-operators-resourceclaim", "Update", CREATED_CLAIM),
+            ),
+        ),
+        # A claim a user created with kubectl, even one carrying the annotation.
+        (
+            RESOURCECLAIM,
+            "resourceclaims",
+            _object("resource.k8s.io/v1", "ResourceClaim", _entry("kubectl-create", "Update", CREATED_CLAIM)),
+        ),
+        # kube-controller-manager's garbage collector touching a claim's metadata, not creating it.
+        (
+            RESOURCECLAIM,
+            "resourceclaims",
+            _object(
+                "resource.k8s.io/v1",
+                "ResourceClaim",
+                _entry("kube-controller-manager", "Update", {"f:metadata": {"f:finalizers": {}}}),
+            ),
+        ),
+        # The right manager and fields, but a status update, not an apply.
+        (
+            RESOURCECLAIM,
+            "pods",
+            _object("v1", "Pod", _entry("ResourceClaimController", "Update", CLAIM_STATUSES, "status")),
+        ),
+        # The node-taint eviction and pod GC write DisruptionTarget under the same manager.
+        (
+            DEVICETAINT,
+            "pods",
+            _object(
+                "v1",
+                "Pod",
+                _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
+                status=_disrupted("DeletionByTaintManager"),
+            ),
+        ),
+        (
+            DEVICETAINT,
+            "pods",
+            _object(
+                "v1",
+                "Pod",
+                _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
+                status=_disrupted("DeletionByPodGC"),
+            ),
+        ),
+        # Our eviction: the same reason, our manager.
+        (
+            DEVICETAINT,
+            "pods",
+            _object(
+                "v1",
+                "Pod",
+                _entry("dra-operators-devicetaint", "Update", DISRUPTION, "status"),
+                status=_disrupted("DeletionByDeviceTaintManager"),
+            ),
+        ),
+        # The project CRD shares the plural; kube-controller-manager never writes it.
+        (
+            POOLSTATUS,
+            "resourcepoolstatusrequests",
+            _object(
+                "dra-operators.io/v1alpha1",
+                "ResourcePoolStatusRequest",
+                _entry("kube-controller-manager", "Update", REQUEST_STATUS, "status"),
+            ),
+        ),
+        # A watched kind without a signature.
+        (
+            DEVICETAINT,
+            "resourceslices",
+            _object("resource.k8s.io/v1", "ResourceSlice", _entry("kube-controller-manager", "Update", {})),
+        ),
+    ],
+)
+def test_ordinary_writes_are_no_evidence(
+    controller: InTreeController, plural: str, body: dict[str, Any]
+) -> None:
+    assert find_evidence(controller, plural, body, STARTED) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"metadata": None},
+        {"metadata": {"managedFields": None}},
+        {"metadata": {"managedFields": ["odd", None, {"manager": "ResourceClaimController"}]}},
+        _object(
+            "v1",
+            "Pod",
+            _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status", time="yesterday"),
+        ),
+        _object("v1", "Pod", {**_entry("ResourceClaimController", "Apply", {}, "status"), "fieldsV1": "odd"}),
+    ],
+)
+def test_odd_objects_are_no_evidence_and_raise_nothing(body: dict[str, Any]) -> None:
+    assert find_evidence(RESOURCECLAIM, "pods", body, STARTED) is None
+
+
+def test_the_guard_reports_the_first_evidence_once() -> None:
+    reported: list[Evidence] = []
+    guard = Guard(RESOURCECLAIM, STARTED.replace(microsecond=123), reported.append)
+    (_, _, pod), (_, _, claim) = IN_TREE_WRITES[:2]
+    guard.observe("resourcetemplates", pod)
+    assert reported == [], "only the kinds of its signatures are looked at"
+    guard.observe("pods", pod)
+    guard.observe("resourceclaims", claim)
+    assert [e.kind for e in reported] == ["Pod"]
+    assert guard.evidence is reported[0]
+
+
+def test_a_guard_without_an_in_tree_counterpart_never_reports() -> None:
+    reported: list[Evidence] = []
+    guard = Guard(None, STARTED, reported.append)
+    for _, plural, body in IN_TREE_WRITES:
+        guard.observe(plural, body)
+    assert reported == []
+
+
+# -- what tripping does -----------------------------------------------------------------------
+
+
+class Controller:
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+
+    async def prepare(self) -> bool:
+        return True
+
+    async def sync(self, key: Any) -> None:
+        self.synced.append(key)
+
+
+def _runtime(client: KubeClient, allowed: bool) -> Runtime:
+    return Runtime(
+        name="resourceclaim",
+        settings=InTreeReplacementSettings(allow_in_tree_controller=allowed),
+        client=client,
+        reader=client.sibling(),
+        events=EventRecorder(client.sibling(own_fence=True), "dra-operators-resourceclaim"),
+        health=Health(),
+        queue=WorkQueue("test-coexistence"),
+        controller=Controller(),
+    )
+
+
+def _detected(controller: str) -> float | None:
+    return REGISTRY.get_sample_value("dra_operators_in_tree_controller_detected", {"controller": controller})
+
+
+async def _refused(client: KubeClient, method: str) -> bool:
+    try:
+        await client.request(method, "/api/v1/namespaces/ns/pods/x")
+    except ApiError as err:
+        return err.reason == "WriteRefused"
+    raise AssertionError("port 9 answers nothing")
+
+
+async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liveness() -> None:
+    configuration = k8s_client.Configuration()
+    configuration.host = "https://127.0.0.1:9"
+    client = KubeClient(configuration)
+    try:
+        runtime = _runtime(client, allowed=False)
+        (_, plural, body) = IN_TREE_WRITES[0]
+        evidence = find_evidence(RESOURCECLAIM, plural, body, STARTED)
+        assert evidence is not None
+        _in_tree_controller_acts(runtime, evidence)
+
+        ready, why = runtime.health.ready()
+        assert not ready
+        assert why.startswith("in-tree controller: kube-controller-manager's resourceclaim-controller acts")
+        assert "--controllers=*,-resourceclaim-controller" in why
+        assert runtime.health.alive()[0], "live: a restart would only come back to the same state"
+        assert _detected("resourceclaim-controller") == 1
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            assert await _refused(client, method), method
+            assert await _refused(client.sibling(), method), "the siblings share the fence"
+        assert not await _refused(client, "GET"), "reads go on"
+        assert not await _refused(runtime.events.client, "POST"), "Events go on"
+
+        await runtime.sync("ns/x")
+        assert runtime.controller.synced == [], "queued keys are dropped"
+    finally:
+        await runtime.events.drain(5)
+        await client.close()
+
+
+async def test_allowed_evidence_is_reported_and_the_operator_acts() -> None:
+    configuration = k8s_client.Configuration()
+    configuration.host = "https://127.0.0.1:9"
+    client = KubeClient(configuration)
+    try:
+        runtime = _runtime(client, allowed=True)
+        (_, plural, body) = IN_TREE_WRITES[2]
+        evidence = find_evidence(DEVICETAINT, plural, body, STARTED)
+        assert evidence is not None
+        _in_tree_controller_acts(runtime, evidence)
+        assert "acting anyway" in evidence.message(allowed=True)
+        assert runtime.health.refused == ""
+        assert _detected("device-taint-eviction-controller") == 1
+        assert not await _refused(client, "POST")
+        await runtime.sync("ns/x")
+        assert runtime.controller.synced == ["ns/x"]
+    finally:
+        await runtime.events.drain(5)
+        await client.close()
