@@ -8,7 +8,9 @@
   leader Lease (or leader election is off). A standby that waits for the Lease is ready too,
   once its own namespace exists ("ok: standby"): a Deployment counts only ready pods as
   available, so a standby that never became ready would stop every rolling update of the ha
-  overlay (the new pod waits for the Lease, the old one waits for the new one).
+  overlay (the new pod waits for the Lease, the old one waits for the new one). The
+  coexistence guard makes an operator not ready for good (:meth:`Health.refuse`), with its
+  reason as the answer; liveness is unaffected.
 - ``/metrics``: Prometheus text format.
 
 Metrics and probes may share one listener or use two, as the flags say.

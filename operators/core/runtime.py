@@ -29,6 +29,11 @@ readiness gate is closed, a replica does not compete for the Lease, and the cont
 every change through ``Runtime.own_namespace``. The operator stays up, so that it becomes ready
 by itself once the namespace is created.
 
+An operator that replaces one of kube-controller-manager's controllers names it in its
+definition (``in_tree``): every watched object passes the coexistence guard
+(:mod:`.coexistence`) before the cache sees it, and the first sign of the in-tree controller
+stops the operator's writes and readiness (:func:`_in_tree_controller_acts`).
+
 Configuration errors (credentials, bind addresses) are raised as
 :class:`~.settings.ConfigurationError` before anything starts, for the command line to print.
 """
