@@ -63,6 +63,10 @@ k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manage
 node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images
 	timeout $(LIMIT_NODE) $(PY) -m e2e.cluster build-node
 
+.PHONY: helm-bin
+helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), for the chart's tests
+	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build-helm
+
 .PHONY: constraints
 constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
 	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
@@ -73,7 +77,7 @@ k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
 	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION)
 
 .PHONY: test-e2e
-test-e2e: k8s-bin node-bin ## e2e tests against a private devcluster (started and stopped by pytest)
+test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (started and stopped by pytest)
 	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
 
 .PHONY: test
@@ -84,6 +88,7 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
 		test-unit::"$(MAKE) --no-print-directory test-unit" \
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
 		node-bin::"$(MAKE) --no-print-directory node-bin" \
+		helm-bin::"$(MAKE) --no-print-directory helm-bin" \
 		test-e2e::"$(MAKE) --no-print-directory test-e2e"
 
 .PHONY: cluster-up

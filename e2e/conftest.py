@@ -241,6 +241,18 @@ def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
     _stop_devcluster(config, handle, request.session.testsfailed > 0)
 
 
+@pytest.fixture(scope="module")
+def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
+    """The deployed tier's kind of cluster in upstream mode, kube-controller-manager's DRA
+    controllers on, as on a managed cluster: for the managed profile (e2e/test_managed.py)."""
+    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
+        pytest.skip("the managed profile needs the devcluster backend with its real node")
+    config = request.config
+    handle = _devcluster(config, upstream=True, binding_timeout=None, deployed=True)
+    yield handle
+    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+
+
 @pytest.fixture(scope="session")
 def api(cluster: harness.Cluster) -> Iterator[Kube]:
     client = Kube(cluster.kubeconfig)

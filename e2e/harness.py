@@ -166,6 +166,21 @@ def metric(text: str, name: str, /, **labels: str) -> float | None:
     return None
 
 
+def exported_names(metrics: str) -> set[str]:
+    """Every series name an exposition declares, whether or not it has samples yet (a labelled
+    counter has none until its first increment), with the suffixes of its type."""
+    names: set[str] = set()
+    for family in text_string_to_metric_families(metrics):
+        suffixes = {
+            "counter": ("_total",),
+            "histogram": ("_bucket", "_sum", "_count"),
+            "summary": ("_sum", "_count"),
+        }.get(family.type, ("",))
+        names.update(family.name + suffix for suffix in suffixes)
+        names.update(sample.name for sample in family.samples)
+    return names
+
+
 def in_tree_detected(metrics: str) -> tuple[str, ...]:
     """The in-tree controllers an operator's metrics say it has seen acting."""
     return tuple(

@@ -10,11 +10,10 @@ Measurements (time to Ready, each operator's memory) go to ``test-artifacts/depl
 from __future__ import annotations
 
 import json
+import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,15 @@ from e2e.bindingattacher_world import condition, policy_ready
 from e2e.cluster import images, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.demo_stories import STORIES
+from e2e.deployed_support import (
+    DEPLOYMENTS,
+    NAMESPACE,
+    OPERATOR_PODS,
+    Installed,
+    install,
+    operator_pods,
+    unavailable,
+)
 from e2e.kube import Kube, wait_for
 from e2e.realnode_support import (
     DEVICE_CLASS,
@@ -56,95 +64,30 @@ from operators.core.quantity import parse_quantity
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
 
 OVERLAY = REPO_ROOT / "e2e" / "deployed"
-NAMESPACE = "dra-operators"
 OWN = "/apis/dra-operators.io/v1alpha1"
 POLICIES = f"{OWN}/deviceattachpolicies"
 TAINT_RULES = f"{RESOURCE}/devicetaintrules"
-DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
-OPERATOR_PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 COMMAND = "/etc/dra-operators/commands/fabric-attach"
 # Granted by the shipped manifests (manifests/bindingattacher/rbac.yaml).
 SHIPPED_DRIVER = "gpu.fabric.example.com"
 NO_RESTART_WINDOW = 120.0
-ARTIFACTS = REPO_ROOT / "test-artifacts"
-
-
-@dataclass
-class Installed:
-    cluster: harness.Cluster
-    api: Kube
-    available_at: float
-    measurements: dict[str, Any] = field(default_factory=dict)
-
-    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return self.cluster.kubectl(*args, **kwargs)
-
-    def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "operators.kubectl_dra", *args, "--kubeconfig", self.cluster.kubeconfig],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            cwd=REPO_ROOT,
-        )
-
-
-def _available(api: Kube) -> list[str]:
-    """The Deployments that are not Available yet (all of them until they exist)."""
-    items = {d["metadata"]["name"]: d for d in api.list(DEPLOYMENTS)}
-    waiting = []
-    for name in OPERATOR_NAMES:
-        deployment = items.get(f"dra-operators-{name}")
-        conditions = {
-            c["type"]: c["status"] for c in (deployment or {}).get("status", {}).get("conditions", [])
-        }
-        status = (deployment or {}).get("status", {})
-        if conditions.get("Available") != "True" or status.get("updatedReplicas") != status.get("replicas"):
-            waiting.append(name)
-    return waiting
-
-
-def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
-    pods = {}
-    for pod in api.list(OPERATOR_PODS):
-        component = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component")
-        if component in OPERATOR_NAMES and pod["metadata"].get("deletionTimestamp") is None:
-            pods[component] = pod
-    return pods
 
 
 @pytest.fixture(scope="module")
 def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
-    api = Kube(deployed_cluster.kubeconfig)
-    here = Installed(deployed_cluster, api, 0.0)
-    try:
-        started = time.monotonic()
-        deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
-        try:
-            wait_for(
-                lambda: not _available(api),
-                300,
-                "every operator Deployment to become Available",
-                interval=0.5,
-            )
-        except AssertionError:
-            print(deployed_cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout)
-            for name in _available(api):
-                print(
-                    deployed_cluster.kubectl(
-                        "logs", "-n", NAMESPACE, f"deploy/dra-operators-{name}", "--tail=20", check=False
-                    ).stdout
-                )
-            raise
-        here.available_at = time.monotonic()
-        here.measurements["apply_to_available_seconds"] = round(here.available_at - started, 1)
+    def apply() -> object:
+        return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
+
+    with install(deployed_cluster, apply, OPERATOR_NAMES, "deployed.json") as here:
         yield here
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "deployed.json").write_text(json.dumps(here.measurements, indent=2) + "\n")
-        print(f"deployed tier measurements: {json.dumps(here.measurements)}")
-        api.close()
+
+
+def _available(api: Kube) -> list[str]:
+    return unavailable(api, OPERATOR_NAMES)
+
+
+def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
+    return operator_pods(api, OPERATOR_NAMES)
 
 
 @pytest.fixture
@@ -241,16 +184,24 @@ def test_metrics_are_scraped_through_each_service_from_a_pod(
     output = logs(installed.cluster, deployed_namespace, "scraper")
     assert phase(api, deployed_namespace, "scraper") == "Succeeded", output[-2000:]
     sections = dict(part.split("\n", 1) for part in output.split("=== ")[1:])
+    exported: set[str] = set()
     for name, prefixes in wanted.items():
         body = sections[name]
         assert 'dra_operators_workqueue_depth{name="' in body, name
         assert "dra_operators_client_requests_total" in body, name
         for prefix in prefixes:
             assert prefix in body, f"{name}: no {prefix} series"
+        exported |= harness.exported_names(body)
         if name in ("resourceclaim", "devicetaint", "poolstatus"):
             # The coexistence guard: exported, and silent where the in-tree controllers are off.
             assert harness.GUARD_METRIC in body, name
             assert harness.in_tree_detected(body) == (), name
+    # The monitoring assets name only series some operator exports.
+    monitoring = REPO_ROOT / "manifests" / "monitoring"
+    named = set(re.findall(r"\bdra_operators_[a-z_]+", (monitoring / "prometheusrule.yaml").read_text()))
+    named |= set(re.findall(r"\bdra_operators_[a-z_]+", (monitoring / "dashboard.json").read_text()))
+    assert named, "no series named by the alerts and the dashboard"
+    assert named <= exported, f"named but exported by no operator: {sorted(named - exported)}"
 
 
 # -- the demo, against the deployed operators ---------------------------------------------------

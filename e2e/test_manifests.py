@@ -1,5 +1,5 @@
 """The documented install, `kubectl apply -k manifests/`, is accepted by a real 1.37 apiserver
-for the base and both overlays (server-side dry run: admission, schemas and CRDs included)."""
+for the base and every overlay (server-side dry run: admission, schemas and CRDs included)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
 from operators import OPERATOR_NAMES
 
-OVERLAYS = ["manifests", "manifests/overlays/dev", "manifests/overlays/ha"]
+OVERLAYS = ["manifests", "manifests/overlays/dev", "manifests/overlays/ha", "manifests/overlays/managed"]
 
 
 @pytest.fixture(scope="module")

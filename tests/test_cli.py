@@ -90,7 +90,10 @@ def _shipped_args() -> list[tuple[str, list[str]]]:
     replaced = [
         op["value"] for op in yaml.safe_load(ha["patches"][0]["patch"]) if op["path"].endswith("/args/2")
     ]
-    return found + [(name, replaced) for name, _ in found]
+    managed = yaml.safe_load((REPO_ROOT / "manifests/overlays/managed/kustomization.yaml").read_text())
+    added = [op["value"] for patch in managed["patches"] for op in yaml.safe_load(patch["patch"])]
+    poolstatus = next(args for name, args in found if name == "poolstatus")
+    return found + [(name, replaced) for name, _ in found] + [("poolstatus", [*poolstatus, *added])]
 
 
 @pytest.mark.parametrize(("name", "args"), _shipped_args())

@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         "build-node",
         help="the real node's parts: Debian packages (as root), containerd, the images",
     )
+    sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
     g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
     return parser
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             print(prepared.bin_dir)
             for archive in prepared.images:
                 print(archive)
+            return 0
+        if args.command == "build-helm":
+            print(build_mod.build_helm().directory / "helm")
             return 0
         if args.command == "gomod":
             for finding in gomod.generate(args.k8s_version):

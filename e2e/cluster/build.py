@@ -294,6 +294,44 @@ CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CONTAINERD_VERSION = "v2.4.2"
 CONTAINERD_BINARIES = ("containerd", "ctr", "containerd-shim-runc-v2")
 
+HELM_MODULE = "helm.sh/helm/v4"
+HELM_VERSION = "v4.3.2"
+
+
+@dataclass(frozen=True)
+class GoTool:
+    """Binaries ``go install``ed from one module at a pinned version (the module's own go.sum,
+    checked against the checksum database), cached by version, Go version and flags."""
+
+    label: str
+    module: str
+    version: str
+    binaries: tuple[str, ...]
+    cache_dir: str
+    # The arguments that make the first binary print its version.
+    version_args: tuple[str, ...] = ("--version",)
+    # Link-time stamps, where the module's own default is not the release's version.
+    stamps: tuple[str, ...] = ()
+
+    def ldflags(self) -> str:
+        return " ".join(["-s -w", *(f"-X {stamp}" for stamp in self.stamps)])
+
+    def packages(self) -> list[str]:
+        return [f"{self.module}/cmd/{name}@{self.version}" for name in self.binaries]
+
+
+CONTAINERD = GoTool("containerd", CONTAINERD_MODULE, CONTAINERD_VERSION, CONTAINERD_BINARIES, "node-bin")
+# helm's own default version is "v4.3": the release stamps the patch version at link time.
+HELM = GoTool(
+    "helm",
+    HELM_MODULE,
+    HELM_VERSION,
+    ("helm",),
+    "helm-bin",
+    ("version", "--short"),
+    (f"{HELM_MODULE}/internal/version.version={HELM_VERSION}",),
+)
+
 
 def build_containerd(timeout: float | None = None, log: object = print) -> BuildResult:
     """containerd, ctr and the runc shim at CONTAINERD_VERSION, by ``go install`` into the cache.
@@ -301,29 +339,38 @@ def build_containerd(timeout: float | None = None, log: object = print) -> Build
     Debian bookworm ships containerd 1.6, which lacks the CRI call through which kubelet 1.37
     learns the cgroup driver; containerd 2 is served as a Go module and needs no replaces.
     """
+    return build_tool(CONTAINERD, timeout, log)
+
+
+def build_helm(timeout: float | None = None, log: object = print) -> BuildResult:
+    """helm at HELM_VERSION, for the chart's tests (lint, template, a real install)."""
+    return build_tool(HELM, timeout, log)
+
+
+def build_tool(tool: GoTool, timeout: float | None = None, log: object = print) -> BuildResult:
     say = log if callable(log) else print
     go_version = _go_version()
-    key = hashlib.sha256(f"{CONTAINERD_VERSION} {go_version} {BUILD_FLAGS}".encode()).hexdigest()[:12]
-    root = cache_root() / "node-bin"
-    target = root / f"containerd-{CONTAINERD_VERSION}-{key}"
-    if all(os.access(target / name, os.X_OK) for name in CONTAINERD_BINARIES):
+    stamps = f" {tool.stamps}" if tool.stamps else ""
+    key = hashlib.sha256(f"{tool.version} {go_version} {BUILD_FLAGS}{stamps}".encode()).hexdigest()[:12]
+    root = cache_root() / tool.cache_dir
+    target = root / f"{tool.label}-{tool.version}-{key}"
+    if all(os.access(target / name, os.X_OK) for name in tool.binaries):
         say(f"reusing {shown(target)}")
         return BuildResult(target, reused=True, seconds=0.0)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if all(os.access(target / name, os.X_OK) for name in CONTAINERD_BINARIES):
+        if all(os.access(target / name, os.X_OK) for name in tool.binaries):
             return BuildResult(target, reused=True, seconds=0.0)
         _check_go(go_version)
         started = time.monotonic()
         tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        packages = [f"{CONTAINERD_MODULE}/cmd/{name}@{CONTAINERD_VERSION}" for name in CONTAINERD_BINARIES]
-        say(f"building {', '.join(CONTAINERD_BINARIES)} {CONTAINERD_VERSION} into {target}")
+        say(f"building {', '.join(tool.binaries)} {tool.version} into {target}")
         try:
             proc = subprocess.run(
-                ["go", "install", *BUILD_FLAGS, "-ldflags=-s -w", *packages],
+                ["go", "install", *BUILD_FLAGS, f"-ldflags={tool.ldflags()}", *tool.packages()],
                 env=gomod.go_env({"GOBIN": str(tmp), "GOFLAGS": ""}),
                 cwd=tmp,
                 capture_output=True,
@@ -332,17 +379,17 @@ def build_containerd(timeout: float | None = None, log: object = print) -> Build
                 check=False,
             )
             if proc.returncode != 0:
-                raise BuildError(f"go install containerd failed:\n{_tail(proc.stdout + proc.stderr)}")
+                raise BuildError(f"go install {tool.label} failed:\n{_tail(proc.stdout + proc.stderr)}")
             out = subprocess.run(
-                [str(tmp / "containerd"), "--version"], capture_output=True, text=True, timeout=60
+                [str(tmp / tool.binaries[0]), *tool.version_args], capture_output=True, text=True, timeout=60
             ).stdout
-            if CONTAINERD_VERSION.lstrip("v") not in out:
-                raise BuildError(f"containerd reports {out.strip()!r}, expected {CONTAINERD_VERSION}")
+            if tool.version.lstrip("v") not in out:
+                raise BuildError(f"{tool.label} reports {out.strip()!r}, expected {tool.version}")
             if target.exists():
                 shutil.rmtree(target)
             tmp.rename(target)
         except subprocess.TimeoutExpired as err:
-            raise BuildError(f"containerd build timed out:\n{_tail(str(err.output or ''))}") from err
+            raise BuildError(f"{tool.label} build timed out:\n{_tail(str(err.output or ''))}") from err
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         seconds = round(time.monotonic() - started, 1)

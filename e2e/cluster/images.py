@@ -63,7 +63,9 @@ BASE_IMAGE = f"dra-operators-base:{SUITE}"
 # The tag follows build/pause/Makefile's TAG of the Kubernetes version built here.
 PAUSE_TAG = "3.10.2"
 PAUSE_IMAGE = f"dra-operators-pause:{PAUSE_TAG}"
-OPERATOR_IMAGE = "dra-operators:dev"
+OPERATOR_REPOSITORY = "dra-operators"
+OPERATOR_TAG = "dev"
+OPERATOR_IMAGE = f"{OPERATOR_REPOSITORY}:{OPERATOR_TAG}"
 PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static")
 # The name containerd and the kubelet give an unqualified reference ("foo:tag"); an OCI archive
 # must carry it in full, or ``ctr import`` stores the image under a generated name.

@@ -72,6 +72,11 @@ _in_tree_detected = Gauge(
     "same objects (the coexistence guard), else 0.",
     ["controller"],
 )
+_leader = Gauge(
+    f"{PREFIX}leader",
+    "1 while this replica acts (it holds the Lease, or leader election is off), 0 while a standby.",
+    ["operator"],
+)
 _writes_refused = Counter(
     f"{PREFIX}client_writes_refused",
     "Writes the operator did not send because the coexistence guard stopped it.",
@@ -81,6 +86,10 @@ _writes_refused = Counter(
 
 def in_tree_controller(controller: str, detected: bool) -> None:
     _in_tree_detected.labels(controller).set(1 if detected else 0)
+
+
+def leading(operator: str, acts: bool) -> None:
+    _leader.labels(operator).set(1 if acts else 0)
 
 
 def write_refused(method: str) -> None:

@@ -62,7 +62,7 @@ from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
 from .events import EventRecorder, ObjectRef
 from .health import Health
-from .metrics import in_tree_controller, watch_event
+from .metrics import in_tree_controller, leading, watch_event
 from .namespace import NamespaceState
 from .settings import OperatorSettings
 from .workqueue import WorkQueue
@@ -504,6 +504,7 @@ async def run(
     health.set_gate("apis-served", False)
     health.set_gate("initial-listing", False)
     health.set_gate("leader", not settings.leader_elect)
+    leading(definition.name, not settings.leader_elect)
     try:
         runners = await health_server.serve(
             health, settings.metrics_bind_address, settings.health_probe_bind_address
@@ -545,7 +546,7 @@ async def run(
         )
     tasks: list[asyncio.Task[Any]] = []
     exit_code = 0
-    leading = False
+    is_leader = False
     lead_task: asyncio.Task[Any] | None = None
     # A standby replica must stay live too: it pings the API server while it waits for the Lease.
     tasks.append(asyncio.create_task(_ping(runtime)))
@@ -579,7 +580,8 @@ async def run(
                 settings.identity,
             )
             health.set_gate("leader", True)
-            leading = True
+            leading(definition.name, True)
+            is_leader = True
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime.controller, health, stop):
             return runtime.exit_code
@@ -622,7 +624,7 @@ async def run(
             kopf_stop.set_result(None)
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.wait_for(operator, 10)
-        if leading and not lost.is_set():
+        if is_leader and not lost.is_set():
             # Nothing of ours writes any more: the standby may take over now, not in 15 s.
             await _stop_task(lead_task)
             # The main client refuses new requests once stopping; this one has a bucket of its own.

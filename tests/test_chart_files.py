@@ -1,0 +1,36 @@
+"""The chart's copies of what the repository keeps once: Helm installs ``crds/`` of the chart as
+plain files, so they are copies of ``crds/``, and they must never drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "dra-operators"
+
+
+def test_the_chart_crds_are_the_project_crds() -> None:
+    project = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.dra-operators.io.yaml")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert project, "no CRDs found"
+    assert chart == project, "copy crds/*.dra-operators.io.yaml to charts/dra-operators/crds/"
+
+
+def test_the_chart_version_and_app_version_follow_the_package() -> None:
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    chart = (CHART / "Chart.yaml").read_text()
+    assert f"version: {version}\n" in chart
+    assert f'appVersion: "{version}"\n' in chart
+
+
+def test_the_chart_monitoring_files_are_the_kustomize_ones() -> None:
+    for name in ("podmonitor.yaml", "prometheusrule.yaml", "dashboard.json"):
+        assert (CHART / "files" / name).read_bytes() == (
+            ROOT / "manifests" / "monitoring" / name
+        ).read_bytes(), f"copy manifests/monitoring/{name} to charts/dra-operators/files/"
