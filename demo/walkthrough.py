@@ -122,7 +122,7 @@ def _operators(names: Sequence[str], target: Target) -> Iterator[None]:
                 procs[name] = subprocess.Popen(
                     [sys.executable, "-m", "operators", "run", name, "--kubeconfig", target.kubeconfig,
                      "--metrics-bind-address", address, "--health-probe-bind-address", address,
-                     "--namespace", OPERATOR_NAMESPACE, *extra],
+                     "--metrics-secure=false", "--namespace", OPERATOR_NAMESPACE, *extra],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                 )  # fmt: skip
         for name, proc in procs.items():

@@ -288,6 +288,9 @@ def _common_args(name: str, kubeconfig: str, port: int, extra: Sequence[str]) ->
         address,
         "--namespace",
         OPERATOR_NAMESPACE,
+        # One loopback listener for probes and metrics: plain HTTP (the deployed tier scrapes
+        # the secure /metrics of the shipped Deployments).
+        "--metrics-secure=false",
         *extra,
     ]
 

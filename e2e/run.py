@@ -176,6 +176,8 @@ def _start_operator(name: str, kubeconfig: str, address: str, log: Path) -> subp
                 f"--kubeconfig={kubeconfig}",
                 f"--metrics-bind-address={address}",
                 f"--health-probe-bind-address={address}",
+                # Probes and metrics share the loopback listener of a local run: plain HTTP.
+                "--metrics-secure=false",
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -166,9 +166,12 @@ def test_the_chart_monitoring_is_what_kustomize_ships(cluster: harness.Cluster, 
     chart = _objects(_template(helm, ["--set", enabled]))
     kustomized = _objects(cluster.kubectl("kustomize", str(REPO_ROOT / "manifests" / "monitoring")).stdout)
     assert sorted(kustomized) == [
+        ("ClusterRoleBinding", "dra-operators-metrics-scraper"),
         ("ConfigMap", "dra-operators-dashboard"),
         ("PodMonitor", "dra-operators"),
         ("PrometheusRule", "dra-operators"),
+        ("Secret", "dra-operators-metrics-scraper"),
+        ("ServiceAccount", "dra-operators-metrics-scraper"),
     ]
     for key, obj in kustomized.items():
         assert chart[key] == obj, f"{key} differs"

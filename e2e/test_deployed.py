@@ -132,7 +132,7 @@ def test_every_operator_is_available_under_its_own_service_account(installed: In
         assert ready["Ready"] == "True", f"{name}: {pod['status']['conditions']}"
 
 
-def test_metrics_are_scraped_through_each_service_from_a_pod(
+def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
     installed: Installed, deployed_namespace: str
 ) -> None:
     api = installed.api
@@ -150,41 +150,90 @@ def test_metrics_are_scraped_through_each_service_from_a_pod(
     urls = {}
     for name in OPERATOR_NAMES:
         service = api.get(f"/api/v1/namespaces/{NAMESPACE}/services/dra-operators-{name}")
-        urls[name] = f"http://{service['spec']['clusterIP']}:8080/metrics"
-    script = (
-        "import json, sys, urllib.request\n"
-        "for name, url in json.loads(sys.argv[1]).items():\n"
-        "    body = urllib.request.urlopen(url, timeout=10).read().decode()\n"
-        "    print(f'=== {name}'); print(body)\n"
-    )
+        urls[name] = f"https://{service['spec']['clusterIP']}:8080/metrics"
+    # Three callers: the scraper's own ServiceAccount, bound to dra-operators-metrics-reader; a
+    # ServiceAccount without that role; and no token at all.
+    accounts = f"/api/v1/namespaces/{deployed_namespace}/serviceaccounts"
+    for account in ("reader", "stranger"):
+        api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
+    binding = f"dra-operators-metrics-reader-{deployed_namespace}"
     api.create(
-        f"/api/v1/namespaces/{deployed_namespace}/pods",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "scraper"},
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "scrape",
-                        "image": images.OPERATOR_IMAGE,
-                        "imagePullPolicy": "Never",
-                        "command": ["python3", "-c", script, json.dumps(urls)],
-                    }
-                ],
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "dra-operators-metrics-reader",
             },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": deployed_namespace}],
         },
     )
-    wait_for(
-        lambda: phase(api, deployed_namespace, "scraper") in ("Succeeded", "Failed"),
-        120,
-        "the scraper pod to finish",
+    stranger = api.create(
+        f"{accounts}/stranger/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )["status"]["token"]
+    script = (
+        "import json, ssl, sys, urllib.error, urllib.request\n"
+        "tls = ssl.create_default_context(); tls.check_hostname = False; tls.verify_mode = ssl.CERT_NONE\n"
+        "own = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"
+        "def get(url, token):\n"
+        "    headers = {'Authorization': 'Bearer ' + token} if token else {}\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10,"
+        " context=tls) as answer:\n"
+        "            return answer.status, answer.read().decode()\n"
+        "    except urllib.error.HTTPError as err:\n"
+        "        return err.code, err.read().decode()\n"
+        "for name, url in json.loads(sys.argv[1]).items():\n"
+        "    refused = [get(url, sys.argv[2])[0], get(url, '')[0]]\n"
+        "    status, body = get(url, own)\n"
+        "    print(f'=== {name} {status} {refused[0]} {refused[1]}'); print(body)\n"
     )
+    try:
+        api.create(
+            f"/api/v1/namespaces/{deployed_namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "scraper"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "reader",
+                    "containers": [
+                        {
+                            "name": "scrape",
+                            "image": images.OPERATOR_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "command": ["python3", "-c", script, json.dumps(urls), stranger],
+                        }
+                    ],
+                },
+            },
+        )
+        wait_for(
+            lambda: phase(api, deployed_namespace, "scraper") in ("Succeeded", "Failed"),
+            120,
+            "the scraper pod to finish",
+        )
+    finally:
+        api.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
     output = logs(installed.cluster, deployed_namespace, "scraper")
     assert phase(api, deployed_namespace, "scraper") == "Succeeded", output[-2000:]
-    sections = dict(part.split("\n", 1) for part in output.split("=== ")[1:])
+    sections: dict[str, str] = {}
+    for part in output.split("=== ")[1:]:
+        head, body = part.split("\n", 1)
+        name, reader_status, stranger_status, anonymous_status = head.split()
+        assert (reader_status, stranger_status, anonymous_status) == ("200", "403", "401"), f"{name}: {head}"
+        sections[name] = body
     exported: set[str] = set()
+    assert sorted(sections) == sorted(OPERATOR_NAMES)
     for name, prefixes in wanted.items():
         body = sections[name]
         assert 'dra_operators_workqueue_depth{name="' in body, name

@@ -24,7 +24,13 @@ NO_CREDENTIALS = (
     "or create ~/.kube/config"
 )
 # Never bound by the tests, so that a test that gets past the credentials cannot collide.
-LOCAL = ["--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"]
+LOCAL = [
+    "--metrics-bind-address",
+    "127.0.0.1:0",
+    "--health-probe-bind-address",
+    "127.0.0.1:0",
+    "--metrics-secure=false",
+]
 
 
 @pytest.fixture

@@ -177,6 +177,7 @@ def settings_for(config: str, **values: Any) -> OperatorSettings:
         namespace="dra-operators",
         metrics_bind_address="127.0.0.1:0",
         health_probe_bind_address="127.0.0.1:0",
+        metrics_secure=False,
         **values,
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from operators.core import metricsauth
 from operators.core.runtime import OperatorDefinition
 
 from .controller import BindingAttacherController
@@ -66,6 +67,8 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "configmaps", "get"),
     ("", "configmaps", "create"),
     ("", "configmaps", "patch"),
+    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
+    *metricsauth.API_CALLS,
     # Leader election, in the operator namespace only.
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "get"),

@@ -11,7 +11,8 @@
   overlay (the new pod waits for the Lease, the old one waits for the new one). The
   coexistence guard makes an operator not ready for good (:meth:`Health.refuse`), with its
   reason as the answer; liveness is unaffected.
-- ``/metrics``: Prometheus text format.
+- ``/metrics``: Prometheus text format; by default over HTTPS, for clients allowed to get it
+  (:mod:`.metricsauth`).
 
 Metrics and probes may share one listener or use two, as the flags say.
 """
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from . import metrics
+from . import metrics, metricsauth
+from .metricsauth import MetricsAuthorizer
 from .settings import ConfigurationError, one_line
 
 log = logging.getLogger(__name__)
@@ -78,7 +81,13 @@ def _probe(check: tuple[bool, str]) -> web.Response:
     return web.Response(status=200 if ok else 503, text=text + "\n")
 
 
-def build_app(health: Health, *, probes: bool = True, metrics_endpoint: bool = True) -> web.Application:
+def build_app(
+    health: Health,
+    *,
+    probes: bool = True,
+    metrics_endpoint: bool = True,
+    authorizer: MetricsAuthorizer | None = None,
+) -> web.Application:
     async def alive(_: web.Request) -> web.Response:
         return _probe(health.alive())
 
@@ -88,7 +97,7 @@ def build_app(health: Health, *, probes: bool = True, metrics_endpoint: bool = T
     async def exposition(_: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), content_type="text/plain", charset="utf-8")
 
-    app = web.Application()
+    app = web.Application(middlewares=[metricsauth.middleware(authorizer)] if authorizer else [])
     if probes:
         app.router.add_get("/healthz", alive)
         app.router.add_get("/livez", alive)
@@ -103,26 +112,40 @@ def split_address(address: str) -> tuple[str, int]:
     return (host or "0.0.0.0"), int(port)
 
 
-async def serve(health: Health, metrics_address: str, probe_address: str) -> list[web.AppRunner]:
-    """Start the listeners: one when both addresses are equal, else one each.
+@dataclass(frozen=True)
+class SecureMetrics:
+    """HTTPS and the token checks for /metrics (:mod:`.metricsauth`)."""
+
+    authorizer: MetricsAuthorizer
+    tls: ssl.SSLContext
+
+
+async def serve(
+    health: Health, metrics_address: str, probe_address: str, secure: SecureMetrics | None = None
+) -> list[web.AppRunner]:
+    """Start the listeners: one when both addresses are equal (plain metrics only), else one each.
 
     A port in use is a :class:`ConfigurationError` naming the flag: the usual cause is a second
     operator started on the same machine with the default ports."""
     metrics_flag, probe_flag = "--metrics-bind-address", "--health-probe-bind-address"
+    tls = secure.tls if secure else None
+    apps: list[tuple[web.Application, str, str, ssl.SSLContext | None]]
     if metrics_address == probe_address:
-        apps = [(build_app(health), metrics_address, f"{metrics_flag} and {probe_flag}")]
+        assert secure is None, "the settings refuse a shared listener for secure metrics"
+        apps = [(build_app(health), metrics_address, f"{metrics_flag} and {probe_flag}", None)]
     else:
+        authorizer = secure.authorizer if secure else None
         apps = [
-            (build_app(health, metrics_endpoint=False), probe_address, probe_flag),
-            (build_app(health, probes=False), metrics_address, metrics_flag),
+            (build_app(health, metrics_endpoint=False), probe_address, probe_flag, None),
+            (build_app(health, probes=False, authorizer=authorizer), metrics_address, metrics_flag, tls),
         ]
     runners: list[web.AppRunner] = []
-    for app, address, flag in apps:
+    for app, address, flag, context in apps:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         runners.append(runner)
         try:
-            await web.TCPSite(runner, *split_address(address)).start()
+            await web.TCPSite(runner, *split_address(address), ssl_context=context).start()
         except OSError as err:
             await stop(runners)
             # asyncio's message repeats the address; the errno's text alone is the reason.

@@ -56,13 +56,14 @@ from kopf._core.reactor.inventory import (  # kopf.operator() takes them, kopf d
 )
 
 from . import health as health_server
-from . import logs
+from . import logs, metricsauth
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
 from .events import EventRecorder, ObjectRef
 from .health import Health
 from .metrics import in_tree_controller, leading, watch_event
+from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
 from .settings import OperatorSettings
 from .workqueue import WorkQueue
@@ -506,8 +507,13 @@ async def run(
     health.set_gate("leader", not settings.leader_elect)
     leading(definition.name, not settings.leader_elect)
     try:
+        secure = None
+        if settings.metrics_secure:
+            # Reviews are POSTs: a client of their own, which the coexistence guard does not stop.
+            reviewer = MetricsAuthorizer(client.sibling(own_fence=True))
+            secure = health_server.SecureMetrics(reviewer, metricsauth.tls_context(settings.metrics_cert_dir))
         runners = await health_server.serve(
-            health, settings.metrics_bind_address, settings.health_probe_bind_address
+            health, settings.metrics_bind_address, settings.health_probe_bind_address, secure
         )
     except BaseException:
         await client.close()

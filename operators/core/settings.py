@@ -15,7 +15,7 @@ import socket
 import uuid
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "DRA_OPERATORS_"
 # RFC 1123 label, as kube-apiserver validates namespace names.
@@ -73,6 +73,17 @@ class OperatorSettings(BaseModel):
     health_probe_bind_address: str = Field(
         "0.0.0.0:8081", description="host:port of /healthz and /readyz (may equal the metrics address)."
     )
+    metrics_secure: bool = Field(
+        True,
+        description="Serve /metrics over HTTPS to clients whose token a TokenReview accepts and a "
+        "SubjectAccessReview allows to get /metrics (ClusterRole dra-operators-metrics-reader); false: "
+        "plain HTTP for anyone who reaches the port. Needs a metrics address of its own.",
+    )
+    metrics_cert_dir: str | None = Field(
+        None,
+        description="Directory with tls.crt and tls.key for /metrics (e.g. a cert-manager Secret); unset: a "
+        "self-signed certificate made at start.",
+    )
     workers: int = Field(0, ge=0, description="Concurrent syncs; 0 means the operator's upstream default.")
     kube_api_qps: float = Field(
         20.0,
@@ -110,6 +121,16 @@ class OperatorSettings(BaseModel):
         if not colon or not port.isdigit() or int(port) > 65535:
             raise ValueError(f"{value!r} is not host:port (e.g. 0.0.0.0:8080, or :8080)")
         return value
+
+    @model_validator(mode="after")
+    def _secure_metrics_listen_alone(self) -> OperatorSettings:
+        # The kubelet's probes carry no token: they cannot share the authenticated listener.
+        if self.metrics_secure and self.metrics_bind_address == self.health_probe_bind_address:
+            raise ValueError(
+                "with --metrics-secure, --metrics-bind-address needs an address of its own, not the "
+                "--health-probe-bind-address; or pass --metrics-secure=false"
+            )
+        return self
 
 
 class InTreeReplacementSettings(OperatorSettings):

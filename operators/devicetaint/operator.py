@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core import taintrules
+from operators.core import metricsauth, taintrules
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Runtime
 from operators.core.settings import InTreeReplacementSettings
@@ -34,6 +34,8 @@ API_CALLS: list[tuple[str, str, str]] = [
     ("resource.k8s.io", "devicetaintrules/status", "patch"),
     ("", "events", "create"),
     ("", "events", "patch"),
+    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
+    *metricsauth.API_CALLS,
     # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),

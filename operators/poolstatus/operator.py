@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition
 
@@ -62,6 +63,8 @@ API_CALLS: list[tuple[str, str, str]] = [
     # The coexistence guard's Warning Event (the only Event it posts), and its de-duplication.
     ("", "events", "create"),
     ("", "events", "patch"),
+    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
+    *metricsauth.API_CALLS,
     # Leader election (namespaced Role in the operator namespace).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),

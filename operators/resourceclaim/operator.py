@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition
 from operators.core.settings import InTreeReplacementSettings
@@ -45,6 +46,8 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     # Events, and their de-duplication (count and lastTimestamp).
     ("", "events", "create"),
     ("", "events", "patch"),
+    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
+    *metricsauth.API_CALLS,
     # Leader election, in the operator's namespace only.
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "get"),

@@ -8,6 +8,7 @@ patched and deleted, never read one by one (the watch cache serves), and selecto
 
 from __future__ import annotations
 
+from operators.core import metricsauth
 from operators.core.runtime import OperatorDefinition, Runtime
 from operators.core.settings import OperatorSettings
 
@@ -29,6 +30,8 @@ API_CALLS: list[tuple[str, str, str]] = [
     ("resource.k8s.io", "devicetaintrules", "delete"),
     ("", "events", "create"),
     ("", "events", "patch"),
+    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
+    *metricsauth.API_CALLS,
     # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
