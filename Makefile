@@ -67,6 +67,10 @@ node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containe
 helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), for the chart's tests
 	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build-helm
 
+.PHONY: release-artifacts
+release-artifacts: $(STAMP) ## the operator image tarball and the packaged chart, into dist/ (RELEASE.md)
+	timeout $(LIMIT_NODE) $(PY) -m e2e.cluster release-artifacts
+
 .PHONY: constraints
 constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
 	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new

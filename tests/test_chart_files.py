@@ -34,3 +34,13 @@ def test_the_chart_monitoring_files_are_the_kustomize_ones() -> None:
         assert (CHART / "files" / name).read_bytes() == (
             ROOT / "manifests" / "monitoring" / name
         ).read_bytes(), f"copy manifests/monitoring/{name} to charts/dra-operators/files/"
+
+
+def test_the_kustomize_base_installs_the_package_version() -> None:
+    import tomllib
+
+    import yaml
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    common = yaml.safe_load((ROOT / "manifests" / "common" / "kustomization.yaml").read_text())
+    assert common["images"] == [{"name": "dra-operators", "newTag": version}]

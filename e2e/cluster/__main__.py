@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import build as build_mod
-from . import gomod, launcher, realnode
+from . import gomod, launcher, realnode, release
 from .constants import DEFAULT_STATE_DIR
 
 
@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the real node's parts: Debian packages (as root), containerd, the images",
     )
     sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
+    sub.add_parser("release-artifacts", help="the image tarball and the packaged chart, into dist/")
     g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
     return parser
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             print(prepared.bin_dir)
             for archive in prepared.images:
                 print(archive)
+            return 0
+        if args.command == "release-artifacts":
+            release.artifacts()
             return 0
         if args.command == "build-helm":
             print(build_mod.build_helm().directory / "helm")
