@@ -135,3 +135,12 @@ def test_secure_metrics_need_their_own_listener() -> None:
         health_probe_bind_address="127.0.0.1:9000",
         metrics_secure=False,
     )
+
+
+def test_the_self_signed_certificate_takes_a_pod_s_long_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the first deployment: a pod's name (its host name) is longer than the 64
+    characters a certificate's common name may have."""
+    monkeypatch.setattr(
+        socket, "gethostname", lambda: "dra-operators-bindingattacher-7d9f8c6b5d-x2k4q" + "-long" * 8
+    )
+    assert metricsauth.tls_context(None).minimum_version == ssl.TLSVersion.TLSv1_2

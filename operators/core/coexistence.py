@@ -101,7 +101,7 @@ class Evidence:
     def message(self, allowed: bool) -> str:
         found = (
             f"kube-controller-manager's {self.controller.name} acts on the objects this operator "
-            f"owns: it {self.signature.wrote} {self.object} at {self.time} "
+            f"reconciles: it {self.signature.wrote} {self.object} at {self.time} "
             f"(field manager {self.signature.manager}, {self.signature.operation}"
             f"{' of ' + self.signature.subresource if self.signature.subresource else ''})"
         )

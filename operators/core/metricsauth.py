@@ -155,7 +155,9 @@ def _self_signed(directory: Path) -> None:
     host = socket.gethostname()
     names: list[x509.GeneralName] = [x509.DNSName(host), x509.DNSName("localhost")]
     names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host} (dra-operators metrics)")])
+    # A common name has at most 64 characters, and a pod's host name (its name) can be longer:
+    # the name goes into the subject alternative names, which have no such limit.
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-operators metrics")])
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder()
@@ -196,9 +198,9 @@ def tls_context(cert_dir: str | None) -> ssl.SSLContext:
             _self_signed(Path(tmp))
             # Loaded into memory here; the files go with the directory.
             context.load_cert_chain(Path(tmp) / CERT_NAME, Path(tmp) / KEY_NAME)
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise ConfigurationError(
-            f"cannot write the self-signed metrics certificate ({err}); mount a writable /tmp, pass "
+            f"cannot make the self-signed metrics certificate ({err}); mount a writable /tmp, pass "
             "--metrics-cert-dir, or --metrics-secure=false"
         ) from err
     return context
