@@ -1,4 +1,4 @@
-"""kopf keeps no state of its own about the watched objects: nothing to write, nothing to remember."""
+"""kopf keeps no state of its own on the watched objects: nothing to write."""
 
 from __future__ import annotations
 
@@ -29,18 +29,3 @@ def test_per_object_workers_are_bounded_and_short_lived() -> None:
     assert settings.queueing.worker_limit == runtime.KOPF_WORKER_LIMIT
     assert settings.queueing.idle_timeout < 1
     assert settings.watching.chunk_size == runtime.LIST_PAGE_SIZE
-
-
-async def test_object_memories_are_not_remembered() -> None:
-    memories = runtime._NoMemories()
-    first = await memories.recall(cast(kopf.RawBody, POD))
-    second = await memories.recall(cast(kopf.RawBody, POD))
-    assert first is not second
-    assert list(memories.iter_all_memories()) == []
-
-
-async def test_every_event_sees_the_operators_own_memo() -> None:
-    memo = kopf.Memo(runtime="the runtime")
-    memories = runtime._NoMemories()
-    memory = await memories.recall(cast(kopf.RawBody, POD), memobase=memo)
-    assert cast(object, memory.memo) is memo

@@ -23,7 +23,7 @@ import contextlib
 import copy
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -283,6 +283,54 @@ class KubeClient:
         if isinstance(parsed, dict):
             raise ApiError(status, parsed.get("reason", ""), parsed.get("message", ""), retry_after, parsed)
         raise ApiError(status, "", raw.decode(errors="replace"), retry_after)
+
+    async def watch_lines(
+        self, path: str, params: Mapping[str, str], timeout_seconds: int
+    ) -> AsyncIterator[bytes]:
+        """The lines of a watch response (one JSON event each), as the server sends them.
+
+        The request passes the token bucket like any other; the stream then stays open until the
+        server ends it (``timeoutSeconds``), the connection drops (raised as :class:`ApiError`
+        with status 0), or the caller stops iterating. A non-2xx answer is raised at once."""
+        if await self._stopped_within(self.bucket.reserve()):
+            raise ApiError(0, "ShuttingDown", f"watch {path} not started: the operator is stopping")
+        self.requests_total += 1
+        headers = {"Accept": JSON}
+        await self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        # No total timeout: the server ends the watch; a silent connection is caught by sock_read
+        # (bookmarks arrive about every minute, and the server's timeout bounds the stream).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=timeout_seconds + 60)
+        query = {**params, "watch": "true", "timeoutSeconds": str(timeout_seconds)}
+        try:
+            async with self.session.get(
+                self.server + path,
+                params=query,
+                headers=headers,
+                timeout=timeout,
+                proxy=self.proxy,
+                proxy_auth=self.proxy_auth,
+            ) as response:
+                client_request_done("WATCH", str(response.status))
+                if response.status != 200:
+                    raw = await response.read()
+                    try:
+                        parsed = json.loads(raw) if raw else None
+                    except ValueError:
+                        parsed = None
+                    if isinstance(parsed, dict):
+                        raise ApiError(response.status, parsed.get("reason", ""), parsed.get("message", ""))
+                    raise ApiError(response.status, "", raw.decode(errors="replace"))
+                if self._on_success is not None:
+                    self._on_success()
+                while True:
+                    line = await response.content.readline()
+                    if not line:
+                        return
+                    if line.strip():
+                        yield line
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            client_request_done("WATCH", "error")
+            raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
 
     async def get(self, path: str, **params: str) -> Any:
         return await self.request("GET", path, params=params)

@@ -96,6 +96,26 @@ def write_refused(method: str) -> None:
     _child(_writes_refused, method).inc()
 
 
+_informer_relists = Counter(
+    f"{PREFIX}informer_relists",
+    "Full lists of a watched kind after the start, by reason (gone: the watch's resourceVersion expired).",
+    ["resource", "reason"],
+)
+_informer_last_event = Gauge(
+    f"{PREFIX}informer_last_event_timestamp_seconds",
+    "When the informer of a kind last heard from the server (an event, a bookmark or a list).",
+    ["resource"],
+)
+
+
+def informer_event(resource: str) -> None:
+    _child(_informer_last_event, resource).set_to_current_time()
+
+
+def informer_relist(resource: str, reason: str) -> None:
+    _child(_informer_relists, resource, reason).inc()
+
+
 def watch_event(resource: str, type_: str | None) -> None:
     _child(_watch_events, resource, type_ or "None").inc()
 
@@ -105,7 +125,7 @@ def client_request_done(method: str, code: str) -> None:
 
 
 @functools.cache
-def _child(counter: Counter, *label_values: str) -> Counter:
+def _child(counter: Any, *label_values: str) -> Any:
     # Called for every watch event and every request; the label lookup is cached, as the
     # combinations are few (kinds and event types, methods and status codes).
     return counter.labels(*label_values)

@@ -6,12 +6,16 @@ This is the only core module that imports kopf. The division of labour:
   (paginated) and feeds each object to the operator's cache; only then does the work queue
   open, so no decision is ever made on a partial view (after a restart, every claim created
   before the kill is in the cache before any create is attempted).
-- **kopf watches.** Each kind gets one ``@kopf.on.event`` handler (see :func:`watch`); it
-  stores nothing on the watched objects, so Pods, ResourceClaims and slices never carry kopf
-  annotations or finalizers. kopf's own listing re-delivers every object once (an idempotent
-  upsert), then the watch streams changes.
-- **Objects deleted between the two listings** are found by a second listing a few seconds
-  after kopf is up, and removed from the cache.
+- **The built-in kinds go through the core's informer** (:mod:`.informer`): it watches on
+  from the initial listing's resourceVersion and hands each event to the controller inline.
+  kopf's per-event dispatch cost 2.25 ms of CPU per pod event, paid for every pod of the
+  cluster (docs/architecture.md).
+- **kopf watches the project's own kinds** (:data:`KOPF_GROUPS`): each gets one
+  ``@kopf.on.event`` handler (see :func:`watch`), which stores nothing on the objects. kopf's
+  own listing re-delivers every object once (an idempotent upsert), then its watch streams
+  changes. Objects of these kinds deleted between the two listings are found by a second
+  listing a few seconds after kopf is up, and removed from the cache. An operator without
+  such kinds runs no kopf operator at all.
 - The **work queue** is level-triggered: every sync recomputes from the cache.
 
 Why not ``@kopf.index`` for the initial listing, as kopf's documentation suggests: kopf holds
@@ -50,10 +54,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import kopf
-from kopf._core.reactor.inventory import (  # kopf.operator() takes them, kopf does not export them
-    ResourceMemories,
-    ResourceMemory,
-)
 
 from . import health as health_server
 from . import logs, metricsauth
@@ -62,6 +62,7 @@ from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
 from .events import EventRecorder, ObjectRef
 from .health import Health
+from .informer import Informer
 from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
@@ -142,6 +143,11 @@ class Runtime:
             await self.controller.sync(key)
 
 
+KOPF_GROUPS = frozenset({"dra-operators.io"})
+"""The project's own API groups: their kinds are watched by kopf; every other kind, by the
+runtime's informer (:mod:`.informer`)."""
+
+
 @dataclass(frozen=True)
 class WatchedKind:
     group: str
@@ -149,6 +155,10 @@ class WatchedKind:
     plural: str
     upsert: Callable[[Any, Mapping[str, Any]], None]
     delete: Callable[[Any, Mapping[str, Any]], None]
+
+    @property
+    def by_kopf(self) -> bool:
+        return self.group in KOPF_GROUPS
 
     @property
     def path(self) -> str:
@@ -200,6 +210,8 @@ def watch(
         return
     kind = WatchedKind(group, version, plural, upsert, delete)
     kinds.append(kind)
+    if not kind.by_kopf:
+        return
 
     # A coroutine although it awaits nothing: kopf runs plain functions in a thread pool, while
     # the cache and the work queue may only be touched from the event loop.
@@ -255,12 +267,27 @@ def _stub(item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _informer(runtime: Runtime, kind: WatchedKind) -> Informer:
+    def deliver(obj: Mapping[str, Any], deleted: bool) -> None:
+        kind.apply(runtime, obj, deleted)
+
+    return Informer(runtime.reader, kind.path, kind.plural, deliver, page_size=LIST_PAGE_SIZE)
+
+
 async def _initial_listing(
-    runtime: Runtime, kinds: Sequence[WatchedKind]
+    runtime: Runtime,
+    kinds: Sequence[WatchedKind],
+    informers: Mapping[WatchedKind, Informer] | None = None,
 ) -> dict[WatchedKind, dict[str, Any]]:
-    """Feed every existing object to the cache; returns the listed UIDs with tombstone bodies."""
+    """Feed every existing object to the cache, in the order the kinds were registered. The
+    informers' kinds list through their informer (which watches on from that list); for kopf's
+    kinds, returns the listed UIDs with tombstone bodies (see :func:`_forget_vanished`)."""
     listed: dict[WatchedKind, dict[str, Any]] = {}
     for kind in kinds:
+        informer = (informers or {}).get(kind)
+        if informer is not None:
+            log.info("listed %d %s", await informer.list(), kind.path)
+            continue
         listed[kind] = {}
         count = 0
         async for items in _pages(runtime.reader, kind):
@@ -357,26 +384,6 @@ class _NoProgress(kopf.ProgressStorage):
 
     def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
         return essence
-
-
-class _NoMemories(ResourceMemories):
-    """kopf keeps a record for every object it has seen (a memo copy, an error throttler, daemon
-    and index state) until the object's DELETED event: tens of MiB for ten thousand watched
-    objects. Our handlers only feed the controller's cache, use none of it, and never raise
-    (:meth:`WatchedKind.apply`), so every event gets a fresh, unremembered record."""
-
-    async def recall(
-        self,
-        raw_body: kopf.RawBody,
-        *,
-        memobase: Any = None,
-        noticed_by_listing: bool = False,
-        ephemeral: bool = False,
-    ) -> ResourceMemory:
-        # kopf gives each object a shallow copy of the operator's memo, for handlers that keep
-        # per-object state in it; ours only read ``memo.runtime``, so all share the one memo.
-        memo: Any = memobase if memobase is not None else kopf.Memo()
-        return ResourceMemory(memo=memo, noticed_by_listing=noticed_by_listing)
 
 
 def kopf_settings() -> kopf.OperatorSettings:
@@ -591,35 +598,42 @@ async def run(
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime.controller, health, stop):
             return runtime.exit_code
-        listed = await _initial_listing(runtime, watched_kinds(definition.registry))
+        kinds = watched_kinds(definition.registry)
+        informers = {kind: _informer(runtime, kind) for kind in kinds if not kind.by_kopf}
+        listed = await _initial_listing(runtime, kinds, informers)
         runtime.listed()
+        for kind, informer in informers.items():
+            tasks.append(asyncio.create_task(informer.run(), name=f"informer-{kind.plural}"))
         kopf_stop: asyncio.Future[None] = loop.create_future()
-        kopf_ready: asyncio.Future[None] = loop.create_future()
-        operator = asyncio.create_task(
-            kopf.operator(
-                registry=definition.registry,
-                settings=kopf_settings(),
-                standalone=True,
-                clusterwide=True,
-                memo=kopf.Memo(runtime=runtime),
-                memories=_NoMemories(),
-                stop_flag=kopf_stop,
-                ready_flag=kopf_ready,
+        operator: asyncio.Task[None] | None = None
+        if any(kind.by_kopf for kind in kinds):
+            kopf_ready: asyncio.Future[None] = loop.create_future()
+            operator = asyncio.create_task(
+                kopf.operator(
+                    registry=definition.registry,
+                    settings=kopf_settings(),
+                    standalone=True,
+                    clusterwide=True,
+                    memo=kopf.Memo(runtime=runtime),
+                    stop_flag=kopf_stop,
+                    ready_flag=kopf_ready,
+                )
             )
-        )
-        await _first(kopf_ready, operator, keep=[operator])
-        # kopf installs its own signal handlers; ours decide how the process stops.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal)
+            await _first(kopf_ready, operator, keep=[operator])
+            # kopf installs its own signal handlers; ours decide how the process stops.
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, on_signal)
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.sync), name="workers"))
-        tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
-        await _first(stop.wait(), lost.wait(), operator, keep=[operator])
+        if listed:
+            tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
+        kopf_running = [operator] if operator is not None else []
+        await _first(stop.wait(), lost.wait(), *kopf_running, keep=kopf_running)
         if lost.is_set():
             log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)
             exit_code = 1
-        elif operator.done():
+        elif operator is not None and operator.done():
             log.error("the watch machinery stopped unexpectedly: %r", operator.exception())
             exit_code = 1
         else:
@@ -628,8 +642,9 @@ async def run(
         await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
         if not kopf_stop.done():
             kopf_stop.set_result(None)
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(operator, 10)
+        if operator is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(operator, 10)
         if is_leader and not lost.is_set():
             # Nothing of ours writes any more: the standby may take over now, not in 15 s.
             await _stop_task(lead_task)

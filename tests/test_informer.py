@@ -1,0 +1,223 @@
+"""The informer against a scripted HTTP peer that speaks the API server's list and watch
+protocol: pagination, resume from the last resourceVersion, bookmarks, 410 and re-list, ERROR
+events, a dropped connection. (The e2e tier runs it against the real kube-apiserver.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client as k8s_client
+
+from operators.core.client import KubeClient
+from operators.core.informer import Informer
+
+pytestmark = pytest.mark.unit
+
+PATH = "/api/v1/pods"
+
+
+def pod(name: str, uid: str, rv: str = "1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv}}
+
+
+def event(type_: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": type_, "object": obj}
+
+
+def bookmark(rv: str) -> dict[str, Any]:
+    return {
+        "type": "BOOKMARK",
+        "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": rv}},
+    }
+
+
+def gone() -> dict[str, Any]:
+    return {
+        "type": "ERROR",
+        "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
+    }
+
+
+@dataclass
+class Peer:
+    """Lists ``objects`` (at ``list_rv``) two per page; each watch request takes the next script:
+    a list of events, then the stream ends; ``"drop"`` in a script cuts the connection there;
+    a script ``410`` answers the request itself with 410."""
+
+    objects: list[dict[str, Any]]
+    list_rv: str
+    scripts: list[Any]
+    watches: list[str] = field(default_factory=list)
+    lists: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return self._list(request)
+        assert request.query["allowWatchBookmarks"] == "true"
+        self.watches.append(request.query["resourceVersion"])
+        if not self.scripts:
+            self.done.set()
+            await asyncio.sleep(3600)
+        script = self.scripts.pop(0)
+        if script == 410:
+            return web.json_response(
+                {"kind": "Status", "code": 410, "reason": "Expired", "message": "gone"}, status=410
+            )
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for item in script:
+            if item == "drop":
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            await response.write(json.dumps(item).encode() + b"\n")
+        await response.write_eof()
+        return response
+
+    def _list(self, request: web.Request) -> web.Response:
+        self.lists += 1
+        start = int(request.query.get("continue", "0"))
+        page = self.objects[start : start + 2]
+        meta: dict[str, Any] = {"resourceVersion": self.list_rv}
+        if start + 2 < len(self.objects):
+            meta["continue"] = str(start + 2)
+        return web.json_response({"apiVersion": "v1", "kind": "PodList", "metadata": meta, "items": page})
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Any]:
+    runners: list[web.AppRunner] = []
+    clients: list[KubeClient] = []
+
+    async def start(peer: Peer) -> KubeClient:
+        app = web.Application()
+        app.router.add_get(PATH, peer.handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        configuration = k8s_client.Configuration()
+        configuration.host = f"http://127.0.0.1:{port}"
+        client = KubeClient(configuration, qps=0)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        await client.close()
+    for runner in runners:
+        await runner.cleanup()
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, bool]] = []
+
+    def __call__(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        self.items.append((obj["kind"], obj["metadata"]["name"], deleted))
+
+
+async def _run_until_idle(informer: Informer, peer: Peer) -> None:
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(peer.done.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_list_then_watch_from_the_lists_version(serve: Any) -> None:
+    peer = Peer(
+        [pod("a", "1"), pod("b", "2"), pod("c", "3")],
+        "100",
+        [
+            [
+                event("ADDED", pod("d", "4", "101")),
+                event("MODIFIED", pod("a", "1", "102")),
+                event("DELETED", pod("b", "2", "103")),
+            ]
+        ],
+    )
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, page_size=2, backoff_initial=0.01)
+    assert await informer.list() == 3
+    assert informer.resource_version == "100"
+    await _run_until_idle(informer, peer)
+    assert seen.items == [
+        ("Pod", "a", False),
+        ("Pod", "b", False),
+        ("Pod", "c", False),
+        ("Pod", "d", False),
+        ("Pod", "a", False),
+        ("Pod", "b", True),
+    ], "the list's kind is given to watched objects too"
+    assert peer.watches == ["100", "103"], "the next watch resumes after the last event"
+
+
+async def test_bookmarks_move_the_version_without_delivering(serve: Any) -> None:
+    peer = Peer([], "5", [[bookmark("50"), bookmark("60")]])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    await _run_until_idle(informer, peer)
+    assert seen.items == []
+    assert peer.watches == ["5", "60"]
+
+
+@pytest.mark.parametrize("expiry", ["event", "status"])
+async def test_gone_lists_again_and_delivers_the_deletions_it_missed(serve: Any, expiry: str) -> None:
+    script: Any = [gone()] if expiry == "event" else 410
+    peer = Peer([pod("a", "1"), pod("b", "2")], "10", [script])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    # While the watch was gone, b was deleted and c created.
+    peer.objects, peer.list_rv = [pod("a", "1"), pod("c", "3")], "20"
+    await _run_until_idle(informer, peer)
+    assert seen.items[2:] == [("Pod", "a", False), ("Pod", "c", False), ("Pod", "b", True)]
+    assert peer.lists == 2
+    assert peer.watches == ["10", "20"]
+    assert informer.relists == 1
+
+
+async def test_a_dropped_connection_resumes_from_the_last_event(serve: Any) -> None:
+    peer = Peer([], "1", [[event("ADDED", pod("a", "1", "7")), "drop"], [event("ADDED", pod("b", "2", "8"))]])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    await _run_until_idle(informer, peer)
+    assert [name for _, name, _ in seen.items] == ["a", "b"]
+    assert peer.watches == ["1", "7", "8"]
+    assert peer.lists == 1, "a dropped connection is resumed, not re-listed"
+
+
+async def test_an_error_event_resumes_the_watch(serve: Any) -> None:
+    error = {
+        "type": "ERROR",
+        "object": {"kind": "Status", "code": 500, "reason": "InternalError", "message": "x"},
+    }
+    peer = Peer([], "1", [[event("ADDED", pod("a", "1", "4")), error], [event("ADDED", pod("b", "2", "5"))]])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    await _run_until_idle(informer, peer)
+    assert [name for _, name, _ in seen.items] == ["a", "b"]
+    assert peer.watches == ["1", "4", "5"]
+
+
+async def test_an_unserved_kind_lists_empty_and_is_not_watched(serve: Any) -> None:
+    peer = Peer([], "1", [])
+    informer = Informer(await serve(peer), "/apis/example.com/v1/widgets", "widgets", Seen())
+    assert await informer.list() == 0
+    assert not informer.served
+    await asyncio.wait_for(informer.run(), 1)
+    assert peer.watches == []
