@@ -228,29 +228,30 @@ def upstream_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
     _stop_devcluster(config, handle, request.session.testsfailed > 0)
 
 
+def _deployed_devcluster(
+    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool
+) -> Iterator[harness.Cluster]:
+    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
+        pytest.skip("installing the product needs the devcluster backend with its real node")
+    config = request.config
+    handle = _devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
+    yield handle
+    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+
+
 @pytest.fixture(scope="module")
 def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
     """A third devcluster, for the product installed as users install it (e2e/test_deployed.py):
     no operator of this one runs on the host. Module-scoped: its kube-proxy's iptables rules
     are the machine's, and other tests compare the machine's rules before and after."""
-    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
-        pytest.skip("the deployed tier needs the devcluster backend with its real node")
-    config = request.config
-    handle = _devcluster(config, upstream=False, binding_timeout=None, deployed=True)
-    yield handle
-    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+    yield from _deployed_devcluster(request, cluster, upstream=False)
 
 
 @pytest.fixture(scope="module")
 def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
-    """The deployed tier's kind of cluster in upstream mode, kube-controller-manager's DRA
-    controllers on, as on a managed cluster: for the managed profile (e2e/test_managed.py)."""
-    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
-        pytest.skip("the managed profile needs the devcluster backend with its real node")
-    config = request.config
-    handle = _devcluster(config, upstream=True, binding_timeout=None, deployed=True)
-    yield handle
-    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+    """The same kind of cluster in upstream mode, kube-controller-manager's DRA controllers on,
+    as on a managed cluster: for the managed profile (e2e/test_managed.py)."""
+    yield from _deployed_devcluster(request, cluster, upstream=True)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from typing import Any
 from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
+from e2e.realnode_support import DEVICE_CLASS, RESOURCE, create_gpu_class
 
 NAMESPACE = "dra-operators"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
@@ -104,3 +105,18 @@ def install(
         (ARTIFACTS / artifact).write_text(json.dumps(here.measurements, indent=2) + "\n")
         print(f"{artifact} measurements: {json.dumps(here.measurements)}")
         api.close()
+
+
+def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:
+    """A namespace of the test on the installed cluster, removed afterwards (a fixture's body)."""
+    from e2e.conftest import cleanup_namespace, make_namespace
+
+    name = make_namespace(installed.api, request)
+    yield name
+    cleanup_namespace(installed.api, name)
+
+
+def gpu_class(installed: Installed) -> Iterator[str]:
+    """The test driver's DeviceClass on the installed cluster (a fixture's body)."""
+    yield create_gpu_class(installed.api)
+    installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")

@@ -24,7 +24,7 @@ import yaml
 from demo import cleanup
 from demo.player import Player
 from demo.scenarios import SCENARIOS
-from e2e import harness
+from e2e import deployed_support, harness
 from e2e.bindingattacher_world import condition, policy_ready
 from e2e.cluster import images, realnode
 from e2e.cluster.constants import REPO_ROOT
@@ -40,10 +40,8 @@ from e2e.deployed_support import (
 )
 from e2e.kube import Kube, wait_for
 from e2e.realnode_support import (
-    DEVICE_CLASS,
     RESOURCE,
     allocated_device,
-    create_gpu_class,
     create_noexecute_rule,
     eviction_condition,
     generated_claim,
@@ -92,17 +90,12 @@ def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    from e2e.conftest import cleanup_namespace, make_namespace
-
-    name = make_namespace(installed.api, request)
-    yield name
-    cleanup_namespace(installed.api, name)
+    yield from deployed_support.namespace_of_test(installed, request)
 
 
 @pytest.fixture(scope="module")
 def gpu_class(installed: Installed) -> Iterator[str]:
-    yield create_gpu_class(installed.api)
-    installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+    yield from deployed_support.gpu_class(installed)
 
 
 # -- the install ---------------------------------------------------------------------------------

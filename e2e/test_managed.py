@@ -18,7 +18,7 @@ import pytest
 from demo import cleanup
 from demo.player import Player
 from demo.scenarios import SCENARIOS
-from e2e import harness
+from e2e import deployed_support, harness
 from e2e.cluster import build, images, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.demo_stories import STORIES
@@ -26,10 +26,8 @@ from e2e.deployed_support import DEPLOYMENTS, NAMESPACE, Installed, install, ope
 from e2e.kube import Kube, wait_for
 from e2e.poolstatus_support import BUILTIN, PROJECT, request_body, wait_done
 from e2e.realnode_support import (
-    DEVICE_CLASS,
     RESOURCE,
     allocated_device,
-    create_gpu_class,
     create_noexecute_rule,
     eviction_condition,
     generated_claim,
@@ -82,17 +80,12 @@ def installed(managed_cluster: harness.Cluster) -> Iterator[Installed]:
 
 @pytest.fixture
 def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    from e2e.conftest import cleanup_namespace, make_namespace
-
-    name = make_namespace(installed.api, request)
-    yield name
-    cleanup_namespace(installed.api, name)
+    yield from deployed_support.namespace_of_test(installed, request)
 
 
 @pytest.fixture(scope="module")
 def gpu_class(installed: Installed) -> Iterator[str]:
-    yield create_gpu_class(installed.api)
-    installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+    yield from deployed_support.gpu_class(installed)
 
 
 def _managers(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -94,6 +94,20 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def _parsed(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
+        return None
+
+
+def _api_error(status: int, raw: bytes, parsed: Any, retry_after: float | None) -> ApiError:
+    if isinstance(parsed, dict):
+        return ApiError(status, parsed.get("reason", ""), parsed.get("message", ""), retry_after, parsed)
+    return ApiError(status, "", raw.decode(errors="replace"), retry_after)
+
+
 def _proxy_for(configuration: k8s_client.Configuration) -> tuple[str | None, aiohttp.BasicAuth | None]:
     """The configured proxy, else the one $HTTPS_PROXY/$NO_PROXY give for the API server."""
     if configuration.proxy:
@@ -273,16 +287,10 @@ class KubeClient:
             self._on_success()
         if succeeded and not want_reply:
             return None
-        try:
-            parsed: Any = json.loads(raw) if raw else None
-        except ValueError:
-            # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
-            parsed = None
+        parsed = _parsed(raw)
         if succeeded:
             return parsed
-        if isinstance(parsed, dict):
-            raise ApiError(status, parsed.get("reason", ""), parsed.get("message", ""), retry_after, parsed)
-        raise ApiError(status, "", raw.decode(errors="replace"), retry_after)
+        raise _api_error(status, raw, parsed, retry_after)
 
     async def watch_lines(
         self, path: str, params: Mapping[str, str], timeout_seconds: int
@@ -313,13 +321,7 @@ class KubeClient:
                 client_request_done("WATCH", str(response.status))
                 if response.status != 200:
                     raw = await response.read()
-                    try:
-                        parsed = json.loads(raw) if raw else None
-                    except ValueError:
-                        parsed = None
-                    if isinstance(parsed, dict):
-                        raise ApiError(response.status, parsed.get("reason", ""), parsed.get("message", ""))
-                    raise ApiError(response.status, "", raw.decode(errors="replace"))
+                    raise _api_error(response.status, raw, _parsed(raw), _retry_after(response.headers))
                 if self._on_success is not None:
                     self._on_success()
                 while True:
