@@ -155,6 +155,9 @@ class KubeClient:
         self.configuration = configuration
         self.api = k8s_client.ApiClient(configuration)
         self.api.user_agent = user_agent
+        # Sent on every request: kube-apiserver names the field manager of a write without one
+        # after the part before its first "/" (aiohttp's own agent would make that "Python").
+        self.user_agent = user_agent
         # kubernetes-asyncio's session trusts the environment, which makes aiohttp look up
         # ~/.netrc and the proxy variables in a worker thread on every request. Resolve the
         # proxy once instead, and share the library's connector (TLS context, pool).
@@ -259,7 +262,7 @@ class KubeClient:
         if await self._stopped_within(self.bucket.reserve()):
             raise ApiError(0, "ShuttingDown", f"{method} {path} not sent: the operator is stopping")
         self.requests_total += 1
-        headers = {"Content-Type": content_type, "Accept": accept}
+        headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": self.user_agent}
         # Authentication (bearer token with refresh) comes from kubernetes-asyncio; the body is
         # sent as is, because ApiClient would re-serialise it through its model classes.
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
@@ -303,7 +306,7 @@ class KubeClient:
         if await self._stopped_within(self.bucket.reserve()):
             raise ApiError(0, "ShuttingDown", f"watch {path} not started: the operator is stopping")
         self.requests_total += 1
-        headers = {"Accept": JSON}
+        headers = {"Accept": JSON, "User-Agent": self.user_agent}
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
         # No total timeout: the server ends the watch; a silent connection is caught by sock_read
         # (bookmarks arrive about every minute, and the server's timeout bounds the stream).
