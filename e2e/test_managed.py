@@ -249,6 +249,15 @@ def test_the_profile_stays_ready_and_restarts_nothing(installed: Installed) -> N
     """poolstatus carries the coexistence guard: on this cluster it must never fire, since the
     profile leaves the built-in API alone (a fired guard would show as an unready pod)."""
     pods = operator_pods(installed.api, PROFILE)
+    problems = {}
     for name, pod in pods.items():
-        assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True", name
-        assert sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", [])) == 0, name
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"]
+        restarts = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        if ready != "True" or restarts:
+            pod_name = pod["metadata"]["name"]
+            logs = installed.kubectl("logs", "-n", NAMESPACE, pod_name, "--tail=30", check=False).stdout
+            before = installed.kubectl(
+                "logs", "-n", NAMESPACE, pod_name, "--previous", "--tail=30", check=False
+            ).stdout
+            problems[name] = f"ready={ready} restarts={restarts}\n{pod['status']}\n{before}\n---\n{logs}"
+    assert not problems, "\n\n".join(f"{name}: {text}" for name, text in problems.items())

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -62,8 +62,9 @@ def _ref(body: Mapping[str, Any]) -> str:
 
 
 class PoolStatusController:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, watch_requests: Callable[[Surface], None] = lambda _: None) -> None:
         self.runtime = runtime
+        self._watch_requests = watch_requests
         self.settings = cast(Settings, runtime.settings)
         self.caches = Caches()
         self.modes: dict[Surface, surfaces.Mode] = {
@@ -102,6 +103,8 @@ class PoolStatusController:
             self.runtime.request_stop(surfaces.EXIT_REQUIRED_SURFACE_MISSING)
             return False
         self.served = decision.served
+        for surface in self.served:
+            self._watch_requests(surface)
         mode = self.settings.device_taint_rules
         self.rules_in_use = mode == "on" or (mode == "auto" and self.rules_served)
         if not self.served:

@@ -49,7 +49,10 @@ runtime.watch(
 )
 
 
-def _watch_requests(surface: Surface) -> None:
+def watch_requests(surface: Surface) -> None:
+    """Watch the requests of a surface the operator serves; called from ``prepare()``, so that
+    an unserved surface (the built-in API left to kube-controller-manager) is not watched."""
+
     def upsert(controller: PoolStatusController, body: Mapping[str, Any]) -> None:
         controller.upsert_request(surface, body)
 
@@ -57,7 +60,3 @@ def _watch_requests(surface: Surface) -> None:
         controller.delete_request(surface, body)
 
     runtime.watch(registry, surface.group, surface.version, surfaces.PLURAL, upsert=upsert, delete=delete)
-
-
-for _surface in surfaces.SURFACES:
-    _watch_requests(_surface)

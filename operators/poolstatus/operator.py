@@ -6,6 +6,7 @@ from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition
 
+from . import handlers
 from .controller import PoolStatusController
 from .handlers import registry
 from .settings import Settings
@@ -35,7 +36,7 @@ DEFINITION = OperatorDefinition(
     settings_class=Settings,
     # One worker, as upstream: an evaluation is CPU-bound and runs on the event loop anyway.
     default_workers=1,
-    make_controller=PoolStatusController,
+    make_controller=lambda runtime: PoolStatusController(runtime, handlers.watch_requests),
     in_tree=IN_TREE,
 )
 
