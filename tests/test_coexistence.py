@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -325,52 +326,55 @@ async def _refused(client: KubeClient, method: str) -> bool:
     raise AssertionError("port 9 answers nothing")
 
 
-async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liveness() -> None:
+@pytest.fixture
+async def offline_client() -> AsyncIterator[KubeClient]:
+    """A client of an address where nothing answers: a write refused by the fence fails with
+    WriteRefused, one that is sent fails in the transport."""
     configuration = k8s_client.Configuration()
     configuration.host = "https://127.0.0.1:9"
     client = KubeClient(configuration)
-    try:
-        runtime = _runtime(client, allowed=False)
-        (_, plural, body) = IN_TREE_WRITES[0]
-        evidence = find_evidence(RESOURCECLAIM, plural, body, STARTED)
-        assert evidence is not None
-        _in_tree_controller_acts(runtime, evidence)
-
-        ready, why = runtime.health.ready()
-        assert not ready
-        assert why.startswith("in-tree controller: kube-controller-manager's resourceclaim-controller acts")
-        assert "--controllers=*,-resourceclaim-controller" in why
-        assert runtime.health.alive()[0], "live: a restart would only come back to the same state"
-        assert _detected("resourceclaim-controller") == 1
-        for method in ("POST", "PUT", "PATCH", "DELETE"):
-            assert await _refused(client, method), method
-            assert await _refused(client.sibling(), method), "the siblings share the fence"
-        assert not await _refused(client, "GET"), "reads go on"
-        assert not await _refused(runtime.events.client, "POST"), "Events go on"
-
-        await runtime.sync("ns/x")
-        assert runtime.controller.synced == [], "queued keys are dropped"
-    finally:
-        await runtime.events.drain(5)
-        await client.close()
+    yield client
+    await client.close()
 
 
-async def test_allowed_evidence_is_reported_and_the_operator_acts() -> None:
-    configuration = k8s_client.Configuration()
-    configuration.host = "https://127.0.0.1:9"
-    client = KubeClient(configuration)
-    try:
-        runtime = _runtime(client, allowed=True)
-        (_, plural, body) = IN_TREE_WRITES[2]
-        evidence = find_evidence(DEVICETAINT, plural, body, STARTED)
-        assert evidence is not None
-        _in_tree_controller_acts(runtime, evidence)
-        assert "acting anyway" in evidence.message(allowed=True)
-        assert runtime.health.refused == ""
-        assert _detected("device-taint-eviction-controller") == 1
-        assert not await _refused(client, "POST")
-        await runtime.sync("ns/x")
-        assert runtime.controller.synced == ["ns/x"]
-    finally:
-        await runtime.events.drain(5)
-        await client.close()
+async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liveness(
+    offline_client: KubeClient,
+) -> None:
+    client = offline_client  # the fence's client, named as in the checks below
+    runtime = _runtime(client, allowed=False)
+    (_, plural, body) = IN_TREE_WRITES[0]
+    evidence = find_evidence(RESOURCECLAIM, plural, body, STARTED)
+    assert evidence is not None
+    _in_tree_controller_acts(runtime, evidence)
+
+    ready, why = runtime.health.ready()
+    assert not ready
+    assert why.startswith("in-tree controller: kube-controller-manager's resourceclaim-controller acts")
+    assert "--controllers=*,-resourceclaim-controller" in why
+    assert runtime.health.alive()[0], "live: a restart would only come back to the same state"
+    assert _detected("resourceclaim-controller") == 1
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        assert await _refused(client, method), method
+        assert await _refused(client.sibling(), method), "the siblings share the fence"
+    assert not await _refused(client, "GET"), "reads go on"
+    assert not await _refused(runtime.events.client, "POST"), "Events go on"
+
+    await runtime.sync("ns/x")
+    assert runtime.controller.synced == [], "queued keys are dropped"
+    await runtime.events.drain(5)
+
+
+async def test_allowed_evidence_is_reported_and_the_operator_acts(offline_client: KubeClient) -> None:
+    client = offline_client  # the fence's client, named as in the checks below
+    runtime = _runtime(client, allowed=True)
+    (_, plural, body) = IN_TREE_WRITES[2]
+    evidence = find_evidence(DEVICETAINT, plural, body, STARTED)
+    assert evidence is not None
+    _in_tree_controller_acts(runtime, evidence)
+    assert "acting anyway" in evidence.message(allowed=True)
+    assert runtime.health.refused == ""
+    assert _detected("device-taint-eviction-controller") == 1
+    assert not await _refused(client, "POST")
+    await runtime.sync("ns/x")
+    assert runtime.controller.synced == ["ns/x"]
+    await runtime.events.drain(5)

@@ -161,13 +161,17 @@ class Informer:
             return
         metrics.watch_event(self.resource, event_type)
         metrics.informer_event(self.resource)
-        identity = _identity(obj)
         deleted = event_type == "DELETED"
-        if identity is not None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        # Every pod event of the cluster passes here: the reference string is built only for a
+        # UID not known yet (a UID's name never changes).
+        if uid:
             if deleted:
-                self._known.pop(identity[0], None)
-            else:
-                self._known[identity[0]] = identity[1]
+                self._known.pop(uid, None)
+            elif uid not in self._known:
+                identity = _identity(obj)
+                if identity is not None:
+                    self._known[identity[0]] = identity[1]
         obj.setdefault("apiVersion", self._api_version)
         obj.setdefault("kind", self._kind)
         self._deliver(obj, deleted)

@@ -66,7 +66,7 @@ from .informer import Informer
 from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
-from .settings import OperatorSettings
+from .settings import InTreeReplacementSettings, OperatorSettings
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -664,7 +664,8 @@ async def run(
 def _in_tree_controller_acts(runtime: Runtime, evidence: Evidence) -> None:
     """The coexistence guard's verdict (:mod:`.coexistence`): report it everywhere an
     administrator looks, and unless allowed, stop writing and stop being ready."""
-    allowed = bool(getattr(runtime.settings, "allow_in_tree_controller", False))
+    settings = runtime.settings
+    allowed = isinstance(settings, InTreeReplacementSettings) and settings.allow_in_tree_controller
     message = evidence.message(allowed)
     in_tree_controller(evidence.controller.name, True)
     where = ObjectRef(evidence.api_version, evidence.kind, evidence.name, evidence.namespace, evidence.uid)
