@@ -368,19 +368,26 @@ def _start_in_process(op: RunningOperator, args: list[str]) -> None:
     ready = threading.Event()
 
     def main() -> None:
-        loop = new_event_loop()
-        op.loop = loop
-        asyncio.set_event_loop(loop)
-        op.stop_event = asyncio.Event()
-        ready.set()
+        # As the CLI runs it (operators/cli.py): the runner cancels what is left, finishes the
+        # async generators and closes the loop, so a stop that strands a task shows up in the log
+        # instead of as transports open when the loop closes.
         try:
-            op.result["exit_code"] = loop.run_until_complete(
-                runtime.run(definition, settings, stop=op.stop_event, configure_logging=False)
-            )
-        except BaseException as err:  # reported by stop()
-            op.result["error"] = err
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                loop = runner.get_loop()
+                op.loop = loop
+                op.stop_event = asyncio.Event()
+                ready.set()
+                try:
+                    op.result["exit_code"] = runner.run(
+                        runtime.run(definition, settings, stop=op.stop_event, configure_logging=False)
+                    )
+                except BaseException as err:  # reported by stop()
+                    op.result["error"] = err
+                finally:
+                    left = sorted(task.get_name() for task in asyncio.all_tasks(loop) if not task.done())
+                    if left:
+                        logging.getLogger("e2e.harness").warning("tasks left running at stop: %s", left)
         finally:
-            loop.close()
             logging.getLogger().removeHandler(handler)
             handler.close()
 
