@@ -225,6 +225,7 @@ def watch(
 
 LIST_PAGE_SIZE = 500
 RELIST_DELAY_SECONDS = 5.0
+KOPF_STOP_SECONDS = 10
 EVENT_DRAIN_SECONDS = 2.0
 KOPF_WORKER_LINGER_SECONDS = 0.2
 KOPF_WORKER_LIMIT = 500
@@ -626,8 +627,10 @@ async def run(
                     loop.add_signal_handler(sig, on_signal)
         workers = settings.workers or definition.default_workers
         tasks.append(asyncio.create_task(queue.run(workers, runtime.sync), name="workers"))
-        if listed:
-            tasks.append(asyncio.create_task(_forget_vanished(runtime, listed)))
+        forget: asyncio.Task[None] | None = None
+        if any(listed.values()):
+            forget = asyncio.create_task(_forget_vanished(runtime, listed), name="forget-vanished")
+            tasks.append(forget)
         kopf_running = [operator] if operator is not None else []
         await _first(stop.wait(), lost.wait(), *kopf_running, keep=kopf_running)
         if lost.is_set():
@@ -640,11 +643,18 @@ async def run(
             exit_code = runtime.exit_code
         client.stop_waiting()
         await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
+        # kopf, stopping, waits up to 5 s for every task started after it and then cancels them:
+        # ours end first, so kopf stops at once and closes its sessions itself.
+        await _stop_task(forget)
         if not kopf_stop.done():
             kopf_stop.set_result(None)
         if operator is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(operator, 10)
+            try:
+                await asyncio.wait_for(operator, KOPF_STOP_SECONDS)
+            except TimeoutError:
+                log.warning("kopf did not stop within %d s; cancelled", KOPF_STOP_SECONDS)
+            except (Exception, asyncio.CancelledError):
+                pass
         if is_leader and not lost.is_set():
             # Nothing of ours writes any more: the standby may take over now, not in 15 s.
             await _stop_task(lead_task)
