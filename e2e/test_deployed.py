@@ -680,8 +680,12 @@ def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
     """The container cgroup's working set (usage minus inactive file pages), as the kubelet
     reports it for cgroup v1."""
     container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    root = Path("/sys/fs/cgroup/memory") / node.cgroup_parent
-    found = list(root.rglob(container_id))
+    root = Path("/sys/fs/cgroup/memory") / node.cgroup_parent / "kubepods"
+    # The kubelet's cgroupfs layout, by QoS class; not a walk of the tree, which races with other
+    # pods' cgroups being removed.
+    pod_dir = f"pod{pod['metadata']['uid']}"
+    candidates = [root / qos / pod_dir / container_id for qos in ("", "burstable", "besteffort")]
+    found = [path for path in candidates if path.is_dir()]
     assert found, f"no memory cgroup for container {container_id} under {root}"
     usage = int((found[0] / "memory.usage_in_bytes").read_text())
     stat = dict(line.split() for line in (found[0] / "memory.stat").read_text().splitlines())

@@ -50,6 +50,7 @@ MAX_THROTTLE_RETRIES = 10
 # over one HTTP/2 connection. Measured on 1000 template pods, unthrottled: 20 connections took
 # 7.4 s, 50 took 6.5 s (as many as resourceclaim's workers); the library's default is 100.
 MAX_CONNECTIONS = 50
+TLS_CLOSE_GRACE_SECONDS = 0.25
 # sock_connect, not connect: aiohttp's connect timeout also counts the wait for a free pooled
 # connection, which under a burst is queueing, not a failure.
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5, sock_read=30)
@@ -212,6 +213,10 @@ class KubeClient:
         if self._owner is None:
             await self.session.close()
             await self.api.close()
+            if self.server.startswith("https://"):
+                # TLS connections finish their close_notify exchange on the loop after the
+                # session closed; a loop closed at once leaves them open (aiohttp's advice).
+                await asyncio.sleep(TLS_CLOSE_GRACE_SECONDS)
 
     @property
     def server(self) -> str:
