@@ -238,7 +238,11 @@ async def test_unconfirmed_created_claims_are_checked_with_a_live_get() -> None:
 def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness()
     h.controller.observe_pod(
-        None, {"metadata": {"name": "broken", "namespace": "demo"}, "spec": {"nodeName": 5}}
+        None,
+        {
+            "metadata": {"name": "broken", "namespace": "demo"},
+            "spec": {"nodeName": 5, "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
+        },
     )
     h.controller.observe_claim("DELETED", {"metadata": "nonsense"})
     assert h.queue.added == []

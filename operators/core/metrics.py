@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import (
     REGISTRY,
@@ -134,6 +134,20 @@ def _child(counter: Any, *label_values: str) -> Any:
 _live_queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
 
 
+class CachedObjects(Protocol):
+    def cached_objects(self) -> Mapping[str, int]:
+        """Objects held per resource (plural), read at scrape time."""
+        ...
+
+
+_live_caches: weakref.WeakSet[CachedObjects] = weakref.WeakSet()
+
+
+def report_cache(cache: CachedObjects) -> None:
+    """Serve ``cache``'s sizes as ``dra_operators_cached_objects`` for as long as it lives."""
+    _live_caches.add(cache)
+
+
 class WorkQueueMetrics:
     def __init__(self, name: str) -> None:
         self._adds = _adds.labels(name=name)
@@ -183,6 +197,25 @@ class _WorkQueueStateCollector(Collector):
 
 
 registry.register(_WorkQueueStateCollector())
+
+
+class _CachedObjectsCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            f"{PREFIX}cached_objects",
+            "Objects held in the operator's caches, by resource: what its memory grows with.",
+            labels=["resource"],
+        )
+        totals: dict[str, int] = {}
+        for cache in list(_live_caches):
+            for resource, count in cache.cached_objects().items():
+                totals[resource] = totals.get(resource, 0) + count
+        for resource, count in sorted(totals.items()):
+            family.add_metric([resource], count)
+        yield family
+
+
+registry.register(_CachedObjectsCollector())
 
 
 def exposition() -> bytes:

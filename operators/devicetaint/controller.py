@@ -23,11 +23,13 @@ from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from operators.core import metrics as core_metrics
 from operators.core import taintrules
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel
+from operators.core.pods import pod_key, pod_may_use_claims
 from operators.core.workqueue import Retry
 
 from . import metrics
@@ -83,6 +85,7 @@ class DeviceTaintController:
     def __init__(self, runtime: Runtime, watch_rules: WatchRules) -> None:
         self.runtime = runtime
         self.state = DeviceTaintState()
+        core_metrics.report_cache(self.state)
         self._watch_rules = watch_rules
         self._apis: ServedApis | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -130,10 +133,19 @@ class DeviceTaintController:
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
-        self._apply(Pod, body, self.state.apply_pod)
+        if self._concerns(body):
+            self._apply(Pod, body, self.state.apply_pod)
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
-        self._apply(Pod, body, lambda pod, _now: self.state.delete_pod(pod))
+        if self._concerns(body):
+            self._apply(Pod, body, lambda pod, _now: self.state.delete_pod(pod))
+
+    def _concerns(self, body: Mapping[str, Any]) -> bool:
+        """Whether a pod event can matter: most pods use no claim and are not cached."""
+        if pod_may_use_claims(body):
+            return True
+        key = pod_key(body)
+        return key is None or self.state.cached_pod(*key) is not None
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         self._apply(ResourceClaim, body, self.state.apply_claim)

@@ -84,6 +84,9 @@ class PoolIndex:
     def items(self) -> Iterator[tuple[PoolId, Pool]]:
         yield from self._pools.items()
 
+    def slice_count(self) -> int:
+        return len(self._pool_of_slice)
+
     def apply(self, resource_slice: ResourceSlice) -> dict[PoolId, set[str]]:
         """Add or replace a slice; returns the devices whose NoExecute taints changed, by pool."""
         name = resource_slice.metadata.name

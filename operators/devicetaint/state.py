@@ -113,6 +113,14 @@ class DeviceTaintState:
     def cached_pod(self, namespace: str, name: str) -> Pod | None:
         return self._pods.get((namespace, name))
 
+    def cached_objects(self) -> dict[str, int]:
+        return {
+            "pods": len(self._pods),
+            "resourceclaims": len(self._claims),
+            "resourceslices": self._pools.slice_count(),
+            "devicetaintrules": len(self._rules),
+        }
+
     def cached_rule(self, name: str) -> DeviceTaintRule | None:
         return self._rules.get(name)
 

@@ -99,6 +99,16 @@ class ClusterCache:
     def claims(self) -> Iterator[ResourceClaim]:
         return iter(list(self._claims.values()))
 
+    def holds_pod(self, namespace: str, name: str) -> bool:
+        return object_key(namespace, name) in self._pods
+
+    def cached_objects(self) -> dict[str, int]:
+        return {
+            "pods": len(self._pods),
+            "resourceclaims": len(self._claims),
+            "resourceclaimtemplates": len(self._templates),
+        }
+
     def known_claim(self, namespace: str, name: str, uid: str, resource_version: str) -> ResourceClaim | None:
         """The claim held for this exact version, if any: the same UID and resourceVersion are the
         same object, so a re-delivery (kopf's listing after ours) or the watch catching up with

@@ -29,9 +29,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
+from operators.core.pods import pod_key, pod_may_use_claims
 from operators.core.runtime import Runtime
 
 from . import metrics
@@ -106,6 +108,7 @@ class ResourceClaimController:
         self.runtime = runtime
         self.cache = ClusterCache()
         metrics.bind(self.cache)
+        core_metrics.report_cache(self.cache)
 
     # -- start ------------------------------------------------------------------------------
 
@@ -121,6 +124,10 @@ class ResourceClaimController:
     # -- watch side ---------------------------------------------------------------------------
 
     def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        if not pod_may_use_claims(body):
+            key = pod_key(body)
+            if key is not None and not self.cache.holds_pod(*key):
+                return
         pod = self._parse(Pod.model_validate, "Pod", body)
         if pod is not None:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))

@@ -1,0 +1,73 @@
+"""The raw-pod pre-check that keeps plain pods out of the operators' parsers and caches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators.core import metrics
+from operators.core.pods import pod_key, pod_may_use_claims
+from operators.devicetaint.state import DeviceTaintState
+from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.models import Pod
+
+
+def _pod(spec: Any = None, status: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+    if spec is not None:
+        body["spec"] = spec
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (_pod({"containers": [{"name": "c"}]}, {"phase": "Running"}), False),
+        (_pod(), False),
+        (_pod({"resourceClaims": None}), False),
+        (_pod({"resourceClaims": []}), False),
+        (_pod({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}), True),
+        (_pod({}, {"extendedResourceClaimStatus": {"resourceClaimName": "x"}}), True),
+        (_pod({}, {"extendedResourceClaimStatus": None}), False),
+        # A shape the API would never send goes to the operator's own parser, which reports it.
+        (_pod("not a mapping"), True),
+        (_pod({}, ["not", "a", "mapping"]), True),
+    ],
+)
+def test_only_a_pod_that_certainly_uses_no_claim_is_dropped(body: dict[str, Any], expected: bool) -> None:
+    assert pod_may_use_claims(body) is expected
+
+
+def test_pod_key() -> None:
+    assert pod_key(_pod()) == ("ns", "p")
+    assert pod_key({"metadata": {"name": "node-scoped"}}) == ("", "node-scoped")
+    assert pod_key({"metadata": "broken"}) is None
+
+
+def test_every_pod_the_cache_keeps_passes_the_pre_check() -> None:
+    """The pre-check may only drop what the caches would not keep."""
+    for body in (
+        _pod({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}),
+        _pod({}, {"extendedResourceClaimStatus": {"resourceClaimName": "x"}}),
+        _pod({"containers": [{"name": "c"}]}),
+    ):
+        cache = ClusterCache()
+        cache.apply_pod_event(None, Pod.model_validate(body))
+        assert cache.holds_pod("ns", "p") is pod_may_use_claims(body)
+
+
+def test_cache_sizes_are_served_while_the_cache_lives() -> None:
+    cache = ClusterCache()
+    cache.apply_pod_event(
+        None, Pod.model_validate(_pod({"resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}))
+    )
+    state = DeviceTaintState()
+    metrics.report_cache(cache)
+    metrics.report_cache(state)
+    text = metrics.exposition().decode()
+    assert 'dra_operators_cached_objects{resource="pods"} 1.0' in text
+    assert 'dra_operators_cached_objects{resource="resourceslices"} 0.0' in text
+    assert 'dra_operators_cached_objects{resource="resourceclaimtemplates"} 0.0' in text
