@@ -36,7 +36,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint,bench]'
 	touch $@
 
 .PHONY: venv
