@@ -428,6 +428,9 @@ def _result(w: Workload, upstream: Side, ours: Side) -> Result:
     kcm_ours = ours.values.get(f"{KCM}_cpu_ms_per_plain_event")
     if kcm_up is not None and kcm_ours is not None:
         result.upstream["in_tree_dra_cpu_ms_per_plain_event"] = round(kcm_up - kcm_ours, 4)
+    up_growth, ours_growth = upstream.values.get(f"{KCM}_growth_mib"), ours.values.get(f"{KCM}_growth_mib")
+    if up_growth is not None and ours_growth is not None:
+        result.upstream["in_tree_dra_growth_mib"] = round(up_growth - ours_growth, 1)
     up_dra = upstream.values.get(f"{KCM}_cpu_s_per_1000_dra_pods")
     ours_dra = ours.values.get(f"{KCM}_cpu_s_per_1000_dra_pods")
     if up_dra is not None and ours_dra is not None:
