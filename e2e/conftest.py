@@ -310,6 +310,9 @@ def make_namespace(api: Kube, request: pytest.FixtureRequest, labels: dict[str, 
     return name
 
 
+NAMESPACE_DELETION_SECONDS = 120
+
+
 def cleanup_namespace(api: Kube, name: str) -> None:
     for pod in api.list(f"/api/v1/namespaces/{name}/pods"):
         api.delete(f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}", gracePeriodSeconds="0")
@@ -329,7 +332,14 @@ def cleanup_namespace(api: Kube, name: str) -> None:
                 )
     api.delete(f"/api/v1/namespaces/{name}")
     try:
-        wait_for(lambda: api.get_or_none(f"/api/v1/namespaces/{name}") is None, 60, f"namespace {name} to go")
+        # kube-controller-manager's namespace controller backs off while content remains, and
+        # after the API server outage test it took 61 s for a namespace with nothing left
+        # that holds a finalizer.
+        wait_for(
+            lambda: api.get_or_none(f"/api/v1/namespaces/{name}") is None,
+            NAMESPACE_DELETION_SECONDS,
+            f"namespace {name} to go",
+        )
     except AssertionError:
         leftovers = [
             f"{kind}/{o['metadata']['name']}: {o['metadata'].get('finalizers')}"

@@ -437,11 +437,17 @@ def fabric(
 
     yield make
     api = installed.api
-    # The pods and claims first: a policy keeps its finalizer until its devices are detached,
-    # which happens when the claims are deallocated.
+    # The workload's pods and claims first: a policy keeps its finalizer until its devices are
+    # detached, which happens when the claims are deallocated. The pods that serve an action (the
+    # webhook server) go last, as the detach calls them: deleted with the workload, the server
+    # could be gone before the detach, which would then be retried for ever.
     pods = f"/api/v1/namespaces/{deployed_namespace}/pods"
+    servers = []
     for pod in api.list(pods):
-        api.delete(f"{pods}/{pod['metadata']['name']}", gracePeriodSeconds="0")
+        if pod["spec"].get("resourceClaims"):
+            api.delete(f"{pods}/{pod['metadata']['name']}", gracePeriodSeconds="0")
+        else:
+            servers.append(pod["metadata"]["name"])
     claims = f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims"
     for claim in api.list(claims):
         api.delete(f"{claims}/{claim['metadata']['name']}")
@@ -449,6 +455,8 @@ def fabric(
     for policy in api.list(POLICIES):
         api.delete(f"{POLICIES}/{policy['metadata']['name']}")
     wait_for(lambda: api.list(POLICIES) == [], 60, "the policies to be finalized and gone")
+    for name in servers:
+        api.delete(f"{pods}/{name}", gracePeriodSeconds="0")
     for prefix, driver in made:
         api.delete(f"{RESOURCE}/resourceslices/{prefix}-slice")
         api.delete(f"{RESOURCE}/deviceclasses/{prefix}-class")
