@@ -6,19 +6,19 @@ import pytest
 from bindingattacher_builders import T0
 
 from operators.bindingattacher import deadlines
-from operators.bindingattacher.durations import format_seconds, parse_duration
 from operators.bindingattacher.models import WaitingFor
+from operators.dra.durations import format_seconds, parse_go_duration
 
 
 def test_parse_go_durations() -> None:
-    assert parse_duration("30s") == timedelta(seconds=30)
-    assert parse_duration("1m30s") == timedelta(seconds=90)
-    assert parse_duration("1.5h") == timedelta(hours=1.5)
-    assert parse_duration("250ms") == timedelta(milliseconds=250)
-    assert parse_duration("0s") == timedelta(0)
+    assert parse_go_duration("30s") == timedelta(seconds=30)
+    assert parse_go_duration("1m30s") == timedelta(seconds=90)
+    assert parse_go_duration("1.5h") == timedelta(hours=1.5)
+    assert parse_go_duration("250ms") == timedelta(milliseconds=250)
+    assert parse_go_duration("0s") == timedelta(0)
     for bad in ("", "30", "-1s", "1d", "s", "1 s"):
         with pytest.raises(ValueError, match="is not a duration"):
-            parse_duration(bad)
+            parse_go_duration(bad)
     assert format_seconds(timedelta(seconds=585)) == "585s"
     assert format_seconds(1.25) == "1.2s"
 

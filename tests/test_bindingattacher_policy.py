@@ -11,9 +11,9 @@ from bindingattacher_builders import FABRIC, T0
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.devicestatus import REASON_PATTERN
-from operators.bindingattacher.durations import DURATION_PATTERN
 from operators.bindingattacher.models import DeviceAttachPolicy, DeviceAttachPolicySpec, TaintDevice
 from operators.core.conditions import Condition
+from operators.dra.durations import GO_DURATION_PATTERN
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"
 
@@ -207,7 +207,7 @@ def test_crd_patterns_match_the_code() -> None:
     reasons = spec_schema["conditions"]["properties"]["reasons"]["properties"]
     assert {p["pattern"] for p in reasons.values()} == {REASON_PATTERN.pattern}
     assert all(p["maxLength"] == 64 for p in reasons.values())
-    assert spec_schema["bindingTimeout"]["pattern"] == DURATION_PATTERN
+    assert spec_schema["bindingTimeout"]["pattern"] == GO_DURATION_PATTERN
     assert re.fullmatch(reasons["failed"]["pattern"], "attach-failed") is None
 
 

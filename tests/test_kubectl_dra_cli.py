@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from operators.core.client import ApiError
+from operators.dra.durations import duration_seconds
 from operators.kubectl_dra import cli
-from operators.kubectl_dra.durations import parse_seconds
 from operators.kubectl_dra.session import Session
 
 CRD = "/apis/dra-operators.io/v1alpha1"
@@ -235,10 +235,10 @@ def test_a_missing_context_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixtu
     ("text", "seconds"), [("30s", 30.0), ("1m30s", 90.0), ("500ms", 0.5), ("2", 2.0), ("1h", 3600.0)]
 )
 def test_durations(text: str, seconds: float) -> None:
-    assert parse_seconds(text) == seconds
+    assert duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "1x", "s", "1m 30s", "-1s"])
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
-        parse_seconds(text)
+        duration_seconds(text)

@@ -8,7 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from operators.core import settings as settings_mod
-from operators.poolstatus.settings import Settings, parse_duration
+from operators.dra.durations import duration_seconds
+from operators.poolstatus.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -27,13 +28,13 @@ from operators.poolstatus.settings import Settings, parse_duration
     ],
 )
 def test_durations(text: str | float, seconds: float) -> None:
-    assert parse_duration(text) == seconds
+    assert duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "1d", "-1s", "s", "1 h", "abc", True])
 def test_bad_durations(text: str | bool) -> None:
     with pytest.raises(ValueError, match="duration"):
-        parse_duration(text)
+        duration_seconds(text)
 
 
 def test_defaults_follow_the_spec() -> None:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .durations import format_seconds
+from operators.dra.durations import format_seconds
+
 from .models import WaitingFor
 
 MIN_CALL_BUDGET = timedelta(seconds=1)

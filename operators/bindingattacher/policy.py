@@ -25,11 +25,11 @@ from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
 from operators.core.namespace import Problem
+from operators.dra.durations import format_seconds, parse_go_duration
 
 from . import deadlines
 from .deadlines import Backoff
 from .devicestatus import REASON_PATTERN, ConditionSettings
-from .durations import format_seconds, parse_duration
 from .models import ActionKind, DeviceAttachPolicy, DeviceAttachPolicySpec, NoopActionSpec, TaintDevice
 from .statemachine import MachineSettings
 
@@ -103,7 +103,7 @@ class _Invalid(Exception):
 
 def _duration(value: str, path: str) -> timedelta:
     try:
-        return parse_duration(value)
+        return parse_go_duration(value)
     except ValueError as exc:
         raise _Invalid(f"{path}: {exc}") from exc
 

@@ -31,11 +31,11 @@ from operators.core.conditions import TRUE, Condition, format_time, merge, same_
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
 from operators.core.workqueue import Retry
+from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
 from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
-from .durations import parse_duration
 from .inventory import InventoryMirror
 from .ledger import LedgerIndex
 from .models import API_VERSION, ActionKind, DeviceAttachPolicy
@@ -68,7 +68,7 @@ def _capped(spec_policy: DeviceAttachPolicy, cap: str | None) -> DeviceAttachPol
     if cap is None:
         return spec_policy
     try:
-        if parse_duration(spec_policy.spec.binding_timeout) <= parse_duration(cap):
+        if parse_go_duration(spec_policy.spec.binding_timeout) <= parse_go_duration(cap):
             return spec_policy
     except ValueError:
         return spec_policy  # validation reports the malformed value

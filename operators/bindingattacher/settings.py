@@ -11,8 +11,7 @@ from datetime import timedelta
 from pydantic import Field, field_validator
 
 from operators.core.settings import OperatorSettings
-
-from .durations import parse_duration
+from operators.dra.durations import parse_go_duration
 
 
 class BindingAttacherSettings(OperatorSettings):
@@ -47,14 +46,14 @@ class BindingAttacherSettings(OperatorSettings):
     @field_validator("binding_timeout", "resync_period")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
-        if value is not None and parse_duration(value) <= timedelta(0):
+        if value is not None and parse_go_duration(value) <= timedelta(0):
             raise ValueError(f"{value!r} must be a positive duration")
         return value
 
     @property
     def resync_seconds(self) -> float:
-        return parse_duration(self.resync_period).total_seconds()
+        return parse_go_duration(self.resync_period).total_seconds()
 
     @property
     def binding_timeout_cap(self) -> timedelta | None:
-        return parse_duration(self.binding_timeout) if self.binding_timeout else None
+        return parse_go_duration(self.binding_timeout) if self.binding_timeout else None

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 import yaml
 
 from operators.core.taints import DeviceTaintSelector
+from operators.dra.durations import duration_seconds
 
 from . import grants, poolview, previewmodel
-from .durations import parse_seconds
 from .errors import EXIT_ERROR, EXIT_OK, PluginError
 from .pools import PoolsQuery, ask
 from .preview import PreviewQuery, preview
@@ -33,7 +33,7 @@ DEFAULT_TIMEOUT = "30s"
 
 def _timeout(text: str) -> float:
     try:
-        seconds = parse_seconds(text)
+        seconds = duration_seconds(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     if seconds <= 0:

@@ -7,36 +7,14 @@ end-to-end suite can run the TTL sweep and the grace period on a seconds scale.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from operators.core.settings import InTreeReplacementSettings
+from operators.dra.durations import duration_seconds
 
 SurfaceMode = Literal["auto", "on", "off"]
-
-_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h))+$")
-_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a Go duration string (``0s`` allowed) or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and _DURATION.fullmatch(value.strip()):
-        seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _PART.findall(value.strip()))
-    else:
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{value!r} is not a duration such as 500ms, 30s, 10m or 1h") from None
-    if seconds < 0:
-        raise ValueError(f"{value!r}: a duration cannot be negative")
-    return seconds
 
 
 class Settings(InTreeReplacementSettings):
@@ -91,4 +69,4 @@ class Settings(InTreeReplacementSettings):
     )
     @classmethod
     def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+        return duration_seconds(value)

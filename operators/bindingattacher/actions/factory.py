@@ -16,7 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..durations import parse_duration
+from operators.dra.durations import parse_go_duration
+
 from ..models import ActionKind, ActionSpec, NoopActionSpec, TestActionSpec, WebhookActionSpec
 from .base import ActionConfigError, ActionContext
 from .execcommand import RESERVED_ENV_PREFIX, ExecAction, command_problem
@@ -61,7 +62,7 @@ def _invalid(message: str) -> ActionConfigError:
 
 def _seconds(text: str, path: str) -> float:
     try:
-        return parse_duration(text).total_seconds()
+        return parse_go_duration(text).total_seconds()
     except ValueError as exc:
         raise _invalid(f"{path}: {exc}") from exc
 

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.conditions import format_time
+from operators.dra.durations import parse_go_duration
 
-from ..durations import parse_duration
 from ..models import TestActionSpec
 from .base import AttachRequest, AttachResult, Operation, Outcome
 
@@ -53,11 +53,11 @@ class TestParameters:
     def of_spec(cls, spec: TestActionSpec) -> TestParameters:
         params = cls(
             attach_outcome=spec.attach_outcome,
-            attach_delay=parse_duration(spec.attach_delay).total_seconds(),
+            attach_delay=parse_go_duration(spec.attach_delay).total_seconds(),
             fail_first=spec.fail_first,
             fail_allocations=spec.fail_allocations,
             detach_outcome=spec.detach_outcome,
-            detach_delay=parse_duration(spec.detach_delay).total_seconds(),
+            detach_delay=parse_go_duration(spec.detach_delay).total_seconds(),
         )
         params.check()
         return params
@@ -101,7 +101,7 @@ class TestParameters:
 
 
 def _seconds(text: str) -> float:
-    return parse_duration(text).total_seconds()
+    return parse_go_duration(text).total_seconds()
 
 
 @dataclass
