@@ -29,10 +29,14 @@ CACHED = "dra_operators_cached_objects"
 def _bodies() -> list[dict[str, Any]]:
     plain = [pod_body(f"plain-{i:04d}", []) for i in range(PLAIN)]
     dra = [pod_body(f"dra-{i:03d}", [template_entry("gpu", "tmpl")]) for i in range(DRA)]
-    # One DRA pod among every thirty plain ones, as they arrive in a cluster.
-    return [body for group in zip(*(iter(plain),) * 30, dra, strict=False) for body in group] + plain[
-        DRA * 30 :
-    ]
+    # The DRA pods arrive spread among the plain ones, as in a cluster.
+    every = PLAIN // DRA
+    mixed: list[dict[str, Any]] = []
+    for i, body in enumerate(plain):
+        mixed.append(body)
+        if i % every == every - 1 and dra:
+            mixed.append(dra.pop())
+    return mixed + dra
 
 
 def _claim_using_pods(api: Kube) -> int:
@@ -41,7 +45,7 @@ def _claim_using_pods(api: Kube) -> int:
 
 
 def _recorded(api: Kube, namespace: str) -> int:
-    pods = api.list(pods_path(namespace), labelSelector="")
+    pods = api.list(pods_path(namespace))
     return sum(1 for pod in pods if (pod.get("status") or {}).get("resourceClaimStatuses"))
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from operators.core import metrics
-from operators.core.pods import pod_key, pod_may_use_claims
+from operators.core.pods import pod_event_matters, pod_may_use_claims
 from operators.devicetaint.state import DeviceTaintState
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod
@@ -41,10 +41,13 @@ def test_only_a_pod_that_certainly_uses_no_claim_is_dropped(body: dict[str, Any]
     assert pod_may_use_claims(body) is expected
 
 
-def test_pod_key() -> None:
-    assert pod_key(_pod()) == ("ns", "p")
-    assert pod_key({"metadata": {"name": "node-scoped"}}) == ("", "node-scoped")
-    assert pod_key({"metadata": "broken"}) is None
+def test_a_plain_pod_matters_only_while_it_is_cached() -> None:
+    plain = _pod({"containers": [{"name": "c"}]})
+    held: dict[tuple[str, str], str] = {}
+    assert not pod_event_matters(plain, lambda ns, name: held.get((ns, name)))
+    held[("ns", "p")] = "cached"
+    assert pod_event_matters(plain, lambda ns, name: held.get((ns, name)))
+    assert pod_event_matters({"metadata": "broken"}, lambda ns, name: None)
 
 
 def test_every_pod_the_cache_keeps_passes_the_pre_check() -> None:
@@ -56,7 +59,7 @@ def test_every_pod_the_cache_keeps_passes_the_pre_check() -> None:
     ):
         cache = ClusterCache()
         cache.apply_pod_event(None, Pod.model_validate(body))
-        assert cache.holds_pod("ns", "p") is pod_may_use_claims(body)
+        assert (cache.pod("ns", "p") is not None) is pod_may_use_claims(body)
 
 
 def test_cache_sizes_are_served_while_the_cache_lives() -> None:

@@ -99,6 +99,18 @@ def restricted_kubeconfig(cluster: harness.Cluster, api: Kube, operator: str) ->
     return harness.token_kubeconfig(cluster, api, namespace, account)
 
 
+def status_kib(pid: int, field_name: str) -> int:
+    """A KiB field of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``: the kernel's own peak); 0 once
+    the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field_name}:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class PeakRss:
     """Samples VmHWM (the kernel's own peak) of a process until stopped."""
 
@@ -107,12 +119,7 @@ class PeakRss:
         self.peak_kib = 0
 
     def sample(self) -> int:
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-        except OSError:
-            pass
+        self.peak_kib = max(self.peak_kib, status_kib(self.pid, "VmHWM"))
         return self.peak_kib
 
     @property

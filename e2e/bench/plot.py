@@ -36,16 +36,8 @@ def scale_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int,
             add(f"rss:{op} (peak)", size, ours.get(f"{op}_peak_rss_mib"))
             add(f"cpu:{op}", size, ours.get(f"{op}_cpu_s_total"))
         add(f"rss:{KCM}, all its controllers (growth over its baseline)", size, up.get(f"{KCM}_growth_mib"))
-        ours_growth = ours.get(f"{KCM}_growth_mib")
-        if up.get(f"{KCM}_growth_mib") is not None and ours_growth is not None:
-            add(
-                f"rss:{KCM} in-tree DRA share (growth with less without)",
-                size,
-                up[f"{KCM}_growth_mib"] - ours_growth,
-            )
-        up_cpu, ours_cpu = up.get(f"{KCM}_cpu_s_total"), ours.get(f"{KCM}_cpu_s_total")
-        if up_cpu is not None and ours_cpu is not None:
-            add(f"cpu:{KCM} in-tree DRA share", size, round(up_cpu - ours_cpu, 2))
+        add(f"rss:{KCM} in-tree DRA share (growth with less without)", size, up.get("in_tree_dra_growth_mib"))
+        add(f"cpu:{KCM} in-tree DRA share", size, up.get("in_tree_dra_cpu_s_total"))
     return series
 
 

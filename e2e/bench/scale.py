@@ -32,11 +32,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from e2e import harness
-from e2e.bench.env import DEFAULT_KCM, Result, bounded_gather, devcluster, our_operator, run_async
+from e2e.bench.env import (
+    DEFAULT_KCM,
+    Result,
+    bounded_gather,
+    devcluster,
+    our_operator,
+    run_async,
+    status_kib,
+)
 from e2e.bench.watch import FirstSeen, Watches, watching
 from e2e.cluster import launcher
 from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
@@ -198,15 +205,15 @@ async def _churn(client: KubeClient, w: Workload) -> None:
         await client.delete(f"{PODS}/{name}", gracePeriodSeconds="0")
         await client.create(PODS, body)
 
+    status = _kubelet_status()
     work: list[Callable[[], Any]] = []
     for name in plain:
         if name in gone_plain:
             work.append(functools.partial(replace, name, _plain_pod(w, f"{name}-r", node_of[name])))
         else:
-            status = functools.partial(
-                client.patch, f"{PODS}/{name}/status", _kubelet_status(), STRATEGIC_MERGE_PATCH
+            work.append(
+                functools.partial(client.patch, f"{PODS}/{name}/status", status, STRATEGIC_MERGE_PATCH)
             )
-            work.append(status)
     # The DRA replacements are spread through the status patches, so their claims are made
     # while the churn runs.
     spread = max(1, len(work) // max(1, len(gone_templated) + len(gone_shared)))
@@ -220,22 +227,12 @@ async def _churn(client: KubeClient, w: Workload) -> None:
 # --- Measuring processes -------------------------------------------------------------------------
 
 
-def _status_kib(pid: int, field_name: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{field_name}:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def rss_mib(pid: int) -> float:
-    return round(_status_kib(pid, "VmRSS") / 1024, 1)
+    return round(status_kib(pid, "VmRSS") / 1024, 1)
 
 
 def peak_rss_mib(pid: int) -> float:
-    return round(_status_kib(pid, "VmHWM") / 1024, 1)
+    return round(status_kib(pid, "VmHWM") / 1024, 1)
 
 
 def cpu(pids: Mapping[str, int]) -> dict[str, float]:
@@ -417,24 +414,19 @@ def _side(w: Workload, upstream: bool) -> Side:
     return side
 
 
+# kube-controller-manager's in-tree DRA share of a figure: its value in the upstream run less its
+# value in ours, where the DRA controllers are off.
+IN_TREE_SHARES = ("cpu_ms_per_plain_event", "cpu_s_per_1000_dra_pods", "cpu_s_total", "growth_mib")
+
+
 def _result(w: Workload, upstream: Side, ours: Side) -> Result:
     result = Result("scale", f"N={w.size}")
-    for key, value in upstream.values.items():
-        # Ours runs kube-controller-manager too (without the DRA controllers): its figures stay
-        # under their own names, the rest lines up key by key.
-        result.upstream[key] = value
+    result.upstream.update(upstream.values)
     result.ours.update(ours.values)
-    kcm_up = upstream.values.get(f"{KCM}_cpu_ms_per_plain_event")
-    kcm_ours = ours.values.get(f"{KCM}_cpu_ms_per_plain_event")
-    if kcm_up is not None and kcm_ours is not None:
-        result.upstream["in_tree_dra_cpu_ms_per_plain_event"] = round(kcm_up - kcm_ours, 4)
-    up_growth, ours_growth = upstream.values.get(f"{KCM}_growth_mib"), ours.values.get(f"{KCM}_growth_mib")
-    if up_growth is not None and ours_growth is not None:
-        result.upstream["in_tree_dra_growth_mib"] = round(up_growth - ours_growth, 1)
-    up_dra = upstream.values.get(f"{KCM}_cpu_s_per_1000_dra_pods")
-    ours_dra = ours.values.get(f"{KCM}_cpu_s_per_1000_dra_pods")
-    if up_dra is not None and ours_dra is not None:
-        result.upstream["in_tree_dra_cpu_s_per_1000_dra_pods"] = round(up_dra - ours_dra, 3)
+    for figure in IN_TREE_SHARES:
+        with_dra, without = upstream.values.get(f"{KCM}_{figure}"), ours.values.get(f"{KCM}_{figure}")
+        if with_dra is not None and without is not None:
+            result.upstream[f"in_tree_dra_{figure}"] = round(with_dra - without, 4)
     result.notes.append(
         f"{w.size} pods: {w.plain} plain on {w.nodes} fake nodes, {w.templated} from a template, "
         f"{w.shared} on {w.shared_claims} shared claims; default client limits (20 QPS, burst 30)"

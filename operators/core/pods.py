@@ -10,7 +10,7 @@ event small and plain pods out of the caches (issue #23).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -29,9 +29,12 @@ def pod_may_use_claims(body: Mapping[str, Any]) -> bool:
     )
 
 
-def pod_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(namespace, name)`` of a raw pod, or None when its metadata is not a mapping."""
+def pod_event_matters(body: Mapping[str, Any], cached: Callable[[str, str], object | None]) -> bool:
+    """Whether a pod event needs parsing: the pod may reference a claim, or ``cached(namespace,
+    name)`` finds it in the operator's cache (its deletion, or a replaced pod of that name)."""
+    if pod_may_use_claims(body):
+        return True
     metadata = body.get("metadata")
     if not isinstance(metadata, Mapping):
-        return None
-    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        return True
+    return cached(str(metadata.get("namespace") or ""), str(metadata.get("name") or "")) is not None

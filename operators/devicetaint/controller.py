@@ -29,7 +29,7 @@ from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel
-from operators.core.pods import pod_key, pod_may_use_claims
+from operators.core.pods import pod_event_matters
 from operators.core.workqueue import Retry
 
 from . import metrics
@@ -133,19 +133,12 @@ class DeviceTaintController:
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
-        if self._concerns(body):
+        if pod_event_matters(body, self.state.cached_pod):
             self._apply(Pod, body, self.state.apply_pod)
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
-        if self._concerns(body):
+        if pod_event_matters(body, self.state.cached_pod):
             self._apply(Pod, body, lambda pod, _now: self.state.delete_pod(pod))
-
-    def _concerns(self, body: Mapping[str, Any]) -> bool:
-        """Whether a pod event can matter: most pods use no claim and are not cached."""
-        if pod_may_use_claims(body):
-            return True
-        key = pod_key(body)
-        return key is None or self.state.cached_pod(*key) is not None
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         self._apply(ResourceClaim, body, self.state.apply_claim)

@@ -99,9 +99,6 @@ class ClusterCache:
     def claims(self) -> Iterator[ResourceClaim]:
         return iter(list(self._claims.values()))
 
-    def holds_pod(self, namespace: str, name: str) -> bool:
-        return object_key(namespace, name) in self._pods
-
     def cached_objects(self) -> dict[str, int]:
         return {
             "pods": len(self._pods),

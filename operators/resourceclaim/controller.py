@@ -33,7 +33,7 @@ from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
-from operators.core.pods import pod_key, pod_may_use_claims
+from operators.core.pods import pod_event_matters
 from operators.core.runtime import Runtime
 
 from . import metrics
@@ -124,10 +124,8 @@ class ResourceClaimController:
     # -- watch side ---------------------------------------------------------------------------
 
     def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        if not pod_may_use_claims(body):
-            key = pod_key(body)
-            if key is not None and not self.cache.holds_pod(*key):
-                return
+        if not pod_event_matters(body, self.cache.pod):
+            return
         pod = self._parse(Pod.model_validate, "Pod", body)
         if pod is not None:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))
