@@ -57,7 +57,7 @@ from e2e.resourceclaim_support import (
     placeholder_pods,
 )
 from operators import OPERATOR_NAMES
-from operators.core.quantity import parse_quantity
+from operators.dra.quantity import parse_quantity
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.cel import CelDevice, CelEvaluationError, PreparedDevice, compile_expression
+from operators.dra.cel import CelDevice, CelEvaluationError, PreparedDevice, compile_expression
 
 DRIVER = "gpu.example.com"
 

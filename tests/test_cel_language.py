@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from operators.core.cel import CelCompileError, CelEvaluationError, compile_expression
-from operators.core.cel.program import CACHE_SIZE
+from operators.dra.cel import CelCompileError, CelEvaluationError, compile_expression
+from operators.dra.cel.program import CACHE_SIZE
 
 
 def value(expression: str) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.cel import CelEvaluationError, compile_expression
+from operators.dra.cel import CelEvaluationError, compile_expression
 
 
 def value(expression: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.cel import CelCompileError, CelEvaluationError, compile_expression
+from operators.dra.cel import CelCompileError, CelEvaluationError, compile_expression
 
 
 def value(expression: str) -> Any:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from operators.core import metrics
-from operators.core.pods import pod_event_matters, pod_may_use_claims
 from operators.devicetaint.state import DeviceTaintState
+from operators.dra.pods import pod_event_matters, pod_may_use_claims
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from operators.core.taintrules import EVICTION_IN_PROGRESS, DeviceTaintRule
-from operators.core.taints import selector_matches
+from operators.dra.taintrules import EVICTION_IN_PROGRESS, DeviceTaintRule
+from operators.dra.taints import selector_matches
 
 
 def body(selector: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

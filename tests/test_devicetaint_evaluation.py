@@ -15,7 +15,6 @@ from devicetaint_builders import (
     tolerating,
 )
 
-from operators.core.taints import Eviction
 from operators.devicetaint.evaluation import (
     ClaimEntry,
     PodEviction,
@@ -32,6 +31,7 @@ from operators.devicetaint.evaluation import (
 )
 from operators.devicetaint.models import Pod, ResourceClaim, ResourceSlice, parse
 from operators.devicetaint.pools import PoolIndex
+from operators.dra.taints import Eviction
 
 GPU0_TAINT = SliceTaintReason(DRIVER, "node-1", "gpu-0", 0, "node-1-slice")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from devicetaint_builders import T, fixture_f, pod, seconds, taint
 
-from operators.core.taints import Eviction
 from operators.devicetaint.evaluation import PodEviction, RuleTaintReason
 from operators.devicetaint.models import PodItem
 from operators.devicetaint.podeviction import (
@@ -17,6 +16,7 @@ from operators.devicetaint.podeviction import (
     delete_options,
     disruption_target_patch,
 )
+from operators.dra.taints import Eviction
 
 P1 = PodItem("ns1", "p1", "U1")
 DUE: PodEviction = Eviction(T, frozenset({RuleTaintReason("example", "R1")}))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.taints import DeviceTaint, DeviceTaintSelector
+from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra.errors import UsageError
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from operators.core.quantity import Format, Quantity, QuantityError, parse_quantity
+from operators.dra.quantity import Format, Quantity, QuantityError, parse_quantity
 
 
 def q(text: str) -> Quantity:

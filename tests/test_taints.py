@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from operators.core.taints import (
+from operators.dra.taints import (
     LATEST_TIME,
     DeviceTaint,
     DeviceTaintSelector,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.core import taintrules
 from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource, find_served, resources_of
+from operators.dra import taintrules
 
 GROUP = "resource.k8s.io"
 CORE_VERSION = "v1"

@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
-from operators.core import taintrules
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel
-from operators.core.pods import pod_event_matters
 from operators.core.workqueue import Retry
+from operators.dra import taintrules
+from operators.dra.pods import pod_event_matters
 
 from . import metrics
 from .apis import GROUP, ServedApis, discover

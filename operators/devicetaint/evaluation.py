@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from operators.core.taints import (
+from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
     DeviceTaintSelector,

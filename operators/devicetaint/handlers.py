@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import kopf
 
-from operators.core import runtime, taintrules
+from operators.core import runtime
+from operators.dra import taintrules
 
 from .apis import CORE_VERSION, GROUP
 from .controller import DeviceTaintController

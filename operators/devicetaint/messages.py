@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, format_time, same_content
-from operators.core.taintrules import EVICTION_IN_PROGRESS, KIND
-from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
+from operators.dra.taintrules import EVICTION_IN_PROGRESS, KIND
+from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
 RULE_STATUS_PERIOD = timedelta(seconds=10)
 

@@ -3,7 +3,7 @@
 Only the fields of spec §4 are modelled, so the cache holds projections rather than whole objects:
 labels, annotations, managed fields and most of the status are dropped at parse time. Pod conditions
 are reduced to ``DisruptionTarget`` and rule conditions to ``EvictionInProgress`` for the same reason.
-The DeviceTaintRule is the shared projection of :mod:`operators.core.taintrules`, narrowed that way.
+The DeviceTaintRule is the shared projection of :mod:`operators.dra.taintrules`, narrowed that way.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import ValidationError, field_validator
 
-from operators.core import taintrules
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
-from operators.core.taintrules import EVICTION_IN_PROGRESS
-from operators.core.taints import DeviceTaint, DeviceToleration
+from operators.dra import taintrules
+from operators.dra.taintrules import EVICTION_IN_PROGRESS
+from operators.dra.taints import DeviceTaint, DeviceToleration
 
 DISRUPTION_TARGET = "DisruptionTarget"
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core import metricsauth, taintrules
+from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Runtime
 from operators.core.settings import InTreeReplacementSettings
-from operators.core.taintrules import GROUP
+from operators.dra import taintrules
+from operators.dra.taintrules import GROUP
 
 from . import handlers
 from .controller import DEFAULT_WORKERS, DeviceTaintController

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from operators.core.taints import EFFECT_NO_EXECUTE, DeviceTaint
+from operators.dra.taints import EFFECT_NO_EXECUTE, DeviceTaint
 
 from .models import ResourceSlice, SliceDevice
 

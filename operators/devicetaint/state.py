@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from operators.core.conditions import Condition, ObservedCondition
-from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
+from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
 from .evaluation import (
     ClaimEntry,

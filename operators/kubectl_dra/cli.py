@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from operators.core.taints import DeviceTaintSelector
 from operators.dra.durations import duration_seconds
+from operators.dra.taints import DeviceTaintSelector
 
 from . import grants, poolview, previewmodel
 from .errors import EXIT_ERROR, EXIT_OK, PluginError

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from operators.core.quantity import Quantity, QuantityError
+from operators.dra.quantity import Quantity, QuantityError
 
 from .tables import ALLOCATED, FREE, UNAVAILABLE, bar, percent, table
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import ApiError
-from operators.core.taints import EFFECT_NONE, DeviceTaint, DeviceTaintSelector
+from operators.dra.taints import EFFECT_NONE, DeviceTaint, DeviceTaintSelector
 
 from .errors import PluginError
 from .previewmodel import (

@@ -8,7 +8,7 @@ Two sources are combined:
 * the names behind those counts, read from the API here: the published devices the selector
   matches (newest generation of each pool), the allocated claims with a matching result, and the
   scheduled pods those claims are reserved for, each with when it would be evicted given the
-  tolerations in its allocation results (the rules of :mod:`operators.core.taints`).
+  tolerations in its allocation results (the rules of :mod:`operators.dra.taints`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from operators.core.taints import (
+from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
     DeviceTaintSelector,

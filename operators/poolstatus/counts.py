@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from operators.core.quantity import Quantity
+from operators.dra.quantity import Quantity
 
 from .models import Device, DeviceTaintRule, ResourceClaim
 from .pools import Pool

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from operators.core import taintrules
 from operators.core.models import KubeModel, ObjectMeta
-from operators.core.quantity import Quantity
+from operators.dra import taintrules
+from operators.dra.quantity import Quantity
 
 
 class NameMeta(KubeModel):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from operators.core.quantity import Quantity
+from operators.dra.quantity import Quantity
 
 from . import messages
 from .compatibility import EMPTY, CompatibilityState

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from operators.core.quantity import Quantity
+from operators.dra.quantity import Quantity
 
 from .models import Device, ResourceSlice
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.core.quantity import Quantity
+from operators.dra.quantity import Quantity
 
 from . import messages
 from .counts import PoolUsage

@@ -33,8 +33,8 @@ from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
-from operators.core.pods import pod_event_matters
 from operators.core.runtime import Runtime
+from operators.dra.pods import pod_event_matters
 
 from . import metrics
 from .cache import DELETED, ClusterCache

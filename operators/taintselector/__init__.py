@@ -12,7 +12,7 @@ Module map (everything listed is pure: no kopf, no API calls):
 * :mod:`.models`: the selector resource, and projections of ResourceSlice, DeviceClass and
   DeviceTaintRule;
 * :mod:`.selection`: which devices a selector selects, or :class:`~.selection.Invalid` with the
-  expression and the error; CEL comes from :mod:`operators.core.cel`;
+  expression and the error; CEL comes from :mod:`operators.dra.cel`;
 * :mod:`.rules`: the desired DeviceTaintRules, the diff against the existing ones, and the
   aggregated ``EvictionInProgress``;
 * :mod:`.status`: the selector's status and conditions.

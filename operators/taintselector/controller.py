@@ -23,11 +23,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.core import taintrules
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, find_served, resources_of, served_version_change
 from operators.core.events import WARNING, ObjectRef
+from operators.dra import taintrules
 
 from . import metrics
 from .cache import Cache, Unparsable

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import kopf
 
-from operators.core import runtime, taintrules
+from operators.core import runtime
+from operators.dra import taintrules
 
 from .controller import CORE_VERSION, TaintSelectorController
 from .models import GROUP, PLURAL, VERSION

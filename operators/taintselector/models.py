@@ -17,10 +17,10 @@ from typing import Annotated, Any, NamedTuple
 
 from pydantic import Field
 
-from operators.core import taintrules
-from operators.core.cel import CelDevice, DeviceAttribute, DeviceCapacity
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
-from operators.core.taints import DeviceTaint
+from operators.dra import taintrules
+from operators.dra.cel import CelDevice, DeviceAttribute, DeviceCapacity
+from operators.dra.taints import DeviceTaint
 
 GROUP = "dra-operators.io"
 VERSION = "v1alpha1"

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.core import taintrules
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
-from operators.core.taints import DeviceTaint
+from operators.dra import taintrules
+from operators.dra.taints import DeviceTaint
 
 from .models import API_VERSION, KIND, DeviceId, DeviceTaintRule, TaintSelector
 

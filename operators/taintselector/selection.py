@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from operators.core.cel import (
+from operators.dra.cel import (
     CelCompileError,
     CelEvaluationError,
     CompiledExpression,
     PreparedDevice,
     compile_expression,
 )
-from operators.core.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
+from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
 
 from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, SliceDevice, TaintSelectorSpec
 

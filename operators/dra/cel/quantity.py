@@ -1,6 +1,6 @@
 """The Kubernetes quantity library of CEL: ``quantity()``, ``isQuantity()`` and the Quantity methods.
 
-Comparisons and equality are by value and reuse :class:`operators.core.quantity.Quantity`. Three
+Comparisons and equality are by value and reuse :class:`operators.dra.quantity.Quantity`. Three
 functions, however, expose how apimachinery *stores* a quantity rather than its value, so a faithful
 selector has to model that storage too:
 
@@ -32,7 +32,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from operators.core.quantity import Quantity
+from operators.dra.quantity import Quantity
 
 from .errors import FunctionError, cel_function, no_overload
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
-from .models import KubeModel
+from operators.core.models import KubeModel
 
 EFFECT_NONE = "None"
 EFFECT_NO_SCHEDULE = "NoSchedule"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from .conditions import ObservedCondition
-from .models import KubeModel, LeanMeta, NoneAsEmpty
+from operators.core.conditions import ObservedCondition
+from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
+
 from .taints import DeviceTaint, DeviceTaintSelector
 
 GROUP = "resource.k8s.io"
