@@ -43,9 +43,10 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP) ## create the virtualenv with every Python dependency
 
 .PHONY: lint
-lint: $(STAMP) ## ruff (lint and format check)
+lint: $(STAMP) ## ruff (lint and format check), and the layer contracts of pyproject.toml (lint-imports)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 .PHONY: typecheck
 typecheck: $(STAMP) ## mypy --strict

@@ -1,8 +1,9 @@
 """dra-operators: the Kubernetes DRA controllers as out-of-tree kopf operators.
 
-Layering: every operator subpackage imports :mod:`operators.core`; the core never imports
-an operator. Domain logic lives in modules without kopf imports, so it is unit-testable
-on plain data; only each operator's ``handlers`` module touches kopf.
+Layering, checked by ``make lint``: :mod:`operators.core` (infrastructure) <- :mod:`operators.dra`
+(the DRA domain) <- the operators, none of which imports another. Domain logic lives in modules
+without kopf imports, so it is unit-testable on plain data; only :mod:`operators.core.runtime`
+imports kopf, and each operator declares its watches in its ``operator`` module.
 """
 
 from .core import lean_imports

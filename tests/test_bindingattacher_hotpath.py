@@ -10,7 +10,18 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from bindingattacher_builders import ATTACHED, DEADLINE, FABRIC, T0, claim, condition, entry, record, result
+from bindingattacher_builders import (
+    ATTACHED,
+    DEADLINE,
+    FABRIC,
+    T0,
+    claim,
+    condition,
+    entry,
+    record,
+    result,
+    spawn,
+)
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
@@ -89,7 +100,7 @@ def test_readiness_is_never_held() -> None:
 
 
 async def test_only_running_calls_started_recently_count_as_just_started() -> None:
-    tracker = CallTracker(max_total=10)
+    tracker = CallTracker(max_total=10, spawn=spawn)
     release = asyncio.Event()
     done = asyncio.Event()
 

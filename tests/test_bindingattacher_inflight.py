@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from bindingattacher_builders import spawn
+
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
 from operators.bindingattacher.inflight import CallTracker
 
@@ -13,7 +15,7 @@ def _outcome(message: str = "") -> CallOutcome:
 
 
 async def test_an_outcome_is_parked_until_consumed() -> None:
-    tracker = CallTracker(max_total=10)
+    tracker = CallTracker(max_total=10, spawn=spawn)
     done = asyncio.Event()
 
     async def call() -> CallOutcome:
@@ -32,7 +34,7 @@ async def test_an_outcome_is_parked_until_consumed() -> None:
 
 
 async def test_a_cancelled_or_superseded_call_never_reports() -> None:
-    tracker = CallTracker(max_total=10)
+    tracker = CallTracker(max_total=10, spawn=spawn)
     release = asyncio.Event()
     reported: list[str] = []
 
@@ -58,7 +60,7 @@ async def test_a_cancelled_or_superseded_call_never_reports() -> None:
 
 
 async def test_a_crashing_call_becomes_a_transient_error() -> None:
-    tracker = CallTracker(max_total=10)
+    tracker = CallTracker(max_total=10, spawn=spawn)
     done = asyncio.Event()
 
     async def broken() -> CallOutcome:
@@ -73,7 +75,7 @@ async def test_a_crashing_call_becomes_a_transient_error() -> None:
 
 
 async def test_slots_count_attaches_per_policy_and_all_calls_overall() -> None:
-    tracker = CallTracker(max_total=3)
+    tracker = CallTracker(max_total=3, spawn=spawn)
     block = asyncio.Event()
 
     async def wait() -> CallOutcome:

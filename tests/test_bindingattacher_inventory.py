@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bindingattacher_builders import spawn
+
 from operators.bindingattacher.inventory import InventoryMirror
 from operators.core.client import ApiError
 
@@ -28,7 +30,7 @@ class FakeClient:
 
 async def test_parts_of_several_policies_are_written_together() -> None:
     client = FakeClient()
-    mirror = InventoryMirror(client, "dra-operators", "fm")  # type: ignore[arg-type]
+    mirror = InventoryMirror(client, "dra-operators", "fm", spawn)  # type: ignore[arg-type]
     assert await mirror.load("inv") == {}
     fabric = mirror.listener("inv", "fabric")
     nic = mirror.listener("inv", "nic")

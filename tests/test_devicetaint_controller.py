@@ -14,16 +14,17 @@ import pytest
 from devicetaint_builders import KEY
 from prometheus_client import REGISTRY
 
+from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
-from operators.core.runtime import Runtime
+from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
 from operators.core.workqueue import Retry, WorkQueue
-from operators.devicetaint import controller as controller_mod
 from operators.devicetaint.apis import discover
 from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.models import PodItem, RuleItem
+from operators.devicetaint.operator import DEFINITION
 
 RESOURCES_V1 = [
     ("deviceclasses", "DeviceClass", False),
@@ -102,7 +103,7 @@ class FakeClient:
 
 def make_controller(
     versions: dict[str, dict[str, Any]],
-) -> tuple[DeviceTaintController, FakeClient, list[str]]:
+) -> tuple[DeviceTaintController, FakeClient]:
     client = FakeClient(versions)
     kube = cast(KubeClient, client)
     runtime = Runtime(
@@ -115,10 +116,26 @@ def make_controller(
         queue=WorkQueue("devicetaint-unit"),
         field_manager="dra-operators-devicetaint",
     )
-    watched: list[str] = []
-    controller = DeviceTaintController(runtime, watched.append)
+    controller = DeviceTaintController(runtime)
     runtime.controller = controller
-    return controller, client, watched
+    return controller, client
+
+
+RULES = next(watch for watch in DEFINITION.watches if watch.plural == "devicetaintrules")
+
+
+async def start(controller: DeviceTaintController) -> bool:
+    """What the runtime does around prepare(): the rule watch's version is discovered first."""
+    await controller.runtime.discover(DEFINITION.watches)
+    return await controller.prepare()
+
+
+def watched_rule_versions(controller: DeviceTaintController) -> list[str]:
+    return [
+        kind.version
+        for kind in watched_kinds(DEFINITION.watches, controller.runtime)
+        if kind.plural == RULES.plural
+    ]
 
 
 def slice_body(taints: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,7 +177,9 @@ def fixture_f(controller: DeviceTaintController, taints: list[dict[str, Any]]) -
 
 
 async def test_1_37_watches_v1_rules_with_status() -> None:
-    apis = await discover(cast(KubeClient, FakeClient(CLUSTER_1_37)))
+    controller, _ = make_controller(CLUSTER_1_37)
+    await controller.runtime.discover(DEFINITION.watches)
+    apis = await discover(controller.runtime)
     assert apis.claims_and_slices
     assert apis.rules is not None
     assert apis.rules.api_version == "resource.k8s.io/v1"
@@ -168,9 +187,9 @@ async def test_1_37_watches_v1_rules_with_status() -> None:
 
 
 async def test_only_v1beta2_serves_rules() -> None:
-    controller, client, watched = make_controller(CLUSTER_1_36_BETA)
-    assert await controller.prepare()
-    assert watched == ["v1beta2"]
+    controller, client = make_controller(CLUSTER_1_36_BETA)
+    assert await start(controller)
+    assert watched_rule_versions(controller) == ["v1beta2"]
     controller.upsert_rule(
         {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
     )
@@ -190,9 +209,9 @@ async def test_only_v1beta2_serves_rules() -> None:
 
 
 async def test_without_rule_api_slice_taints_still_evict(caplog: pytest.LogCaptureFixture) -> None:
-    controller, client, watched = make_controller(CLUSTER_WITHOUT_RULES)
-    assert await controller.prepare()
-    assert watched == []
+    controller, client = make_controller(CLUSTER_WITHOUT_RULES)
+    assert await start(controller)
+    assert watched_rule_versions(controller) == []
     assert "DeviceTaintRules are ignored" in caplog.text
     fixture_f(controller, [TAINT])
     await controller.sync(P1)
@@ -201,9 +220,9 @@ async def test_without_rule_api_slice_taints_still_evict(caplog: pytest.LogCaptu
 
 
 async def test_rule_status_not_written_without_status_subresource() -> None:
-    controller, client, watched = make_controller(CLUSTER_ALPHA_WITHOUT_STATUS)
-    assert await controller.prepare()
-    assert watched == ["v1alpha3"]
+    controller, client = make_controller(CLUSTER_ALPHA_WITHOUT_STATUS)
+    assert await start(controller)
+    assert watched_rule_versions(controller) == ["v1alpha3"]
     controller.upsert_rule(
         {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
     )
@@ -212,18 +231,18 @@ async def test_rule_status_not_written_without_status_subresource() -> None:
 
 
 async def test_not_ready_without_claims_and_slices() -> None:
-    controller, _, watched = make_controller({"v1alpha3": document("v1alpha3", RESOURCES_V1ALPHA3)})
-    assert not await controller.prepare()
-    assert watched == []
+    controller, _ = make_controller({"v1alpha3": document("v1alpha3", RESOURCES_V1ALPHA3)})
+    assert not await start(controller)
 
 
 async def test_changed_rule_api_stops_the_process_after_two_sightings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(controller_mod, "REDISCOVERY_SECONDS", 0.0)
-    controller, client, _ = make_controller(CLUSTER_WITHOUT_RULES)
+    monkeypatch.setattr(runtime_mod, "REDISCOVERY_SECONDS", 0.0)
+    controller, client = make_controller(CLUSTER_WITHOUT_RULES)
+    assert await start(controller)
     client.versions = CLUSTER_1_37
-    await asyncio.wait_for(controller._rediscover_rules(None), 5)
+    await asyncio.wait_for(follow_served_version(controller.runtime, RULES), 5)
     assert controller.runtime._stop.is_set()
 
 
@@ -235,8 +254,8 @@ def deletions() -> float:
 
 
 async def test_eviction_sends_event_patch_and_delete_with_uid_preconditions() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     fixture_f(controller, [TAINT])
     before = deletions()
     await controller.sync(P1)
@@ -259,8 +278,8 @@ async def test_eviction_sends_event_patch_and_delete_with_uid_preconditions() ->
 
 
 async def test_failed_deletes_are_retried_with_a_single_status_patch() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     fixture_f(controller, [TAINT])
     client.failures["DELETE"] = [ApiError(500, "InternalError", "injected") for _ in range(3)]
     for _ in range(3):
@@ -275,8 +294,8 @@ async def test_failed_deletes_are_retried_with_a_single_status_patch() -> None:
 
 
 async def test_vanished_pod_is_done_without_metric() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     fixture_f(controller, [TAINT])
     client.failures["DELETE"] = [ApiError(404, "NotFound", "gone")]
     before = deletions()
@@ -287,8 +306,8 @@ async def test_vanished_pod_is_done_without_metric() -> None:
 
 
 async def test_terminating_pod_counts_without_writes() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     terminating = {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-03-01T12:00:00Z"}}
     controller.upsert_slice(slice_body([TAINT]))
     controller.upsert_claim(CLAIM)
@@ -300,8 +319,8 @@ async def test_terminating_pod_counts_without_writes() -> None:
 
 
 async def test_future_eviction_is_retried_later() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
     fixture_f(controller, [far])
     with pytest.raises(Retry):
@@ -310,8 +329,8 @@ async def test_future_eviction_is_retried_later() -> None:
 
 
 async def test_cancelled_eviction_emits_an_event() -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
     fixture_f(controller, [far])
     controller.runtime.queue.open()
@@ -324,8 +343,8 @@ async def test_cancelled_eviction_emits_an_event() -> None:
 async def test_no_cancel_event_during_the_initial_listing() -> None:
     """Before the listing is complete, an eviction 'scheduled' from a partial view (an older slice
     generation listed before the newer one) was never real: cancelling it emits nothing."""
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
     fixture_f(controller, [far])
     controller.upsert_slice(slice_body([]))
@@ -334,8 +353,8 @@ async def test_no_cancel_event_during_the_initial_listing() -> None:
 
 
 async def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    controller, client, _ = make_controller(CLUSTER_1_37)
-    await controller.prepare()
+    controller, client = make_controller(CLUSTER_1_37)
+    await start(controller)
     controller.upsert_pod({"kind": "Pod", "metadata": {"namespace": "ns1"}, "spec": {"nodeName": 7}})
     controller.upsert_slice({"kind": "ResourceSlice", "metadata": {"name": "broken"}, "spec": {}})
     assert "skipped" in caplog.text

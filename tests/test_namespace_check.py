@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 import yaml
 from aiohttp import web
@@ -100,7 +99,6 @@ async def test_state_tells_listeners_of_changes() -> None:
 def definition(namespace_use: str = PURPOSE, make: Any = None) -> runtime.OperatorDefinition:
     return runtime.OperatorDefinition(
         name="nstest",
-        registry=kopf.OperatorRegistry(),
         settings_class=OperatorSettings,
         default_workers=1,
         make_controller=make or (lambda _: NeverPrepared()),

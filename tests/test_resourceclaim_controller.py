@@ -120,8 +120,8 @@ def _creates(status: str, admin: str) -> float:
 
 async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
     h = Harness()
-    h.controller.observe_template(None, template_body())
-    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     assert h.queue.added == ["pod:demo/my-pod"]
     before = _creates("success", "false")
 
@@ -146,15 +146,13 @@ async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
 
 async def test_each_created_claim_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness()
-    h.controller.observe_template(None, template_body())
-    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     caplog.set_level("INFO", logger="operators.resourceclaim")
     await h.controller.sync("pod:demo/my-pod")
     assert "Created ResourceClaim" not in caplog.text, "upstream logs it at verbosity 4"
 
-    h.controller.observe_pod(
-        None, pod_body(name="other", uid="U2", claims=[template_entry("gpu", "gpu-tmpl")])
-    )
+    h.controller.upsert_pod(pod_body(name="other", uid="U2", claims=[template_entry("gpu", "gpu-tmpl")]))
     caplog.set_level("DEBUG", logger="operators.resourceclaim")
     await h.controller.sync("pod:demo/other")
     assert "Created ResourceClaim pod=demo/other claim=other-gpu-bcdfg" in caplog.text
@@ -162,8 +160,8 @@ async def test_each_created_claim_is_logged_at_debug_only(caplog: pytest.LogCapt
 
 async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
     h = Harness()
-    h.controller.observe_template(None, template_body())
-    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     h.client.errors["POST"] = ApiError(429, "TooManyRequests", "slow down", retry_after=7.0)
     before = _creates("failure", "false")
 
@@ -184,7 +182,7 @@ async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
 
 async def test_input_that_cannot_change_by_itself_is_not_retried() -> None:
     h = Harness()
-    h.controller.observe_pod(None, pod_body(claims=[{"name": "gpu"}]))
+    h.controller.upsert_pod(pod_body(claims=[{"name": "gpu"}]))
     await h.controller.sync("pod:demo/my-pod")
     assert [message for *_, message in h.events.recorded] == [
         'PodResourceClaim gpu: checking for claim before creating it: pod "demo/my-pod", '
@@ -206,8 +204,8 @@ async def test_claim_writes_are_full_puts_and_a_uid_guarded_delete() -> None:
         allocated=True,
         reserved_for=[pod_consumer("my-pod", "U")],
     )
-    h.controller.observe_claim(None, claim)
-    h.controller.observe_pod(None, pod)
+    h.controller.upsert_claim(claim)
+    h.controller.upsert_pod(pod)
 
     await h.controller.sync("claim:demo/my-pod-gpu-abcde")
 
@@ -224,8 +222,8 @@ async def test_claim_writes_are_full_puts_and_a_uid_guarded_delete() -> None:
 
 async def test_unconfirmed_created_claims_are_checked_with_a_live_get() -> None:
     h = Harness()
-    h.controller.observe_template(None, template_body())
-    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     await h.controller.sync("pod:demo/my-pod")
     assert h.controller.cache.just_created_count() == 1
 
@@ -237,14 +235,13 @@ async def test_unconfirmed_created_claims_are_checked_with_a_live_get() -> None:
 
 def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness()
-    h.controller.observe_pod(
-        None,
+    h.controller.upsert_pod(
         {
             "metadata": {"name": "broken", "namespace": "demo"},
             "spec": {"nodeName": 5, "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
         },
     )
-    h.controller.observe_claim("DELETED", {"metadata": "nonsense"})
+    h.controller.delete_claim({"metadata": "nonsense"})
     assert h.queue.added == []
     assert "skipping Pod demo/broken that cannot be parsed" in caplog.text
     assert "skipping ResourceClaim (no metadata) that cannot be parsed" in caplog.text
@@ -252,8 +249,8 @@ def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) -> Non
 
 def test_claims_gauge_is_computed_from_the_cache() -> None:
     h = Harness()
-    h.controller.observe_claim(None, claim_body("a", owner=("my-pod", "U"), entry="gpu", allocated=True))
-    h.controller.observe_claim(None, claim_body("b"))
+    h.controller.upsert_claim(claim_body("a", owner=("my-pod", "U"), entry="gpu", allocated=True))
+    h.controller.upsert_claim(claim_body("b"))
     text = generate_latest().decode()
     prefix = "dra_operators_resourceclaim_resource_claims"
     assert f'{prefix}{{admin_access="false",allocated="true",source="resource_claim_template"}} 1.0' in text
@@ -272,8 +269,8 @@ def _api_call(method: str, path: str) -> tuple[str, str, str]:
 
 async def test_every_request_is_a_declared_api_call() -> None:
     h = Harness()
-    h.controller.observe_template(None, template_body())
-    h.controller.observe_pod(None, pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     await h.controller.sync("pod:demo/my-pod")
     pod = pod_body("p2", "U2", claims=[template_entry("gpu", "gpu-tmpl")], phase="Failed")
     pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p2-gpu-abcde"}]
@@ -285,8 +282,8 @@ async def test_every_request_is_a_declared_api_call() -> None:
         allocated=True,
         reserved_for=[pod_consumer("p2", "U2"), pod_consumer("ghost", "G")],
     )
-    h.controller.observe_claim(None, claim)
-    h.controller.observe_pod(None, pod)
+    h.controller.upsert_claim(claim)
+    h.controller.upsert_pod(pod)
     await h.controller.sync("claim:demo/p2-gpu-abcde")
     h.clock.now += 61
     await h.controller.sync(CONFIRM_KEY)
@@ -307,17 +304,17 @@ async def test_every_request_is_a_declared_api_call() -> None:
 def test_a_claim_version_already_held_is_not_parsed_again() -> None:
     h = Harness()
     body = claim_body("a", owner=("my-pod", "U"), entry="gpu")
-    h.controller.observe_claim(None, body)
+    h.controller.upsert_claim(body)
     held = h.controller.cache.claim(NS, "a")
     assert held is not None
 
     # The same UID and resourceVersion: kopf's listing after ours delivers the same object.
-    h.controller.observe_claim(None, body)
+    h.controller.upsert_claim(body)
     assert h.controller.cache.claim(NS, "a") is held
 
     changed = claim_body("a", owner=("my-pod", "U"), entry="gpu", allocated=True)
     changed["metadata"]["resourceVersion"] = "43"
-    h.controller.observe_claim(None, changed)
+    h.controller.upsert_claim(changed)
     updated = h.controller.cache.claim(NS, "a")
     assert updated is not None
     assert updated.is_allocated

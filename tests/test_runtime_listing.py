@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import kopf
 import pytest
 
 from operators.core import runtime
@@ -49,7 +48,7 @@ def _pod(name: str, uid: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "uid": uid}, "spec": {"nodeName": "n"}}
 
 
-def _kind(registry: kopf.OperatorRegistry, plural: str = "pods") -> runtime.WatchedKind:
+def _kind(plural: str = "pods") -> runtime.WatchedKind:
     def upsert(controller: Recorder, body: Mapping[str, Any]) -> None:
         if body["metadata"]["name"] == "broken":
             raise ValueError("odd input")
@@ -58,8 +57,10 @@ def _kind(registry: kopf.OperatorRegistry, plural: str = "pods") -> runtime.Watc
     def delete(controller: Recorder, body: Mapping[str, Any]) -> None:
         controller.deletes.append(body["metadata"]["uid"])
 
-    runtime.watch(registry, "", "v1", plural, upsert=upsert, delete=delete)
-    return runtime.watched_kinds(registry)[-1]
+    (kind,) = runtime.watched_kinds(
+        [runtime.Watch("", plural, upsert, delete)], _runtime(PagedClient({}), Recorder())
+    )
+    return kind
 
 
 def _runtime(client: PagedClient, controller: Recorder) -> runtime.Runtime:
@@ -71,8 +72,7 @@ def _runtime(client: PagedClient, controller: Recorder) -> runtime.Runtime:
 async def test_initial_listing_reads_every_page_and_skips_bad_objects(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    registry = kopf.OperatorRegistry()
-    kind = _kind(registry)
+    kind = _kind()
     client = PagedClient(
         {
             "/api/v1/pods": [
@@ -92,8 +92,7 @@ async def test_initial_listing_reads_every_page_and_skips_bad_objects(
 
 
 async def test_unserved_kind_lists_as_empty() -> None:
-    registry = kopf.OperatorRegistry()
-    kind = _kind(registry, "widgets")
+    kind = _kind("widgets")
     controller = Recorder()
     listed = await runtime._initial_listing(_runtime(PagedClient({}), controller), [kind])
     assert listed == {kind: {}}
@@ -102,8 +101,7 @@ async def test_unserved_kind_lists_as_empty() -> None:
 
 async def test_objects_gone_before_the_watch_are_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "RELIST_DELAY_SECONDS", 0)
-    registry = kopf.OperatorRegistry()
-    kind = _kind(registry)
+    kind = _kind()
     controller = Recorder()
     client = PagedClient({"/api/v1/pods": [{"items": [_pod("a", "1"), _pod("b", "2")]}]})
     listed = await runtime._initial_listing(_runtime(client, controller), [kind])
@@ -115,8 +113,7 @@ async def test_objects_gone_before_the_watch_are_deleted(monkeypatch: pytest.Mon
 
 async def test_kinds_listed_empty_are_not_listed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "RELIST_DELAY_SECONDS", 0)
-    registry = kopf.OperatorRegistry()
-    pods, claims = _kind(registry), _kind(registry, "claims")
+    pods, claims = _kind(), _kind("claims")
     controller = Recorder()
     client = PagedClient({"/api/v1/pods": [{"items": []}], "/api/v1/claims": [{"items": [_pod("a", "1")]}]})
     listed = await runtime._initial_listing(_runtime(client, controller), [pods, claims])

@@ -25,10 +25,10 @@ Module map (all of them free of kopf and of Kubernetes API calls):
 - ``actions``: the attach-action adapters (Python entry point, webhook, exec, noop, test).
 - ``api``: the stable public API for third-party Python actions.
 
-Runtime side (kopf in ``handlers`` only; the rest talks to the API through the core client):
+Runtime side (the rest talks to the API through the core client):
 
-- ``operator``: the ``DEFINITION`` and ``API_CALLS``; ``settings``: the process flags.
-- ``handlers``: the watches of claims, policies and ledger records (index + event only).
+- ``operator``: the ``DEFINITION`` (the watches of claims, policies and ledger records) and
+  ``API_CALLS``; ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
 - ``cache`` / ``policybook``: claim projections, the ledger index overlay, policy states.
 - ``claimsync``: one claim's records, calls and status entries; ``steps_exec`` executes steps.

@@ -16,7 +16,6 @@ Work side, one queue with three kinds of keys:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -79,8 +78,8 @@ class BindingAttacherController:
         self.cache = ClaimCache()
         self.index = LedgerIndex()
         self.book = PolicyBook()
-        self.calls = CallTracker(settings.max_concurrent_actions)
-        self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager)
+        self.calls = CallTracker(settings.max_concurrent_actions, runtime.spawn)
+        self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn)
         self.taint_rules_served = False
         self.policies = PolicySync(
             client,
@@ -167,7 +166,7 @@ class BindingAttacherController:
         if state is None:
             return
         if state.action is not None:
-            asyncio.get_running_loop().create_task(close_action(state.action))
+            self.runtime.spawn(close_action(state.action), f"close-action-{name}")
         for sibling in self.book.same_driver(state.driver):
             self.runtime.queue.add(PolicyKey(sibling.name))
         self._readiness_changed(state.driver)

@@ -25,9 +25,12 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .actions import AttachResult, CallOutcome, Operation, Outcome
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Spawn
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,9 @@ class _Call:
 
 
 class CallTracker:
-    def __init__(self, max_total: int) -> None:
+    def __init__(self, max_total: int, spawn: Spawn) -> None:
         self.max_total = max_total
+        self._spawn = spawn
         self._calls: dict[str, _Call] = {}
         self._runtime: dict[str, RecordRuntime] = {}
         self._tickets = itertools.count(1)
@@ -129,7 +133,7 @@ class CallTracker:
                 current.outcome = outcome
                 done()
 
-        entry.task = asyncio.get_running_loop().create_task(run(), name=f"call-{operation}-{name}")
+        entry.task = self._spawn(run(), f"call-{operation}-{name}")
 
     def cancel(self, name: str) -> None:
         call = self._calls.pop(name, None)

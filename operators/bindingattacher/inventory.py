@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from operators.core.client import ApiError, KubeClient
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Spawn
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +27,8 @@ RETRY_SECONDS = 1.0
 
 
 class InventoryMirror:
-    def __init__(self, client: KubeClient, namespace: str, field_manager: str) -> None:
+    def __init__(self, client: KubeClient, namespace: str, field_manager: str, spawn: Spawn) -> None:
+        self._spawn = spawn
         self.client = client
         self.namespace = namespace
         self.field_manager = field_manager
@@ -50,7 +54,7 @@ class InventoryMirror:
             self._dirty.add(name)
             writer = self._writers.get(name)
             if writer is None or writer.done():
-                self._writers[name] = asyncio.get_running_loop().create_task(self._write(name))
+                self._writers[name] = self._spawn(self._write(name), f"mirror-{name}")
 
         return publish
 

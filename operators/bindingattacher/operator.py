@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Final
 
 from operators.core import metricsauth
-from operators.core.runtime import OperatorDefinition
+from operators.core.runtime import OperatorDefinition, Watch
 
 from .controller import BindingAttacherController
-from .handlers import registry
+from .models import GROUP, VERSION
 from .settings import BindingAttacherSettings
 
 DEFAULT_WORKERS: Final = 20
@@ -77,9 +77,33 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
 
 DEFINITION = OperatorDefinition(
     name="bindingattacher",
-    registry=registry,
     settings_class=BindingAttacherSettings,
     default_workers=DEFAULT_WORKERS,
     make_controller=BindingAttacherController,
+    # Nothing is written onto claims by watching them (no kopf annotation or finalizer), and our
+    # own kinds carry only the finalizers the attacher sets on purpose. Pods and Nodes are not
+    # watched: point reads (see .lookups).
+    watches=(
+        Watch(
+            "resource.k8s.io",
+            "resourceclaims",
+            BindingAttacherController.observe_claim,
+            BindingAttacherController.forget_claim,
+        ),
+        Watch(
+            GROUP,
+            "deviceattachpolicies",
+            BindingAttacherController.observe_policy,
+            BindingAttacherController.forget_policy,
+            VERSION,
+        ),
+        Watch(
+            GROUP,
+            "deviceattachments",
+            BindingAttacherController.observe_record,
+            BindingAttacherController.forget_record,
+            VERSION,
+        ),
+    ),
     namespace_use="the DeviceAttachment ledger",
 )

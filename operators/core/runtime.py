@@ -10,8 +10,14 @@ This is the only core module that imports kopf. The division of labour:
   from the initial listing's resourceVersion and hands each event to the controller inline.
   kopf's per-event dispatch cost 2.25 ms of CPU per pod event, paid for every pod of the
   cluster (docs/architecture.md).
+- **Watches are declared** in the operator's definition (:class:`Watch`), as
+  controller-runtime's ``SetupWithManager`` does: the runtime registers them, logs what cannot
+  be processed, discovers the version of a kind served under several, and restarts the process
+  when that version changes. Background tasks go through :meth:`Runtime.spawn` and are
+  cancelled at shutdown.
 - **kopf watches the project's own kinds** (:data:`KOPF_GROUPS`): each gets one
-  ``@kopf.on.event`` handler (see :func:`watch`), which stores nothing on the objects. kopf's
+  ``@kopf.on.event`` handler, registered in a registry of the run's own, which stores nothing
+  on the objects. kopf's
   own listing re-delivers every object once (an idempotent upsert), then its watch streams
   changes. Objects of these kinds deleted between the two listings are found by a second
   listing a few seconds after kopf is up, and removed from the cache. An operator without
@@ -48,10 +54,10 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import kopf
 
@@ -60,6 +66,7 @@ from . import logs, metricsauth
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
+from .discovery import ServedResource, find_served, served_version_change
 from .events import EventRecorder, ObjectRef
 from .health import Health
 from .informer import Informer
@@ -73,6 +80,13 @@ log = logging.getLogger(__name__)
 
 DISCOVERY_RETRY_SECONDS = 30.0
 API_PING_SECONDS = 10.0
+# How often the served version of a discovered watch is asked again (see Watch.versions).
+REDISCOVERY_SECONDS = 60.0
+
+ControllerT = TypeVar("ControllerT")
+
+Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
+"""How a component starts a background task: :meth:`Runtime.spawn`, which cancels it at shutdown."""
 
 
 class Controller(Protocol):
@@ -86,12 +100,39 @@ class Controller(Protocol):
 
 
 @dataclass(frozen=True)
+class Watch(Generic[ControllerT]):
+    """One kind an operator watches, and the controller methods that receive it, as a
+    controller-runtime ``SetupWithManager`` declares them: ``upsert(controller, body)`` for every
+    listed, added or modified object, ``delete(controller, body)`` for every deleted one.
+
+    Both must be synchronous, quick, and never raise on odd input; an exception is logged with
+    the object's reference, and the event is dropped. The runtime picks the mechanism: the core
+    informer for every kind but the project's own (:data:`KOPF_GROUPS`), which kopf watches.
+    """
+
+    group: str
+    plural: str
+    upsert: Callable[[ControllerT, Mapping[str, Any]], None]
+    delete: Callable[[ControllerT, Mapping[str, Any]], None]
+    version: str = "v1"
+    # A kind served under several versions (in order of preference): the first one the cluster
+    # serves is watched, found before prepare() and readable there through Runtime.served_resource.
+    # None served: the kind is not watched. The runtime keeps asking, and a change of the served
+    # version stops the process, for a restart that watches it (a watch cannot be added later).
+    versions: tuple[str, ...] = ()
+    # Asked once the controller is prepared: False leaves the kind unwatched (e.g. an API
+    # surface the operator decided not to serve).
+    when: Callable[[ControllerT], bool] | None = None
+
+
+@dataclass(frozen=True)
 class OperatorDefinition:
     name: str
-    registry: kopf.OperatorRegistry
     settings_class: type[OperatorSettings]
     default_workers: int
     make_controller: Callable[[Runtime], Controller]
+    # The kinds the operator watches, listed (and delivered at start) in this order.
+    watches: tuple[Watch[Any], ...] = ()
     # Component name in Events, field manager of writes, Lease name.
     component: str = ""
     # What the operator keeps in its own namespace, for the message when that is missing; empty
@@ -125,7 +166,10 @@ class Runtime:
     # e.g. "restart me, the served APIs changed".
     exit_code: int = 0
     guard: Guard = field(default_factory=lambda: Guard(None, datetime.now(UTC), lambda _: None))
+    # The versions discovered for the watches that name several (Watch.versions).
+    served: dict[tuple[str, str], ServedResource | None] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def listed(self) -> None:
         if not self.queue.is_open:
@@ -135,6 +179,35 @@ class Runtime:
     def request_stop(self, exit_code: int = 0) -> None:
         self.exit_code = exit_code or self.exit_code
         self._stop.set()
+
+    def served_resource(self, group: str, plural: str) -> ServedResource | None:
+        """The version found for a discovered watch; None when no version is served."""
+        return self.served.get((group, plural))
+
+    async def discover(self, watches: Sequence[Watch[Any]]) -> None:
+        for watch in watches:
+            if watch.versions:
+                key = (watch.group, watch.plural)
+                self.served[key] = await find_served(self.client, watch.group, watch.plural, watch.versions)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a background task of the operator: referenced until done, its failure logged,
+        and cancelled when the operator stops (before kopf, see :func:`run`)."""
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def stop_background(self) -> None:
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def sync(self, key: Any) -> None:
         # Once the coexistence guard has stopped writes, keys are dropped: the restart that
@@ -180,42 +253,57 @@ class WatchedKind:
             log.exception("could not process %s%s", what, self.ref(body), extra={"object": self.ref(body)})
 
 
-# The kinds each registry watches, for the runtime's own initial listing.
-_watched: dict[int, list[WatchedKind]] = {}
+def watched_kinds(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[WatchedKind]:
+    """The kinds to watch, once the controller is prepared: each version decided."""
+    kinds: list[WatchedKind] = []
+    for watch in watches:
+        if watch.when is not None and not watch.when(runtime.controller):
+            continue
+        version = watch.version
+        if watch.versions:
+            served = runtime.served_resource(watch.group, watch.plural)
+            if served is None:
+                log.warning(
+                    "no version of %s serves %s (asked for %s): not watched; asking again every %.0fs",
+                    watch.group or "core",
+                    watch.plural,
+                    ", ".join(watch.versions),
+                    REDISCOVERY_SECONDS,
+                )
+                continue
+            version = served.version
+        kinds.append(WatchedKind(watch.group, version, watch.plural, watch.upsert, watch.delete))
+    return kinds
 
 
-def watched_kinds(registry: kopf.OperatorRegistry) -> list[WatchedKind]:
-    return list(_watched.get(id(registry), []))
+async def follow_served_version(runtime: Runtime, watch: Watch[Any]) -> None:
+    """Stop the process (for a restart that watches it) once another version of a discovered
+    watch is served, or one is served at last."""
+    served = runtime.served_resource(watch.group, watch.plural)
+    watched = served.version if served else None
+    seen = await served_version_change(
+        runtime.reader, watch.group, watch.plural, watch.versions, watched, REDISCOVERY_SECONDS
+    )
+    log.warning(
+        "the served version of %s/%s changed from %s to %s; stopping so that a restart watches it",
+        watch.group or "core",
+        watch.plural,
+        watched or "none",
+        seen or "none",
+    )
+    runtime.request_stop()
 
 
-def watch(
-    registry: kopf.OperatorRegistry,
-    group: str,
-    version: str,
-    plural: str,
-    *,
-    upsert: Callable[[Any, Mapping[str, Any]], None],
-    delete: Callable[[Any, Mapping[str, Any]], None],
-) -> None:
-    """Watch one kind: ``upsert(controller, body)`` for every listed, added or modified object,
-    ``delete(controller, body)`` for every deleted one (see the module docstring).
-
-    Both must be synchronous, quick, and never raise on odd input; an exception is logged with
-    the object's reference. Call it at import time or from ``Controller.prepare()``.
-    """
-    kinds = _watched.setdefault(id(registry), [])
-    # Idempotent per kind: a watch registered from prepare() meets the same registry again when
-    # an operator is started twice in one process (in-process tests).
-    if any((k.group, k.version, k.plural) == (group, version, plural) for k in kinds):
-        return
-    kind = WatchedKind(group, version, plural, upsert, delete)
-    kinds.append(kind)
-    if not kind.by_kopf:
-        return
-
+def _register_with_kopf(registry: kopf.OperatorRegistry, kind: WatchedKind) -> None:
     # A coroutine although it awaits nothing: kopf runs plain functions in a thread pool, while
     # the cache and the work queue may only be touched from the event loop.
-    @kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}.{group or 'core'}")
+    @kopf.on.event(
+        kind.group,
+        kind.version,
+        kind.plural,
+        registry=registry,
+        id=f"watch-{kind.plural}.{kind.group or 'core'}",
+    )
     async def _event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         event_type = event.get("type")
         watch_event(kind.plural, event_type)
@@ -329,7 +417,7 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
     listed.clear()
 
 
-def install_login(registry: kopf.OperatorRegistry) -> None:
+def _install_login(registry: kopf.OperatorRegistry) -> None:
     """kopf connects with the same credentials as our client: resolved once, by
     :func:`~.credentials.locate_credentials`, not again by kopf's own lookup."""
 
@@ -412,10 +500,13 @@ def kopf_settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def _until_prepared(controller: Controller, health: Health, stop: asyncio.Event) -> bool:
+async def _until_prepared(
+    runtime: Runtime, watches: Sequence[Watch[Any]], health: Health, stop: asyncio.Event
+) -> bool:
     while not stop.is_set():
         try:
-            if await controller.prepare():
+            await runtime.discover(watches)
+            if await runtime.controller.prepare():
                 health.set_gate("apis-served", True)
                 return True
         except ApiError as err:
@@ -597,9 +688,12 @@ async def run(
             leading(definition.name, True)
             is_leader = True
         runtime.controller = definition.make_controller(runtime)
-        if not await _until_prepared(runtime.controller, health, stop):
+        if not await _until_prepared(runtime, definition.watches, health, stop):
             return runtime.exit_code
-        kinds = watched_kinds(definition.registry)
+        kinds = watched_kinds(definition.watches, runtime)
+        for watch in definition.watches:
+            if watch.versions:
+                runtime.spawn(follow_served_version(runtime, watch), f"follow-{watch.plural}")
         informers = {kind: _informer(runtime, kind) for kind in kinds if not kind.by_kopf}
         listed = await _initial_listing(runtime, kinds, informers)
         runtime.listed()
@@ -608,10 +702,16 @@ async def run(
         kopf_stop: asyncio.Future[None] = loop.create_future()
         operator: asyncio.Task[None] | None = None
         if any(kind.by_kopf for kind in kinds):
+            # A registry per run: nothing of one run (an in-process test) is seen by the next.
+            registry = kopf.OperatorRegistry()
+            _install_login(registry)
+            for kind in kinds:
+                if kind.by_kopf:
+                    _register_with_kopf(registry, kind)
             kopf_ready: asyncio.Future[None] = loop.create_future()
             operator = asyncio.create_task(
                 kopf.operator(
-                    registry=definition.registry,
+                    registry=registry,
                     settings=kopf_settings(),
                     standalone=True,
                     clusterwide=True,
@@ -646,6 +746,7 @@ async def run(
         # kopf, stopping, waits up to 5 s for every task started after it and then cancels them:
         # ours end first, so kopf stops at once and closes its sessions itself.
         await _stop_task(forget)
+        await runtime.stop_background()
         if not kopf_stop.done():
             kopf_stop.set_result(None)
         if operator is not None:
@@ -667,6 +768,7 @@ async def run(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await runtime.stop_background()
         await health_server.stop(runners)
         await client.close()
 

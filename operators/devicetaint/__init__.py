@@ -17,9 +17,9 @@ decision per work item, perform the API calls, and report the outcome back.
 
 On top of them, the wiring:
 
-* :mod:`.apis`: which API versions discovery finds (DeviceTaintRules in v1, v1beta2 or v1alpha3);
+* :mod:`.apis`: which API versions are served (the runtime finds the DeviceTaintRule one: v1, v1beta2
+  or v1alpha3);
 * :mod:`.controller`: the I/O layer, feeding watch events to the state and executing its decisions;
-* :mod:`.handlers`: the kopf registry (``@kopf.on.event`` only, via the core runtime);
 * :mod:`.metrics`: ``dra_operators_devicetaint_*``;
-* :mod:`.operator`: ``DEFINITION`` for ``dra-operators run devicetaint``, and ``API_CALLS``.
+* :mod:`.operator`: ``DEFINITION`` for ``dra-operators run devicetaint`` (its watches), and ``API_CALLS``.
 """

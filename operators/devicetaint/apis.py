@@ -12,10 +12,13 @@ The field names the operator reads are the same in the three versions, so one pr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from operators.core.client import KubeClient
-from operators.core.discovery import ServedResource, find_served, resources_of
+from operators.core.discovery import ServedResource, resources_of
 from operators.dra import taintrules
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Runtime
 
 GROUP = "resource.k8s.io"
 CORE_VERSION = "v1"
@@ -33,9 +36,10 @@ class ServedApis:
         return self.rules is not None and "status" in self.rules.subresources
 
 
-async def discover(client: KubeClient) -> ServedApis:
-    core = await resources_of(client, GROUP, CORE_VERSION)
-    rules = await find_served(client, GROUP, taintrules.PLURAL, taintrules.VERSIONS)
+async def discover(runtime: Runtime) -> ServedApis:
+    """The rule version is the runtime's, found for the watch that names :data:`taintrules.VERSIONS`."""
+    core = await resources_of(runtime.client, GROUP, CORE_VERSION)
+    rules = runtime.served_resource(GROUP, taintrules.PLURAL)
     return ServedApis(claims_and_slices={"resourceclaims", "resourceslices"} <= core.keys(), rules=rules)
 
 

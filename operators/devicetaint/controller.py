@@ -9,23 +9,20 @@ Evicting one pod (spec §9, with the cached pod instead of a live GET, see :mod:
 ``Marking for deletion``, the ``DisruptionTarget`` status PATCH with ``metadata.uid`` as a precondition,
 then a DELETE with a UID precondition. A pod that is already terminating only counts as evicted.
 
-The DeviceTaintRule watch is registered during discovery, before kopf starts, for the version found then,
-so the rules take part in the initial listing like every other kind. kopf cannot start a watch later on,
-so a change of the served rule API (a version appears, or the watched one goes) is followed by a clean
-stop: the Deployment restarts the process, which then discovers and watches the new version.
+The DeviceTaintRule watch names the versions it understands (:data:`.operator.DEFINITION`): the runtime
+watches the first one served at start, so the rules take part in the initial listing like every other kind,
+and stops the process for a restart when the served version changes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
-from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel
 from operators.core.workqueue import Retry
@@ -66,11 +63,8 @@ log = logging.getLogger(__name__)
 
 # Spec §2: upstream's code default (kube-controller-manager 1.37.2 actually uses 8, see the report).
 DEFAULT_WORKERS = 10
-REDISCOVERY_SECONDS = 60.0
 
 Model = TypeVar("Model", bound=KubeModel)
-WatchRules = Callable[[str], None]
-"""Registers the DeviceTaintRule watch for one version; only possible before kopf starts."""
 
 
 def _now() -> datetime:
@@ -82,53 +76,35 @@ def _pod_ref(item: PodItem) -> ObjectRef:
 
 
 class DeviceTaintController:
-    def __init__(self, runtime: Runtime, watch_rules: WatchRules) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.state = DeviceTaintState()
         core_metrics.report_cache(self.state)
-        self._watch_rules = watch_rules
         self._apis: ServedApis | None = None
-        self._background: set[asyncio.Task[Any]] = set()
 
     # --- Start -----------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        apis = await discover(self.runtime.client)
+        apis = await discover(self.runtime)
         if not apis.claims_and_slices:
             log.warning("resource.k8s.io/v1 does not serve both resourceclaims and resourceslices")
             return False
         if self._apis is None:
             self._apis = apis
-            self._start_rules(apis)
-            self._spawn(self._rediscover_rules(apis.rules.version if apis.rules else None))
+            self._report_rules(apis)
         return True
 
-    def _start_rules(self, apis: ServedApis) -> None:
+    def _report_rules(self, apis: ServedApis) -> None:
         if apis.rules is None:
             log.warning(
-                "no version of %s serves %s: DeviceTaintRules are ignored, ResourceSlice taints still "
-                "evict; discovery is repeated every %.0fs",
+                "no version of %s serves %s: DeviceTaintRules are ignored, ResourceSlice taints still evict",
                 GROUP,
                 taintrules.PLURAL,
-                REDISCOVERY_SECONDS,
             )
             return
-        self._watch_rules(apis.rules.version)
         log.info("watching DeviceTaintRules as %s", apis.rules.api_version)
         if not apis.rule_status_writable:
             log.warning("%s serves no devicetaintrules/status: rule conditions are not written", apis.rules)
-
-    async def _rediscover_rules(self, watched: str | None) -> None:
-        """Stop the process (for a restart that watches it) once another rule version is served."""
-        seen = await served_version_change(
-            self.runtime.client, GROUP, taintrules.PLURAL, taintrules.VERSIONS, watched, REDISCOVERY_SECONDS
-        )
-        log.warning(
-            "the served DeviceTaintRule version changed from %s to %s; stopping so that a restart watches it",
-            watched or "none",
-            seen or "none",
-        )
-        self.runtime.request_stop()
 
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 
@@ -178,11 +154,6 @@ class DeviceTaintController:
             self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
         for warning in effects.warnings:
             log.warning("%s", warning)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     # --- Work items ------------------------------------------------------------------------------------
 

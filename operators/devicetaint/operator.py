@@ -12,12 +12,12 @@ from typing import Any
 
 from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import OperatorDefinition, Runtime
+from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import InTreeReplacementSettings
 from operators.dra import taintrules
 from operators.dra.taintrules import GROUP
 
-from . import handlers
+from .apis import CORE_VERSION
 from .controller import DEFAULT_WORKERS, DeviceTaintController
 from .podeviction import DISRUPTION_REASON
 
@@ -42,10 +42,6 @@ API_CALLS: list[tuple[str, str, str]] = [
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
 ]
-
-
-def _make_controller(runtime: Runtime) -> DeviceTaintController:
-    return DeviceTaintController(runtime, handlers.watch_rules)
 
 
 def _disrupted_by_device_taint(pod: Mapping[str, Any]) -> bool:
@@ -87,10 +83,35 @@ IN_TREE = InTreeController(
 )
 
 DEFINITION = OperatorDefinition(
-    "devicetaint",
-    handlers.registry,
-    InTreeReplacementSettings,
-    DEFAULT_WORKERS,
-    _make_controller,
+    name="devicetaint",
+    settings_class=InTreeReplacementSettings,
+    default_workers=DEFAULT_WORKERS,
+    make_controller=DeviceTaintController,
+    # Nothing is written onto these objects by watching them: no kopf annotation or finalizer (spec §15).
+    watches=(
+        Watch("", "pods", DeviceTaintController.upsert_pod, DeviceTaintController.delete_pod, CORE_VERSION),
+        Watch(
+            GROUP,
+            "resourceclaims",
+            DeviceTaintController.upsert_claim,
+            DeviceTaintController.delete_claim,
+            CORE_VERSION,
+        ),
+        Watch(
+            GROUP,
+            "resourceslices",
+            DeviceTaintController.upsert_slice,
+            DeviceTaintController.delete_slice,
+            CORE_VERSION,
+        ),
+        # Optional: without a served version, ResourceSlice taints still evict.
+        Watch(
+            GROUP,
+            taintrules.PLURAL,
+            DeviceTaintController.upsert_rule,
+            DeviceTaintController.delete_rule,
+            versions=taintrules.VERSIONS,
+        ),
+    ),
     in_tree=IN_TREE,
 )

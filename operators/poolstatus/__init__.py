@@ -26,6 +26,6 @@ Module map (everything listed is pure: no kopf, no API calls):
 * ``settings``: the operator's options (durations in Go syntax).
 
 The impure rest, thin on purpose: ``controller`` (work items, status writes, TTL
-deletes, discovery re-checks), ``handlers`` (kopf watch registrations), ``metrics`` and
-``operator`` (the CLI entry point and the API calls the RBAC grants).
+deletes, discovery re-checks), ``metrics`` and ``operator`` (the definition with its watches, and
+the API calls the RBAC grants).
 """

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -62,9 +62,8 @@ def _ref(body: Mapping[str, Any]) -> str:
 
 
 class PoolStatusController:
-    def __init__(self, runtime: Runtime, watch_requests: Callable[[Surface], None] = lambda _: None) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._watch_requests = watch_requests
         self.settings = cast(Settings, runtime.settings)
         self.caches = Caches()
         self.modes: dict[Surface, surfaces.Mode] = {
@@ -102,9 +101,8 @@ class PoolStatusController:
             log.error("required API surface not served: %s; exiting", names)
             self.runtime.request_stop(surfaces.EXIT_REQUIRED_SURFACE_MISSING)
             return False
+        # The runtime watches the requests of these surfaces only (Watch.when, see .operator).
         self.served = decision.served
-        for surface in self.served:
-            self._watch_requests(surface)
         mode = self.settings.device_taint_rules
         self.rules_in_use = mode == "on" or (mode == "auto" and self.rules_served)
         if not self.served:

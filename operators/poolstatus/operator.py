@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import OperatorDefinition
+from operators.core.runtime import OperatorDefinition, Watch
 
-from . import handlers
-from .controller import PoolStatusController
-from .handlers import registry
+from .controller import RESOURCE_GROUP, PoolStatusController
 from .settings import Settings
-from .surfaces import BUILTIN, PLURAL
+from .surfaces import BUILTIN, PLURAL, PROJECT, Surface
 
 IN_TREE = InTreeController(
     "resourcepoolstatusrequest-controller",
@@ -30,13 +28,50 @@ IN_TREE = InTreeController(
     alternative="or leave the built-in API to it: --builtin-api=off (the project CRD stays served)",
 )
 
+
+def _requests(surface: Surface) -> Watch[PoolStatusController]:
+    """The requests of one surface, watched only when the operator serves it (an unserved
+    built-in API is left to kube-controller-manager, and not watched)."""
+    return Watch(
+        surface.group,
+        PLURAL,
+        lambda controller, body: controller.upsert_request(surface, body),
+        lambda controller, body: controller.delete_request(surface, body),
+        surface.version,
+        when=lambda controller: surface in controller.served,
+    )
+
+
 DEFINITION = OperatorDefinition(
     name="poolstatus",
-    registry=registry,
     settings_class=Settings,
     # One worker, as upstream: an evaluation is CPU-bound and runs on the event loop anyway.
     default_workers=1,
-    make_controller=lambda runtime: PoolStatusController(runtime, handlers.watch_requests),
+    make_controller=PoolStatusController,
+    # Nothing is written onto these objects by watching them: requests never get kopf
+    # annotations, finalizers or progress records (spec section 4.4).
+    watches=(
+        Watch(
+            RESOURCE_GROUP,
+            "resourceslices",
+            PoolStatusController.upsert_slice,
+            PoolStatusController.delete_slice,
+        ),
+        Watch(
+            RESOURCE_GROUP,
+            "resourceclaims",
+            PoolStatusController.upsert_claim,
+            PoolStatusController.delete_claim,
+        ),
+        Watch(
+            RESOURCE_GROUP,
+            "devicetaintrules",
+            PoolStatusController.upsert_rule,
+            PoolStatusController.delete_rule,
+        ),
+        _requests(BUILTIN),
+        _requests(PROJECT),
+    ),
     in_tree=IN_TREE,
 )
 

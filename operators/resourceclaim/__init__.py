@@ -4,8 +4,7 @@ It creates ResourceClaims from the ResourceClaimTemplates that pods reference, r
 allocated claims for pods that bypass the scheduler, and releases, deallocates and deletes
 claims whose consumers are gone (spec: ``resourceclaim.md``).
 
-Layout, from the bottom up; only ``controller`` talks to the API and only ``handlers``
-imports kopf:
+Layout, from the bottom up; only ``controller`` talks to the API:
 
 - ``constants``: names, annotations, limits shared by every module.
 - ``models``: typed projections of Pods, ResourceClaims and ResourceClaimTemplates.
@@ -20,7 +19,7 @@ imports kopf:
 - ``metrics``: the create counter and the scrape-time claims gauge.
 - ``controller``: the I/O layer; parses watch events into the cache and executes the
   planners' actions with the API client.
-- ``handlers``: the kopf registry (``runtime.watch`` for the three kinds, nothing else).
-- ``operator``: ``DEFINITION`` for ``dra-operators run resourceclaim`` and ``API_CALLS``,
+- ``operator``: ``DEFINITION`` for ``dra-operators run resourceclaim`` (its three watches)
+  and ``API_CALLS``,
   which ``manifests/resourceclaim/rbac.yaml`` grants exactly.
 """

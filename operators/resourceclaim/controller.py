@@ -123,21 +123,39 @@ class ResourceClaimController:
 
     # -- watch side ---------------------------------------------------------------------------
 
-    def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def upsert_pod(self, body: Mapping[str, Any]) -> None:
+        self._observe_pod(None, body)
+
+    def delete_pod(self, body: Mapping[str, Any]) -> None:
+        self._observe_pod(DELETED, body)
+
+    def _observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         if not pod_event_matters(body, self.cache.pod):
             return
         pod = self._parse(Pod.model_validate, "Pod", body)
         if pod is not None:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))
 
-    def observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
+        self._observe_claim(None, body)
+
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
+        self._observe_claim(DELETED, body)
+
+    def _observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         claim = self._known_claim(body) if event_type != DELETED else None
         if claim is None:
             claim = self._parse(ResourceClaim.from_body, "ResourceClaim", body)
         if claim is not None:
             self._enqueue(self.cache.apply_claim_event(event_type, claim))
 
-    def observe_template(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def upsert_template(self, body: Mapping[str, Any]) -> None:
+        self._observe_template(None, body)
+
+    def delete_template(self, body: Mapping[str, Any]) -> None:
+        self._observe_template(DELETED, body)
+
+    def _observe_template(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         template = self._parse(ResourceClaimTemplate.model_validate, "ResourceClaimTemplate", body)
         if template is not None:
             self._enqueue(self.cache.apply_template_event(event_type, template))

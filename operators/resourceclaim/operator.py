@@ -11,12 +11,11 @@ from typing import Final
 
 from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import OperatorDefinition
+from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import InTreeReplacementSettings
 
 from .constants import OPERATOR_NAME
-from .controller import ResourceClaimController
-from .handlers import registry
+from .controller import RESOURCE_GROUP, ResourceClaimController
 
 DEFAULT_WORKERS: Final = 50
 """As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
@@ -83,9 +82,24 @@ IN_TREE: Final = InTreeController(
 
 DEFINITION = OperatorDefinition(
     name=OPERATOR_NAME,
-    registry=registry,
     settings_class=InTreeReplacementSettings,
     default_workers=DEFAULT_WORKERS,
     make_controller=ResourceClaimController,
+    # Nothing is written onto these objects by watching them: no kopf annotation or finalizer.
+    watches=(
+        Watch("", "pods", ResourceClaimController.upsert_pod, ResourceClaimController.delete_pod),
+        Watch(
+            RESOURCE_GROUP,
+            "resourceclaims",
+            ResourceClaimController.upsert_claim,
+            ResourceClaimController.delete_claim,
+        ),
+        Watch(
+            RESOURCE_GROUP,
+            "resourceclaimtemplates",
+            ResourceClaimController.upsert_template,
+            ResourceClaimController.delete_template,
+        ),
+    ),
     in_tree=IN_TREE,
 )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
-from operators.core.discovery import ServedResource, find_served, resources_of, served_version_change
+from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
 from operators.dra import taintrules
 
@@ -43,14 +43,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 4
 CORE_VERSION = "v1"
-REDISCOVERY_SECONDS = 60.0
 SLICE_DEBOUNCE_SECONDS = 0.2
 RULE_DEBOUNCE_SECONDS = 0.5
 WRITE_CONCURRENCY = 32
 EVENT_INVALID = "InvalidSelector"
-
-WatchRules = Callable[[str], None]
-"""Registers the DeviceTaintRule watch for one version; only possible before kopf starts."""
 
 
 def _selector_ref(selector: TaintSelector) -> ObjectRef:
@@ -58,14 +54,12 @@ def _selector_ref(selector: TaintSelector) -> ObjectRef:
 
 
 class TaintSelectorController:
-    def __init__(self, runtime: Runtime, watch_rules: WatchRules) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.cache = Cache()
         self.rules_api: ServedResource | None = None
         self.selected: dict[str, int] = {}
-        self._watch_rules = watch_rules
         self._prepared = False
-        self._background: set[asyncio.Task[Any]] = set()
         metrics.observe(self)
 
     # --- Start -----------------------------------------------------------------------------------------
@@ -79,35 +73,14 @@ class TaintSelectorController:
             return False
         if not self._prepared:
             self._prepared = True
-            self.rules_api = await find_served(
-                client, taintrules.GROUP, taintrules.PLURAL, taintrules.VERSIONS
-            )
+            # The version the runtime watches (the rule watch names taintrules.VERSIONS); a change
+            # of it restarts the process, so the rules are written as the version read.
+            self.rules_api = self.runtime.served_resource(taintrules.GROUP, taintrules.PLURAL)
             if self.rules_api is None:
                 log.warning("no DeviceTaintRule API is served: selectors are evaluated but taint nothing")
             else:
-                self._watch_rules(self.rules_api.version)
                 log.info("writing DeviceTaintRules as %s", self.rules_api.api_version)
-            self._spawn(self._rediscover())
         return True
-
-    async def _rediscover(self) -> None:
-        """Stop for a restart once a different DeviceTaintRule version is served."""
-        watched = self.rules_api.version if self.rules_api else None
-        seen = await served_version_change(
-            self.runtime.client,
-            taintrules.GROUP,
-            taintrules.PLURAL,
-            taintrules.VERSIONS,
-            watched,
-            REDISCOVERY_SECONDS,
-        )
-        log.warning("the served DeviceTaintRule version is now %s; stopping for a restart", seen)
-        self.runtime.request_stop()
-
-    def _spawn(self, coroutine: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 

@@ -9,11 +9,12 @@ patched and deleted, never read one by one (the watch cache serves), and selecto
 from __future__ import annotations
 
 from operators.core import metricsauth
-from operators.core.runtime import OperatorDefinition, Runtime
+from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import OperatorSettings
+from operators.dra import taintrules
 
-from . import handlers
-from .controller import DEFAULT_WORKERS, TaintSelectorController
+from .controller import CORE_VERSION, DEFAULT_WORKERS, TaintSelectorController
+from .models import GROUP, PLURAL, VERSION
 
 API_CALLS: list[tuple[str, str, str]] = [
     ("dra-operators.io", "devicetaintselectors", "list"),
@@ -39,10 +40,41 @@ API_CALLS: list[tuple[str, str, str]] = [
 ]
 
 
-def _make_controller(runtime: Runtime) -> TaintSelectorController:
-    return TaintSelectorController(runtime, handlers.watch_rules)
-
-
 DEFINITION = OperatorDefinition(
-    "taintselector", handlers.registry, OperatorSettings, DEFAULT_WORKERS, _make_controller
+    name="taintselector",
+    settings_class=OperatorSettings,
+    default_workers=DEFAULT_WORKERS,
+    make_controller=TaintSelectorController,
+    # Our own selectors by kopf, the rest by the runtime's informer; none of them gets a kopf
+    # annotation or finalizer (the selectors' status is written by the controller).
+    watches=(
+        Watch(
+            GROUP,
+            PLURAL,
+            TaintSelectorController.upsert_selector,
+            TaintSelectorController.delete_selector,
+            VERSION,
+        ),
+        Watch(
+            taintrules.GROUP,
+            "resourceslices",
+            TaintSelectorController.upsert_slice,
+            TaintSelectorController.delete_slice,
+            CORE_VERSION,
+        ),
+        Watch(
+            taintrules.GROUP,
+            "deviceclasses",
+            TaintSelectorController.upsert_class,
+            TaintSelectorController.delete_class,
+            CORE_VERSION,
+        ),
+        Watch(
+            taintrules.GROUP,
+            taintrules.PLURAL,
+            TaintSelectorController.upsert_rule,
+            TaintSelectorController.delete_rule,
+            versions=taintrules.VERSIONS,
+        ),
+    ),
 )

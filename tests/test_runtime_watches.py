@@ -1,0 +1,141 @@
+"""Declared watches: which kinds the runtime watches and at which version, how it follows a
+served version that changes, and the background tasks it owns."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pytest
+
+from operators.core import runtime
+from operators.core.client import ApiError, KubeClient
+from operators.core.events import EventRecorder
+from operators.core.health import Health
+from operators.core.settings import OperatorSettings
+from operators.core.workqueue import WorkQueue
+
+GROUP = "example.io"
+
+
+def discovery(version: str, plurals: list[str]) -> dict[str, Any]:
+    return {
+        "groupVersion": f"{GROUP}/{version}",
+        "resources": [{"name": p, "kind": p.title()} for p in plurals],
+    }
+
+
+class DiscoveryClient:
+    def __init__(self, served: dict[str, list[str]]) -> None:
+        self.served = served
+        self.asked = 0
+        self.asked_often = asyncio.Event()
+
+    async def get(self, path: str, **params: str) -> Any:
+        self.asked += 1
+        if self.asked > 10:
+            self.asked_often.set()
+        version = path.rsplit("/", 1)[-1]
+        if path.startswith(f"/apis/{GROUP}/") and version in self.served:
+            return discovery(version, self.served[version])
+        raise ApiError(404, "NotFound", path)
+
+
+class Widgets:
+    def __init__(self, serve_gadgets: bool) -> None:
+        self.serve_gadgets = serve_gadgets
+        self.seen: list[str] = []
+
+    def upsert(self, body: Mapping[str, Any]) -> None:
+        self.seen.append(str(body["metadata"]["name"]))
+
+    def delete(self, body: Mapping[str, Any]) -> None:
+        self.seen.remove(str(body["metadata"]["name"]))
+
+
+WATCHES: tuple[runtime.Watch[Widgets], ...] = (
+    runtime.Watch(GROUP, "widgets", Widgets.upsert, Widgets.delete, versions=("v2", "v1")),
+    runtime.Watch(GROUP, "gadgets", Widgets.upsert, Widgets.delete, when=lambda c: c.serve_gadgets),
+    runtime.Watch("", "pods", Widgets.upsert, Widgets.delete),
+)
+
+
+def make_runtime(client: DiscoveryClient, controller: Widgets) -> runtime.Runtime:
+    kube = cast(KubeClient, client)
+    made = runtime.Runtime(
+        name="watches",
+        settings=OperatorSettings(),
+        client=kube,
+        reader=kube,
+        events=EventRecorder(kube, "watches"),
+        health=Health(),
+        queue=WorkQueue("watches-unit"),
+    )
+    made.controller = controller
+    return made
+
+
+async def test_each_declared_kind_is_watched_at_its_version() -> None:
+    made = make_runtime(DiscoveryClient({"v1": ["widgets"], "v2": ["widgets"]}), Widgets(serve_gadgets=True))
+    await made.discover(WATCHES)
+    kinds = runtime.watched_kinds(WATCHES, made)
+    assert [(k.group, k.version, k.plural) for k in kinds] == [
+        (GROUP, "v2", "widgets"),
+        (GROUP, "v1", "gadgets"),
+        ("", "v1", "pods"),
+    ], "the first served of the preferred versions, in declaration order"
+    assert [k.path for k in kinds] == [
+        f"/apis/{GROUP}/v2/widgets",
+        f"/apis/{GROUP}/v1/gadgets",
+        "/api/v1/pods",
+    ]
+    kinds[0].apply(made, {"metadata": {"name": "w"}})
+    assert made.controller.seen == ["w"]
+
+
+async def test_a_kind_not_served_or_not_wanted_is_not_watched(caplog: pytest.LogCaptureFixture) -> None:
+    made = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
+    await made.discover(WATCHES)
+    assert made.served_resource(GROUP, "widgets") is None
+    assert [k.plural for k in runtime.watched_kinds(WATCHES, made)] == ["pods"]
+    assert "no version of example.io serves widgets (asked for v2, v1): not watched" in caplog.text
+
+
+async def test_a_bad_object_is_logged_and_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    made = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
+    (pods,) = runtime.watched_kinds(WATCHES, made)
+    pods.apply(made, {"metadata": {"namespace": "ns", "name": "p"}}, deleted=True)  # never seen: raises
+    assert "could not process the deletion of pods ns/p" in caplog.text
+
+
+async def test_a_newly_served_version_stops_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "REDISCOVERY_SECONDS", 0.0)
+    client = DiscoveryClient({"v1": ["widgets"]})
+    made = make_runtime(client, Widgets(serve_gadgets=False))
+    await made.discover(WATCHES)
+    follow = asyncio.ensure_future(runtime.follow_served_version(made, WATCHES[0]))
+    await asyncio.wait_for(client.asked_often.wait(), 5)
+    assert not follow.done(), "an unchanged version is followed for ever"
+    client.served["v2"] = ["widgets"]
+    await asyncio.wait_for(follow, 5)
+    assert made._stop.is_set()
+    assert made.exit_code == 0
+
+
+async def test_background_tasks_are_kept_logged_and_cancelled(caplog: pytest.LogCaptureFixture) -> None:
+    made = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    failing = made.spawn(fail(), "failing")
+    endless = made.spawn(asyncio.Event().wait(), "endless")
+    await asyncio.wait([failing])
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.ERROR):
+        assert "background task failing failed" in caplog.text
+    await made.stop_background()
+    assert endless.cancelled()
+    assert not made._background
