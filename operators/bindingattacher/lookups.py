@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from operators.core.client import ApiError, KubeClient
 
-from .models import ConsumerReference, Node, Pod, ResourceSlice, SliceDevice
+from .models import ActionDevice, ConsumerReference, Node, Pod, ResourceSlice
 from .requests import published_device
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class Lookups:
         self._nodes.put(name, node)
         return node
 
-    async def device(self, driver: str, pool: str, device: str) -> SliceDevice | None:
+    async def device(self, driver: str, pool: str, device: str) -> ActionDevice | None:
         """The device as currently published, or None (no longer published, or the read failed)."""
         cached = self._slices.get(driver)
         if cached is not None:

@@ -16,9 +16,9 @@ from pydantic import ValidationError, field_validator
 
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
-from operators.dra import taintrules
+from operators.dra import slices, taintrules
 from operators.dra.taintrules import EVICTION_IN_PROGRESS
-from operators.dra.taints import DeviceTaint, DeviceToleration
+from operators.dra.taints import DeviceToleration
 
 DISRUPTION_TARGET = "DisruptionTarget"
 
@@ -142,28 +142,10 @@ class ResourceClaim(KubeModel):
         return {consumer.name for consumer in self.status.reserved_for if consumer.is_pod}
 
 
-# --- ResourceSlice -----------------------------------------------------------------------------------
+# --- ResourceSlice ---------------------------------------------------------------------------------
 
-
-class SliceDevice(KubeModel):
-    name: str
-    taints: Annotated[tuple[DeviceTaint, ...], NoneAsEmpty] = ()
-
-
-class SlicePool(KubeModel):
-    name: str
-    generation: int = 0
-
-
-class SliceSpec(KubeModel):
-    driver: str
-    pool: SlicePool
-    devices: Annotated[tuple[SliceDevice, ...], NoneAsEmpty] = ()
-
-
-class ResourceSlice(KubeModel):
-    metadata: LeanMeta
-    spec: SliceSpec
+# A device's name and taints are all the eviction reads.
+ResourceSlice = slices.ResourceSlice[slices.SliceDevice]
 
 
 # --- DeviceTaintRule ---------------------------------------------------------------------------------
