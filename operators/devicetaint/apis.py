@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource, find_served, resources_of
 from operators.dra import taintrules
+from operators.dra.api import GROUP as GROUP
 
-GROUP = "resource.k8s.io"
 CORE_VERSION = "v1"
 
 

@@ -27,7 +27,7 @@ from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import served_version_change
 from operators.core.events import NORMAL, ObjectRef
-from operators.core.models import KubeModel
+from operators.core.models import KubeModel, parse_or_skip
 from operators.core.workqueue import Retry
 from operators.dra import taintrules
 from operators.dra.pods import pod_event_matters
@@ -43,10 +43,7 @@ from .models import (
     ResourceClaim,
     ResourceSlice,
     RuleItem,
-    UnparsableObject,
     WorkItem,
-    describe,
-    parse,
 )
 from .podeviction import (
     EVENT_CANCELLING_DELETION,
@@ -161,10 +158,8 @@ class DeviceTaintController:
     def _apply(
         self, model: type[Model], body: Mapping[str, Any], apply: Callable[[Model, datetime], Effects]
     ) -> None:
-        try:
-            obj = parse(model, dict(body))
-        except UnparsableObject as err:
-            log.warning("skipped: %s", err, extra={"object": describe(body)})
+        obj = parse_or_skip(model, dict(body), log)
+        if obj is None:
             return
         self._route(apply(obj, _now()))
 

@@ -8,11 +8,10 @@ The DeviceTaintRule is the shared projection of :mod:`operators.dra.taintrules`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
-from pydantic import ValidationError, field_validator
+from pydantic import field_validator
 
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
@@ -189,27 +188,3 @@ class RuleItem:
 
 
 WorkItem = PodItem | RuleItem
-
-
-# --- Parsing -----------------------------------------------------------------------------------------
-
-Model = TypeVar("Model", bound=KubeModel)
-
-
-class UnparsableObject(ValueError):
-    """A watched object that does not fit its projection; the watch handler logs and skips it."""
-
-
-def parse(model: type[Model], body: Mapping[str, Any]) -> Model:
-    try:
-        return model.model_validate(body)
-    except ValidationError as error:
-        raise UnparsableObject(f"{describe(body)}: {error.error_count()} invalid field(s): {error}") from None
-
-
-def describe(body: Mapping[str, Any]) -> str:
-    """``Kind namespace/name`` for logs, from whatever the body still provides."""
-    metadata = body.get("metadata")
-    meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
-    name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-    return f"{body.get('kind', 'object')} {name}"
