@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from operators.core.conditions import format_time
-from operators.devicetaint.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, parse
+from operators.core.models import parse
+from operators.devicetaint.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
 from operators.devicetaint.state import DeviceTaintState, Effects
 
 T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from bindingattacher_builders import CLAIM_UID, FABRIC, attach_request, claim, r
 from operators.bindingattacher.actions import document
 from operators.bindingattacher.actions.base import AttachResult, Operation, Outcome, PermanentActionError
 from operators.bindingattacher.actions.calls import invoke
-from operators.bindingattacher.models import DetachReason, DeviceAttachmentStatus, Node, Phase, SliceDevice
+from operators.bindingattacher.models import ActionDevice, DetachReason, DeviceAttachmentStatus, Node, Phase
 from operators.bindingattacher.requests import build_request, published_device
 
 
@@ -52,7 +52,7 @@ def test_detach_request_carries_previous_data_and_reason() -> None:
             "status": {"nodeInfo": {"systemUUID": "uuid-a"}},
         }
     )
-    device = SliceDevice(name="f0", binds_to_node=True, attributes={"model": {"string": "x"}})
+    device = ActionDevice(name="f0", binds_to_node=True, attributes={"model": {"string": "x"}})
     request = build_request(
         Operation.DETACH, record(status=status), timeout_seconds=60, node=node, device=device
     )

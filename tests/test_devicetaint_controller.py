@@ -357,5 +357,5 @@ async def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) 
     await start(controller)
     controller.upsert_pod({"kind": "Pod", "metadata": {"namespace": "ns1"}, "spec": {"nodeName": 7}})
     controller.upsert_slice({"kind": "ResourceSlice", "metadata": {"name": "broken"}, "spec": {}})
-    assert "skipped" in caplog.text
+    assert "skipping ResourceSlice broken that cannot be parsed" in caplog.text
     assert client.calls == []

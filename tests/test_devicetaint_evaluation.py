@@ -15,6 +15,7 @@ from devicetaint_builders import (
     tolerating,
 )
 
+from operators.core.models import parse
 from operators.devicetaint.evaluation import (
     ClaimEntry,
     PodEviction,
@@ -29,7 +30,7 @@ from operators.devicetaint.evaluation import (
     published_devices,
     referenced_claims,
 )
-from operators.devicetaint.models import Pod, ResourceClaim, ResourceSlice, parse
+from operators.devicetaint.models import Pod, ResourceClaim, ResourceSlice
 from operators.devicetaint.pools import PoolIndex
 from operators.dra.taints import Eviction
 

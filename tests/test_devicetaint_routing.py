@@ -18,7 +18,8 @@ from devicetaint_builders import (
     tolerating,
 )
 
-from operators.devicetaint.models import Pod, PodItem, ResourceClaim, RuleItem, UnparsableObject, parse
+from operators.core.models import UnparsableObject, parse
+from operators.devicetaint.models import Pod, PodItem, ResourceClaim, RuleItem
 from operators.devicetaint.state import DeviceTaintState
 
 P1 = PodItem("ns1", "p1", "U1")

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from operators.taintselector.cache import Cache, Unparsable
+from operators.core.models import UnparsableObject
+from operators.taintselector.cache import Cache
 from operators.taintselector.models import DeviceId
 from operators.taintselector.rules import rule_name
 
@@ -91,10 +92,10 @@ def test_rules_of_lists_owned_rules_and_namesakes(cache: Cache) -> None:
 
 def test_unparsable_objects_are_dropped_and_reported(cache: Cache) -> None:
     cache.upsert_slice(_slice("s1"))
-    with pytest.raises(Unparsable, match="spec"):
+    with pytest.raises(UnparsableObject, match="spec"):
         cache.upsert_slice({"metadata": {"name": "s1"}, "spec": {"pool": {}}})
     assert "s1" not in cache.slices
-    with pytest.raises(Unparsable):
+    with pytest.raises(UnparsableObject):
         cache.upsert_selector({"metadata": {"name": "a"}, "spec": {"taint": "nope"}})
     assert "a" not in cache.selectors
     assert cache.delete_selector({"metadata": {"name": "b"}}) == []

@@ -20,10 +20,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from operators.core.discovery import find_served
 from operators.core.events import WARNING
+from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
 
 from . import metrics
@@ -137,11 +136,9 @@ class BindingAttacherController:
     # -- watch side ----------------------------------------------------------------------------------
 
     def observe_claim(self, body: Mapping[str, Any]) -> None:
-        try:
-            claim = project_claim(body, self.settings.enable_test_actions)
-        except ValidationError as err:
-            ref = _reference("resourceclaim", body)
-            log.warning("skipping %s that cannot be read: %s", ref, err, extra={"object": ref})
+        keep_test_annotations = self.settings.enable_test_actions
+        claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
+        if claim is None:
             return
         if not self.cache.put(claim):
             return
@@ -193,12 +190,7 @@ class BindingAttacherController:
         namespace = (body.get("metadata") or {}).get("namespace")
         if namespace != self.settings.namespace:
             return None  # only the operator namespace holds our ledger
-        try:
-            return DeviceAttachment.model_validate(body)
-        except ValidationError as err:
-            ref = _reference("deviceattachment", body)
-            log.warning("skipping %s that cannot be read: %s", ref, err, extra={"object": ref})
-            return None
+        return parse_or_skip(DeviceAttachment, body, log)
 
     def _wake_waiters(self, record: DeviceAttachment) -> None:
         """Records waiting for this device (spec §13.3) are re-checked at once."""
@@ -296,9 +288,3 @@ class BindingAttacherController:
                 for key, count in state.action.calls.items():
                     totals[key] = totals.get(key, 0) + count
         return [(op, outcome, n) for (op, outcome), n in totals.items()]
-
-
-def _reference(kind: str, body: Mapping[str, Any]) -> str:
-    meta = body.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{kind} {namespace + '/' if namespace else ''}{meta.get('name')}"

@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import ValidationError
-
 from operators.core.client import ApiError, KubeClient
+from operators.core.models import parse_or_skip
 
-from .models import ConsumerReference, Node, Pod, ResourceSlice, SliceDevice
+from .models import ActionDevice, ConsumerReference, Node, Pod, ResourceSlice
 from .requests import published_device
 
 log = logging.getLogger(__name__)
@@ -101,7 +100,7 @@ class Lookups:
         self._nodes.put(name, node)
         return node
 
-    async def device(self, driver: str, pool: str, device: str) -> SliceDevice | None:
+    async def device(self, driver: str, pool: str, device: str) -> ActionDevice | None:
         """The device as currently published, or None (no longer published, or the read failed)."""
         cached = self._slices.get(driver)
         if cached is not None:
@@ -132,9 +131,4 @@ M = TypeVar("M", Pod, Node, ResourceSlice)
 def _parse(model: type[M], body: Any) -> M | None:
     if body is None:
         return None
-    try:
-        return model.model_validate(body)
-    except ValidationError as err:
-        meta = body.get("metadata", {}) if isinstance(body, dict) else {}
-        log.warning("ignoring unreadable %s %s: %s", model.__name__, meta.get("name"), err)
-        return None
+    return parse_or_skip(model, body, log)

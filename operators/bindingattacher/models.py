@@ -19,6 +19,7 @@ from pydantic import Field, PlainSerializer
 
 from operators.core.conditions import Condition, format_time
 from operators.core.models import KubeModel, ObjectMeta
+from operators.dra import slices
 
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
 
@@ -133,28 +134,19 @@ class Node(KubeModel):
 # --- ResourceSlice (device info for actions, spec §6 last paragraph) -----------------------------
 
 
-class SliceDevice(KubeModel):
-    name: str
+class ActionDevice(slices.SliceDevice):
+    """A device as an action is told about it: attributes and capacity stay raw."""
+
     binds_to_node: bool | None = None
     attributes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     capacity: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-class ResourcePool(KubeModel):
-    name: str
-    generation: int = 0
-    resource_slice_count: int = 1
-
-
-class ResourceSliceSpec(KubeModel):
-    driver: str
-    pool: ResourcePool
+class ResourceSliceSpec(slices.ResourceSliceSpec[ActionDevice]):
     node_name: str | None = None
-    devices: tuple[SliceDevice, ...] = ()
 
 
-class ResourceSlice(KubeModel):
-    metadata: ObjectMeta
+class ResourceSlice(slices.ResourceSlice[ActionDevice]):
     spec: ResourceSliceSpec
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
 from operators.core.namespace import Problem
+from operators.dra.api import GROUP
 from operators.dra.durations import format_seconds, parse_go_duration
 
 from . import deadlines
@@ -289,7 +290,7 @@ def access_review(driver: str) -> dict[str, Any]:
         "kind": "SelfSubjectAccessReview",
         "spec": {
             "resourceAttributes": {
-                "group": "resource.k8s.io",
+                "group": GROUP,
                 "resource": "resourceclaims",
                 "subresource": "driver",
                 "name": driver,

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from operators.dra.pools import visible_devices
+
 from .actions.base import AttachRequest, ClaimRef, DeviceInfo, NodeInfo, Operation, PodRef, PolicyRef
 from .identity import record_key
-from .models import DeviceAttachment, Node, ResourceClaim, ResourceSlice, SliceDevice
+from .models import ActionDevice, DeviceAttachment, Node, ResourceClaim, ResourceSlice
 from .selection import pod_consumers
 
 TEST_ANNOTATION_PREFIX = "test.dra-operators.io/"
@@ -22,18 +24,9 @@ TEST_ANNOTATION_PREFIX = "test.dra-operators.io/"
 
 def published_device(
     slices: Iterable[ResourceSlice], driver: str, pool: str, device: str
-) -> SliceDevice | None:
-    candidates = [s for s in slices if s.spec.driver == driver and s.spec.pool.name == pool]
-    if not candidates:
-        return None
-    newest = max(s.spec.pool.generation for s in candidates)
-    for slice_ in candidates:
-        if slice_.spec.pool.generation != newest:
-            continue
-        for published in slice_.spec.devices:
-            if published.name == device:
-                return published
-    return None
+) -> ActionDevice | None:
+    found = visible_devices(slices).get(((driver, pool), device))
+    return found[1] if found is not None else None
 
 
 def node_info(record: DeviceAttachment, node: Node | None) -> NodeInfo | None:
@@ -64,7 +57,7 @@ def build_request(
     timeout_seconds: float,
     claim: ResourceClaim | None = None,
     node: Node | None = None,
-    device: SliceDevice | None = None,
+    device: ActionDevice | None = None,
     policy_generation: int | None = None,
     with_test_annotations: bool = False,
 ) -> AttachRequest:

@@ -6,9 +6,11 @@ API's camelCase, and Python code uses snake_case.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import logging
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -74,3 +76,63 @@ class LeanMeta(KubeModel):
 
 
 ObjectMeta.model_rebuild()
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class UnparsableObject(ValueError):
+    """A watched object that does not fit its projection; the watch callback logs and skips it."""
+
+    def __init__(self, reference: str, problem: str) -> None:
+        super().__init__(f"{reference}: {problem}")
+        self.reference = reference
+        self.problem = problem
+
+
+def reference(body: Mapping[str, Any], kind: str = "") -> str:
+    """``Kind namespace/name`` for logs, from whatever the body still provides."""
+    kind = str(body.get("kind") or kind or "object")
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return f"{kind} (no metadata)"
+    name = str(metadata.get("name"))
+    return f"{kind} {metadata['namespace']}/{name}" if metadata.get("namespace") else f"{kind} {name}"
+
+
+def parse(
+    model: type[Model], body: Mapping[str, Any], reader: Callable[[Mapping[str, Any]], Model] | None = None
+) -> Model:
+    """``model`` parsed from ``body``, by ``reader`` when the model has its own parsing function (one
+    that keeps more than fields); raises :class:`UnparsableObject`."""
+    try:
+        return (reader or model.model_validate)(body)
+    except ValidationError as error:
+        # A parametrised generic model is named ``ResourceSlice[Device]``; the kind is the part before.
+        kind = model.__name__.partition("[")[0]
+        problem = f"{error.error_count()} invalid field(s): {error}"
+        raise UnparsableObject(reference(body, kind), problem) from None
+
+
+def parse_or_skip(
+    model: type[Model],
+    body: Mapping[str, Any],
+    log: logging.Logger,
+    reader: Callable[[Mapping[str, Any]], Model] | None = None,
+) -> Model | None:
+    """The projection of a watched object, or None after one warning naming it: a watch callback
+    must not fail on an object admission let through in a shape the operator cannot read."""
+    try:
+        return parse(model, body, reader)
+    except UnparsableObject as error:
+        log_skipped(log, error)
+        return None
+
+
+def log_skipped(log: logging.Logger, error: UnparsableObject) -> None:
+    log.warning(
+        "skipping %s that cannot be parsed: %s",
+        error.reference,
+        error.problem,
+        extra={"object": error.reference},
+    )

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from operators.core.discovery import ServedResource, resources_of
 from operators.dra import taintrules
+from operators.dra.api import GROUP
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
 
-GROUP = "resource.k8s.io"
 CORE_VERSION = "v1"
 
 

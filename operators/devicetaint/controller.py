@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.events import NORMAL, ObjectRef
-from operators.core.models import KubeModel
+from operators.core.models import KubeModel, parse_or_skip
 from operators.core.workqueue import Retry
 from operators.dra import taintrules
+from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
-from .apis import GROUP, ServedApis, discover
+from .apis import ServedApis, discover
 from .evaluation import describe_reasons
 from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
 from .models import (
@@ -40,10 +41,7 @@ from .models import (
     ResourceClaim,
     ResourceSlice,
     RuleItem,
-    UnparsableObject,
     WorkItem,
-    describe,
-    parse,
 )
 from .podeviction import (
     EVENT_CANCELLING_DELETION,
@@ -137,10 +135,8 @@ class DeviceTaintController:
     def _apply(
         self, model: type[Model], body: Mapping[str, Any], apply: Callable[[Model, datetime], Effects]
     ) -> None:
-        try:
-            obj = parse(model, dict(body))
-        except UnparsableObject as err:
-            log.warning("skipped: %s", err, extra={"object": describe(body)})
+        obj = parse_or_skip(model, dict(body), log)
+        if obj is None:
             return
         self._route(apply(obj, _now()))
 

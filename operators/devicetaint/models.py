@@ -8,17 +8,16 @@ The DeviceTaintRule is the shared projection of :mod:`operators.dra.taintrules`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
-from pydantic import ValidationError, field_validator
+from pydantic import field_validator
 
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
-from operators.dra import taintrules
+from operators.dra import slices, taintrules
 from operators.dra.taintrules import EVICTION_IN_PROGRESS
-from operators.dra.taints import DeviceTaint, DeviceToleration
+from operators.dra.taints import DeviceToleration
 
 DISRUPTION_TARGET = "DisruptionTarget"
 
@@ -142,28 +141,10 @@ class ResourceClaim(KubeModel):
         return {consumer.name for consumer in self.status.reserved_for if consumer.is_pod}
 
 
-# --- ResourceSlice -----------------------------------------------------------------------------------
+# --- ResourceSlice ---------------------------------------------------------------------------------
 
-
-class SliceDevice(KubeModel):
-    name: str
-    taints: Annotated[tuple[DeviceTaint, ...], NoneAsEmpty] = ()
-
-
-class SlicePool(KubeModel):
-    name: str
-    generation: int = 0
-
-
-class SliceSpec(KubeModel):
-    driver: str
-    pool: SlicePool
-    devices: Annotated[tuple[SliceDevice, ...], NoneAsEmpty] = ()
-
-
-class ResourceSlice(KubeModel):
-    metadata: LeanMeta
-    spec: SliceSpec
+# A device's name and taints are all the eviction reads.
+ResourceSlice = slices.ResourceSlice[slices.SliceDevice]
 
 
 # --- DeviceTaintRule ---------------------------------------------------------------------------------
@@ -207,27 +188,3 @@ class RuleItem:
 
 
 WorkItem = PodItem | RuleItem
-
-
-# --- Parsing -----------------------------------------------------------------------------------------
-
-Model = TypeVar("Model", bound=KubeModel)
-
-
-class UnparsableObject(ValueError):
-    """A watched object that does not fit its projection; the watch handler logs and skips it."""
-
-
-def parse(model: type[Model], body: Mapping[str, Any]) -> Model:
-    try:
-        return model.model_validate(body)
-    except ValidationError as error:
-        raise UnparsableObject(f"{describe(body)}: {error.error_count()} invalid field(s): {error}") from None
-
-
-def describe(body: Mapping[str, Any]) -> str:
-    """``Kind namespace/name`` for logs, from whatever the body still provides."""
-    metadata = body.get("metadata")
-    meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
-    name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-    return f"{body.get('kind', 'object')} {name}"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from operators.dra import pools
+from operators.dra.pools import PoolId, pool_of
+from operators.dra.slices import SliceDevice
 from operators.dra.taints import EFFECT_NO_EXECUTE, DeviceTaint
 
-from .models import ResourceSlice, SliceDevice
-
-PoolId = tuple[str, str]
-"""(driver, pool name)"""
+from .models import ResourceSlice
 
 
 class Pool:
@@ -36,17 +36,8 @@ class Pool:
         del self.slices[slice_name]
         self._visible = None
 
-    @property
-    def generation(self) -> int | None:
-        return max((s.spec.pool.generation for s in self.slices.values()), default=None)
-
-    def current_slices(self) -> Iterator[ResourceSlice]:
-        """The slices of the newest generation, by name so that duplicates resolve the same way each time."""
-        generation = self.generation
-        for name in sorted(self.slices):
-            resource_slice = self.slices[name]
-            if resource_slice.spec.pool.generation == generation:
-                yield resource_slice
+    def current_slices(self) -> list[ResourceSlice]:
+        return pools.current_slices(self.slices.values())
 
     def visible_devices(self) -> dict[str, tuple[ResourceSlice, SliceDevice]]:
         """Device name -> (slice, device) for the newest generation; the first slice by name wins."""
@@ -92,7 +83,7 @@ class PoolIndex:
         name = resource_slice.metadata.name
         changes: dict[PoolId, set[str]] = {}
         old_pool_id = self._pool_of_slice.get(name)
-        new_pool_id = (resource_slice.spec.driver, resource_slice.spec.pool.name)
+        new_pool_id = pool_of(resource_slice)
         if old_pool_id is not None and old_pool_id != new_pool_id:
             changes.update(self._remove(name, old_pool_id))
         pool = self._pools.setdefault(new_pool_id, Pool())

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from operators.core.conditions import Condition, ObservedCondition
+from operators.dra.pools import PoolId
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
 from .evaluation import (
@@ -59,7 +60,7 @@ from .models import (
     WorkItem,
 )
 from .podeviction import EVICTED_LRU_SIZE, PodDecision, PodDone, PodEvict, PodOutcome, decide_pod
-from .pools import PoolId, PoolIndex
+from .pools import PoolIndex
 
 _STATUS_DELAY = RULE_STATUS_PERIOD.total_seconds()
 

@@ -12,9 +12,9 @@ from typing import Annotated
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
 
+from .api import GROUP as GROUP
 from .taints import DeviceTaint, DeviceTaintSelector
 
-GROUP = "resource.k8s.io"
 KIND = "DeviceTaintRule"
 PLURAL = "devicetaintrules"
 VERSIONS = ("v1", "v1beta2", "v1alpha3")

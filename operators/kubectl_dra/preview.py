@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import ApiError
+from operators.dra.api import GROUP, VERSION
 from operators.dra.taints import EFFECT_NONE, DeviceTaint, DeviceTaintSelector
 
 from .errors import PluginError
@@ -30,10 +31,9 @@ from .previewmodel import (
 )
 from .session import Session, poll
 
-GROUP = "resource.k8s.io"
 VERSIONS = ("v1", "v1beta2", "v1alpha3")
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+SLICES = f"/apis/{GROUP}/{VERSION}/resourceslices"
+CLAIMS = f"/apis/{GROUP}/{VERSION}/resourceclaims"
 CONDITION = "EvictionInProgress"
 SILENCE = "no operator answered within {timeout}: is the devicetaint operator running?"
 

@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from pydantic import ValidationError
-
 from operators.core.client import ApiError
 from operators.core.conditions import parse_time
 from operators.core.discovery import resources_of
+from operators.core.models import parse_or_skip
 from operators.core.runtime import Runtime
 from operators.core.workqueue import Retry
+from operators.dra import api
 
 from . import messages, surfaces, writes
 from . import metrics as m
@@ -45,7 +45,7 @@ from .ttl import ttl_action
 
 log = logging.getLogger(__name__)
 
-RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_GROUP = api.GROUP
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
@@ -53,12 +53,6 @@ TTL_KEY = ("ttl",)
 DISCOVERY_KEY = ("discovery",)
 # Slice events re-evaluate waiting requests at most this often (spec section 7.1).
 SLICE_REQUEUE_SECONDS = 0.5
-
-
-def _ref(body: Mapping[str, Any]) -> str:
-    meta = body.get("metadata", {})
-    ns = meta.get("namespace")
-    return f"{ns + '/' if ns else ''}{meta.get('name')}"
 
 
 class PoolStatusController:
@@ -137,10 +131,10 @@ class PoolStatusController:
         name, version = meta.get("name", ""), meta.get("resourceVersion", "")
         if self.caches.slice_unchanged(name, version):
             return
-        try:
-            touched = self.caches.put_slice(ResourceSlice.model_validate(body), version)
-        except ValidationError as err:
-            log.warning("ignoring ResourceSlice %s: %s", name, err, extra={"object": name})
+        resource_slice = parse_or_skip(ResourceSlice, body, log)
+        if resource_slice is not None:
+            touched = self.caches.put_slice(resource_slice, version)
+        else:
             touched = self.caches.remove_slice(name)
         self._requeue_waiting(touched)
 
@@ -156,10 +150,10 @@ class PoolStatusController:
         if not isinstance(status, Mapping) or not status.get("allocation"):
             self.caches.remove_claim(key)  # unallocated: nothing that counts, nothing to parse
             return
-        try:
-            self.caches.put_claim(ResourceClaim.model_validate(body), version)
-        except ValidationError as err:
-            log.warning("ignoring ResourceClaim %s: %s", _ref(body), err, extra={"object": _ref(body)})
+        claim = parse_or_skip(ResourceClaim, body, log)
+        if claim is not None:
+            self.caches.put_claim(claim, version)
+        else:
             self.caches.remove_claim(key)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
@@ -168,10 +162,10 @@ class PoolStatusController:
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
-        try:
-            self.caches.put_rule(DeviceTaintRule.model_validate(body))
-        except ValidationError as err:
-            log.warning("ignoring DeviceTaintRule %s: %s", name, err, extra={"object": name})
+        rule = parse_or_skip(DeviceTaintRule, body, log)
+        if rule is not None:
+            self.caches.put_rule(rule)
+        else:
             self.caches.remove_rule(name)
 
     def delete_rule(self, body: Mapping[str, Any]) -> None:
@@ -180,12 +174,9 @@ class PoolStatusController:
     def upsert_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
         if surface not in self.served:
             return
-        ref = f"{surface.group} {_ref(body)}"
-        try:
-            request = ResourcePoolStatusRequest.model_validate(body)
-        except ValidationError as err:
+        request = parse_or_skip(ResourcePoolStatusRequest, body, log)
+        if request is None:
             # Only possible if admission was bypassed; such a request is never answered.
-            log.warning("ignoring ResourcePoolStatusRequest %s: %s", ref, err, extra={"object": ref})
             return
         entry = self.caches.put_request(surface, request)
         if entry.pending:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from operators.core.models import KubeModel, ObjectMeta
-from operators.dra import taintrules
+from operators.dra import slices, taintrules
 from operators.dra.quantity import Quantity
 
 
@@ -27,13 +27,7 @@ class NameMeta(KubeModel):
     uid: str = ""
 
 
-# ResourceSlice (resource.k8s.io/v1) ----------------------------------------------------
-
-
-class ResourcePool(KubeModel):
-    name: str = ""
-    generation: int = 0
-    resource_slice_count: int = 0
+# ResourceSlice (resource.k8s.io/v1): the shared projection with the counted device -------
 
 
 class Counter(KubeModel):
@@ -60,16 +54,12 @@ class DeviceCounterConsumption(KubeModel):
     compatibility_groups: tuple[str, ...] | None = None
 
 
-class DeviceTaint(KubeModel):
-    effect: str = ""
+class Device(slices.SliceDevice):
+    """A device as counted: what partitions it, what it consumes, whether it may be shared."""
 
-
-class Device(KubeModel):
-    name: str
     attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
     capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
     consumes_counters: tuple[DeviceCounterConsumption, ...] | None = None
-    taints: tuple[DeviceTaint, ...] | None = None
     allow_multiple_allocations: bool | None = None
 
     @field_validator("attributes", mode="before")
@@ -82,18 +72,14 @@ class Device(KubeModel):
         return value
 
 
-class ResourceSliceSpec(KubeModel):
-    driver: str = ""
-    pool: ResourcePool = ResourcePool()
+class ResourceSliceSpec(slices.ResourceSliceSpec[Device]):
     node_name: str | None = None
     partition_type_attribute: str | None = None
     shared_counters: tuple[CounterSet, ...] | None = None
-    devices: tuple[Device, ...] | None = None
 
 
-class ResourceSlice(KubeModel):
-    metadata: NameMeta = NameMeta()
-    spec: ResourceSliceSpec = ResourceSliceSpec()
+class ResourceSlice(slices.ResourceSlice[Device]):
+    spec: ResourceSliceSpec
 
 
 # ResourceClaim (resource.k8s.io/v1) ----------------------------------------------------

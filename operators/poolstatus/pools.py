@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from operators.dra.pools import current_slices
 from operators.dra.quantity import Quantity
 
 from .models import Device, ResourceSlice
@@ -76,9 +77,8 @@ def matching_slices(
 
 def build_pool(driver: str, pool_name: str, slices: Iterable[ResourceSlice]) -> Pool:
     """Describe one pool from all of its slices (at least one), whatever their generation."""
-    ordered = sorted(slices, key=lambda s: s.metadata.name)
-    generation = max(s.spec.pool.generation for s in ordered)
-    current = [s for s in ordered if s.spec.pool.generation == generation]
+    current = current_slices(slices)
+    generation = current[0].spec.pool.generation
 
     node_names = {s.spec.node_name or "" for s in current}
     node_name = node_names.pop() if len(node_names) == 1 else None

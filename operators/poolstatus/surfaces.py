@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from operators.dra.api import GROUP
+
 Mode = Literal["auto", "on", "off"]
 
 PLURAL = "resourcepoolstatusrequests"
@@ -36,7 +38,7 @@ class Surface:
         return path
 
 
-BUILTIN = Surface("resource.k8s.io", "v1alpha3")
+BUILTIN = Surface(GROUP, "v1alpha3")
 PROJECT = Surface("dra-operators.io", "v1alpha1")
 SURFACES = (BUILTIN, PROJECT)
 

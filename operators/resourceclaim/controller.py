@@ -24,16 +24,16 @@ not confirmed yet (section 7.3); it is scheduled whenever a create succeeds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
-
-from pydantic import ValidationError
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
+from operators.core.models import parse_or_skip
 from operators.core.runtime import Runtime
+from operators.dra import api
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -65,12 +65,9 @@ from .resolution import split_key
 
 log = logging.getLogger(__name__)
 
-RESOURCE_GROUP = "resource.k8s.io"
-RESOURCE_VERSION = "v1"
+RESOURCE_GROUP, RESOURCE_VERSION = api.GROUP, api.VERSION
 RESOURCE_API = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}"
 CONFIRM_KEY = "confirm-created-claims"
-
-T = TypeVar("T")
 
 
 class SyncError(Exception):
@@ -93,14 +90,6 @@ def claim_path(namespace: str, name: str = "", subresource: str = "") -> str:
     if name:
         path += f"/{name}"
     return f"{path}/{subresource}" if subresource else path
-
-
-def _reference(kind: str, body: Mapping[str, Any]) -> str:
-    # Called on bodies that failed to parse, so nothing about their shape is certain.
-    metadata = body.get("metadata")
-    if not isinstance(metadata, Mapping):
-        return f"{kind} (no metadata)"
-    return f"{kind} {metadata.get('namespace')}/{metadata.get('name')}"
 
 
 class ResourceClaimController:
@@ -132,7 +121,7 @@ class ResourceClaimController:
     def _observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         if not pod_event_matters(body, self.cache.pod):
             return
-        pod = self._parse(Pod.model_validate, "Pod", body)
+        pod = parse_or_skip(Pod, dict(body), log)
         if pod is not None:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))
 
@@ -145,7 +134,7 @@ class ResourceClaimController:
     def _observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         claim = self._known_claim(body) if event_type != DELETED else None
         if claim is None:
-            claim = self._parse(ResourceClaim.from_body, "ResourceClaim", body)
+            claim = parse_or_skip(ResourceClaim, dict(body), log, ResourceClaim.from_body)
         if claim is not None:
             self._enqueue(self.cache.apply_claim_event(event_type, claim))
 
@@ -156,7 +145,7 @@ class ResourceClaimController:
         self._observe_template(DELETED, body)
 
     def _observe_template(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        template = self._parse(ResourceClaimTemplate.model_validate, "ResourceClaimTemplate", body)
+        template = parse_or_skip(ResourceClaimTemplate, dict(body), log)
         if template is not None:
             self._enqueue(self.cache.apply_template_event(event_type, template))
 
@@ -168,15 +157,6 @@ class ResourceClaimController:
             str(metadata.get(key) or "") for key in ("namespace", "name", "uid", "resourceVersion")
         )
         return self.cache.known_claim(namespace, name, uid, version)
-
-    @staticmethod
-    def _parse(parse: Callable[[Any], T], kind: str, body: Mapping[str, Any]) -> T | None:
-        try:
-            return parse(dict(body))
-        except ValidationError as err:
-            ref = _reference(kind, body)
-            log.warning("skipping %s that cannot be parsed: %s", ref, err, extra={"object": ref})
-            return None
 
     def _enqueue(self, keys: Sequence[str]) -> None:
         for key in keys:

@@ -17,35 +17,16 @@ Which selectors an event concerns:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import ValidationError
-
-from operators.core.models import KubeModel
+from operators.core.models import UnparsableObject, parse
 
 from .models import DeviceClass, DeviceId, DeviceTaintRule, ResourceSlice, TaintSelector
 from .rules import rule_name as make_rule_name
 
-Model = TypeVar("Model", bound=KubeModel)
-
-
-class Unparsable(ValueError):
-    """A watched object that does not have the expected shape."""
-
 
 def _name(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("name") or "")
-
-
-def _parse(model: type[Model], body: Mapping[str, Any]) -> Model:
-    try:
-        return model.model_validate(body)
-    except ValidationError as err:
-        errors = err.errors()
-        if not errors:
-            raise Unparsable(str(err)) from None
-        where = ".".join(str(part) for part in errors[0]["loc"])
-        raise Unparsable(f"{where or 'object'}: {errors[0]['msg']}") from None
 
 
 class Cache:
@@ -60,8 +41,8 @@ class Cache:
     def upsert_selector(self, body: Mapping[str, Any]) -> list[str]:
         name = _name(body)
         try:
-            self.selectors[name] = _parse(TaintSelector, body)
-        except Unparsable:
+            self.selectors[name] = parse(TaintSelector, body)
+        except UnparsableObject:
             self.selectors.pop(name, None)
             raise
         return [name]
@@ -74,8 +55,8 @@ class Cache:
     def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
         name = _name(body)
         try:
-            self.slices[name] = _parse(ResourceSlice, body)
-        except Unparsable:
+            self.slices[name] = parse(ResourceSlice, body)
+        except UnparsableObject:
             self.slices.pop(name, None)
             raise
         return sorted(self.selectors)
@@ -87,8 +68,8 @@ class Cache:
     def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
         name = _name(body)
         try:
-            self.classes[name] = _parse(DeviceClass, body)
-        except Unparsable:
+            self.classes[name] = parse(DeviceClass, body)
+        except UnparsableObject:
             self.classes.pop(name, None)
             raise
         return self._naming_class(name)
@@ -102,8 +83,8 @@ class Cache:
         name = _name(body)
         previous = self.rules.get(name)
         try:
-            self.rules[name] = _parse(DeviceTaintRule, body)
-        except Unparsable:
+            self.rules[name] = parse(DeviceTaintRule, body)
+        except UnparsableObject:
             self.rules.pop(name, None)
             raise
         return self._concerned_by_rule(name, [previous, self.rules[name]])

@@ -27,10 +27,11 @@ from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
+from operators.core.models import UnparsableObject, log_skipped
 from operators.dra import taintrules
 
 from . import metrics
-from .cache import Cache, Unparsable
+from .cache import Cache
 from .models import API_VERSION, GROUP, KIND, PLURAL, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
@@ -114,11 +115,8 @@ class TaintSelectorController:
     ) -> None:
         try:
             names = update(body)
-        except Unparsable as err:
-            meta = body.get("metadata") or {}
-            log.warning(
-                "skipped, cannot be read: %s", err, extra={"object": f"{body.get('kind')} {meta.get('name')}"}
-            )
+        except UnparsableObject as err:
+            log_skipped(log, err)
             return
         for name in names:
             self.runtime.queue.add_after(name, delay)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NamedTuple
 from pydantic import Field
 
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
-from operators.dra import taintrules
+from operators.dra import slices, taintrules
 from operators.dra.cel import CelDevice, DeviceAttribute, DeviceCapacity
 from operators.dra.taints import DeviceTaint
 
@@ -89,8 +89,9 @@ class TaintSelector(KubeModel):
 # --- ResourceSlice and DeviceClass -------------------------------------------------------------------
 
 
-class SliceDevice(KubeModel):
-    name: str
+class SelectableDevice(slices.SliceDevice):
+    """A device as CEL sees it."""
+
     attributes: Annotated[Mapping[str, DeviceAttribute], NoneAsEmptyMap] = {}
     capacity: Annotated[Mapping[str, DeviceCapacity], NoneAsEmptyMap] = {}
     allow_multiple_allocations: bool | None = None
@@ -104,20 +105,7 @@ class SliceDevice(KubeModel):
         )
 
 
-class SlicePool(KubeModel):
-    name: str
-    generation: int = 0
-
-
-class SliceSpec(KubeModel):
-    driver: str
-    pool: SlicePool
-    devices: Annotated[tuple[SliceDevice, ...], NoneAsEmpty] = ()
-
-
-class ResourceSlice(KubeModel):
-    metadata: ObjectMeta
-    spec: SliceSpec
+ResourceSlice = slices.ResourceSlice[SelectableDevice]
 
 
 class DeviceClassSpec(KubeModel):

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from operators.dra import pools
 from operators.dra.cel import (
     CelCompileError,
     CelEvaluationError,
@@ -37,7 +38,7 @@ from operators.dra.cel import (
 )
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
 
-from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, SliceDevice, TaintSelectorSpec
+from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, SelectableDevice, TaintSelectorSpec
 
 __all__ = [
     "REASON_CEL_RUNTIME_ERROR",
@@ -78,23 +79,10 @@ class Invalid:
     message: str
 
 
-def visible_devices(slices: Iterable[ResourceSlice]) -> dict[DeviceId, SliceDevice]:
+def visible_devices(slices: Iterable[ResourceSlice]) -> dict[DeviceId, SelectableDevice]:
     """Every device of the newest generation of its pool; a device listed twice comes from the first slice."""
-    newest: dict[tuple[str, str], int] = {}
-    slice_list = sorted(slices, key=lambda s: s.metadata.name)
-    for resource_slice in slice_list:
-        pool = (resource_slice.spec.driver, resource_slice.spec.pool.name)
-        newest[pool] = max(
-            newest.get(pool, resource_slice.spec.pool.generation), resource_slice.spec.pool.generation
-        )
-    devices: dict[DeviceId, SliceDevice] = {}
-    for resource_slice in slice_list:
-        spec = resource_slice.spec
-        if spec.pool.generation != newest[(spec.driver, spec.pool.name)]:
-            continue
-        for device in spec.devices:
-            devices.setdefault(DeviceId(spec.driver, spec.pool.name, device.name), device)
-    return dict(sorted(devices.items()))
+    visible = pools.visible_devices(slices)
+    return dict(sorted((DeviceId(*pool, name), device) for (pool, name), (_, device) in visible.items()))
 
 
 def check_spec(spec: TaintSelectorSpec) -> Invalid | None:

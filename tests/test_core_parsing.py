@@ -1,0 +1,50 @@
+"""The one way a watch callback turns a body into a projection, or logs and skips it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from operators.core.models import KubeModel, UnparsableObject, parse, parse_or_skip, reference
+from operators.dra.slices import ResourceSlice, SliceDevice
+
+
+class Thing(KubeModel):
+    size: int
+
+
+def test_reference_uses_what_the_body_still_provides() -> None:
+    assert reference({"kind": "Pod", "metadata": {"namespace": "ns", "name": "p"}}) == "Pod ns/p"
+    assert reference({"metadata": {"name": "s"}}, "ResourceSlice") == "ResourceSlice s"
+    assert reference({"metadata": "nonsense"}, "ResourceClaim") == "ResourceClaim (no metadata)"
+    assert reference({}) == "object (no metadata)"
+
+
+def test_parse_names_the_object_and_counts_the_errors() -> None:
+    assert parse(Thing, {"size": 3}) == Thing(size=3)
+    with pytest.raises(UnparsableObject, match=r"^Thing ns/t: 1 invalid field") as caught:
+        parse(Thing, {"metadata": {"namespace": "ns", "name": "t"}, "size": "big"})
+    assert caught.value.reference == "Thing ns/t"
+
+
+def test_a_generic_projection_is_named_by_its_kind() -> None:
+    with pytest.raises(UnparsableObject, match=r"^ResourceSlice s: 2 invalid field"):
+        parse(ResourceSlice[SliceDevice], {"metadata": {"name": "s"}, "spec": {}})
+
+
+def test_a_reader_of_the_model_parses_instead_of_its_fields_alone() -> None:
+    def doubled(body: Mapping[str, Any]) -> Thing:
+        return Thing.model_validate({"size": body["size"] * 2})
+
+    assert parse(Thing, {"size": 2}, doubled) == Thing(size=4)
+
+
+def test_parse_or_skip_logs_one_line_and_returns_none(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("test")
+    assert parse_or_skip(Thing, {"size": 1}, log) == Thing(size=1)
+    assert parse_or_skip(Thing, {"kind": "Thing", "metadata": {"name": "t"}}, log) is None
+    assert "skipping Thing t that cannot be parsed: 1 invalid field(s)" in caplog.text
+    assert [record.__dict__["object"] for record in caplog.records] == ["Thing t"]
