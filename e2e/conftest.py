@@ -20,8 +20,9 @@ import pytest
 
 from e2e import harness
 from e2e.cluster import build as build_mod
-from e2e.cluster import launcher, nodes, realnode
+from e2e.cluster import launcher, nodes
 from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
+from e2e.cluster.devcluster import ensure_devcluster
 from e2e.kube import ApiError, Kube, wait_for
 
 DEFAULT_BINDING_TIMEOUT = "30s"
@@ -93,37 +94,22 @@ def _devcluster(
     real node whose pods reach the API server and Services."""
     if config.getoption("--e2e-no-build"):
         os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
-    binaries = build_mod.build(log=lambda text: print(text))
+    directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
     # One real node, in the default-mode cluster only: the differential tests compare
     # controllers on fake nodes. It is tainted, so only the tests meant for it land there.
-    node = None
-    if deployed:
-        node = realnode.prepare(lambda text: print(text), services=True)
-    elif not upstream and config.getoption("--e2e-node") == "real":
-        node = realnode.prepare(lambda text: print(text), taint=True)
-    directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
-    options = launcher.UpOptions(
-        directory=directory,
-        binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
+    real_node = deployed or (not upstream and config.getoption("--e2e-node") == "real")
+    started = ensure_devcluster(
+        directory,
         upstream_dra=upstream,
+        real_node=real_node,
+        taint_node=not deployed,
+        services=deployed,
         binding_timeout=binding_timeout,
-        node=node,
         die_with_parent=True,
     )
-    state, _existing = launcher.up(options)
     if not config.getoption("--e2e-keep-cluster"):
         atexit.register(launcher.down, directory)
-    return harness.Cluster(
-        kubeconfig=state.kubeconfig,
-        server=state.server,
-        mode=state.mode,
-        backend="devcluster",
-        kubectl_path=str(binaries.directory / "kubectl"),
-        binding_timeout=binding_timeout,
-        state=state,
-    )
+    return harness.Cluster.of_devcluster(started)
 
 
 def _stop_devcluster(config: pytest.Config, cluster: harness.Cluster, failed: bool) -> None:

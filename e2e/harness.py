@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
+from e2e.cluster.devcluster import Devcluster
 from e2e.kube import Kube, wait_for
 
 OPERATOR_NAMESPACE = "dra-operators"
@@ -64,6 +65,19 @@ class Cluster:
                 f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
             )
         return proc
+
+    @classmethod
+    def of_devcluster(cls, devcluster: Devcluster) -> Cluster:
+        state = devcluster.state
+        return cls(
+            kubeconfig=state.kubeconfig,
+            server=state.server,
+            mode=state.mode,
+            backend="devcluster",
+            kubectl_path=devcluster.kubectl,
+            binding_timeout=state.binding_timeout,
+            state=state,
+        )
 
     @property
     def logs(self) -> dict[str, Path]:

@@ -16,6 +16,7 @@ import pytest
 from e2e import harness
 from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
+from e2e.cluster.devcluster import ensure_devcluster
 from e2e.kube import Kube, wait_for
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(150)]
@@ -109,21 +110,15 @@ def test_taken_port_is_retried(
     real_free_port = launcher.free_port
     monkeypatch.setattr(launcher, "free_port", lambda: next(ports, None) or real_free_port())
     messages: list[str] = []
-    options = launcher.UpOptions(
-        directory=tmp_path / "cluster",
-        binary_dir=Path(cluster.state.binary_dir),
-        k8s_version="v1.37.2",
-        etcd_version=cluster.state.etcd_version,
-        die_with_parent=True,
-    )
+    directory = tmp_path / "cluster"
     try:
-        state, existing = launcher.up(options, say=messages.append)
-        assert not existing
-        assert state.components["etcd"].port != taken
+        started = ensure_devcluster(directory, die_with_parent=True, say=messages.append)
+        assert not started.existing
+        assert started.state.components["etcd"].port != taken
         assert any("port collision" in m for m in messages), messages
     finally:
         squatter.close()
-        launcher.down(options.directory)
+        launcher.down(directory)
 
 
 @pytest.mark.differential
