@@ -25,8 +25,8 @@ from typing import Any
 
 from e2e import harness
 from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.conftest import Tracker
 from e2e.kube import ApiError, Kube, wait_for
+from e2e.support import Tracker
 
 FABRIC = "fabric.attach-test.dra-operators.io"
 NIC = "nic.attach-test.dra-operators.io"

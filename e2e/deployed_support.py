@@ -17,11 +17,11 @@ from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from e2e.realnode_support import DEVICE_CLASS, RESOURCE, create_gpu_class
+from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
 
 NAMESPACE = "dra-operators"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
 OPERATOR_PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
-ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
 @dataclass
@@ -109,8 +109,6 @@ def install(
 
 def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:
     """A namespace of the test on the installed cluster, removed afterwards (a fixture's body)."""
-    from e2e.conftest import cleanup_namespace, make_namespace
-
     name = make_namespace(installed.api, request)
     yield name
     cleanup_namespace(installed.api, name)

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
-from e2e.conftest import Tracker
 from e2e.kube import Kube, wait_for
+from e2e.support import Tracker
 
 KEY = "dra.example.com/unhealthy"
 VALUE = "Broken"

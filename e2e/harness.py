@@ -1,6 +1,6 @@
 """The e2e environment: cluster backends, restricted identities, and running operators.
 
-Backends (chosen once per run, see ``e2e/conftest.py``): a private devcluster (default), an
+Backends (chosen once per run, see ``e2e/backends.py``): a private devcluster (default), an
 existing cluster (``--kubeconfig``), or kind (``--e2e-cluster=kind``, machines with Docker).
 Operators under test run either in-process (a thread with its own event loop) or as a
 subprocess, and by default under the ServiceAccount identity that ``manifests/`` grants them,

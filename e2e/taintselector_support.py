@@ -7,8 +7,8 @@ from typing import Any
 
 from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
-from e2e.conftest import Tracker
 from e2e.kube import Kube, wait_for
+from e2e.support import Tracker
 
 CRD_NAME = "devicetaintselectors.dra-operators.io"
 CRD_PATH = REPO_ROOT / "crds" / f"{CRD_NAME}.yaml"

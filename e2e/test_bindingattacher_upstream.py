@@ -13,8 +13,8 @@ import pytest
 
 from e2e import bindingattacher_world as w
 from e2e import harness
-from e2e.conftest import Tracker, cleanup_namespace, make_namespace
 from e2e.kube import Kube, WaitTimeout, wait_for
+from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.devcluster_only, pytest.mark.timeout(180)]
 

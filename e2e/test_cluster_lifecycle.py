@@ -18,6 +18,7 @@ from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
 from e2e.cluster.devcluster import ensure_devcluster
 from e2e.kube import Kube, wait_for
+from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(150)]
 
@@ -125,7 +126,6 @@ def test_taken_port_is_retried(
 def test_upstream_mode_generates_claims(upstream_api: Kube, request: pytest.FixtureRequest) -> None:
     """S6, differential variant: with UPSTREAM_DRA the in-tree controller makes the claim, the pod
     is bound, and force-deleting the pod removes the claim."""
-    from e2e.conftest import cleanup_namespace, make_namespace
     from e2e.test_smoke import _template_pod
 
     namespace = make_namespace(upstream_api, request)

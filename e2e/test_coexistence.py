@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from e2e import harness
-from e2e.conftest import cleanup_namespace, make_namespace
 from e2e.kube import Kube, wait_for
 from e2e.poolstatus_support import BUILTIN, request_body
 from e2e.resourceclaim_support import (
@@ -30,6 +29,7 @@ from e2e.resourceclaim_support import (
     template_body,
     template_entry,
 )
+from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.timeout(300)]
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Tracker
 from e2e.devicetaint_matrix import CASES, SliceMatrix
 from e2e.devicetaint_world import (
     CANCELLING,
@@ -25,6 +24,7 @@ from e2e.devicetaint_world import (
     open_world,
 )
 from e2e.kube import Kube
+from e2e.support import Tracker
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 

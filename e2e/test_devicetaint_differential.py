@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Tracker, make_namespace
 from e2e.devicetaint_matrix import CASES, SliceMatrix
 from e2e.devicetaint_rules import EXPECTED, UPSTREAM_DIFFERS, RuleBoard
 from e2e.devicetaint_world import World, drop_namespace, open_world
 from e2e.kube import Kube
+from e2e.support import Tracker, make_namespace
 
 pytestmark = pytest.mark.differential
 

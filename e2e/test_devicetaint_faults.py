@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from e2e.conftest import Tracker
 from e2e.devicetaint_webhook import LABEL, recording_webhook
 from e2e.devicetaint_world import (
     DISRUPTION,
@@ -21,6 +20,7 @@ from e2e.devicetaint_world import (
     taint,
 )
 from e2e.kube import Kube, wait_for
+from e2e.support import Tracker
 
 OPERATOR_USER = "system:serviceaccount:dra-operators:dra-operators-devicetaint"
 

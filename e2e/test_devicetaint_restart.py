@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from e2e.conftest import Tracker
 from e2e.devicetaint_world import (
     DRY_TAIL,
     RESOURCE,
@@ -26,6 +25,7 @@ from e2e.devicetaint_world import (
     tolerate,
 )
 from e2e.kube import Kube, wait_for
+from e2e.support import Tracker
 
 PODS = 300
 TOLERATING = 30

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from e2e import harness
-from e2e.conftest import Tracker, make_namespace
 from e2e.devicetaint_matrix import deleted_at
 from e2e.devicetaint_rules import EVICTED, ONE_EVICTED, RuleBoard
 from e2e.devicetaint_world import (
@@ -32,6 +31,7 @@ from e2e.devicetaint_world import (
     parse_time,
 )
 from e2e.kube import Kube
+from e2e.support import Tracker, make_namespace
 
 KOPF_MARK = "kopf.zalando.org"
 

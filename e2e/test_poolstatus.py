@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from e2e import harness
-from e2e.conftest import Tracker
 from e2e.kube import Kube, WaitTimeout, wait_for
 from e2e.poolstatus_support import (
     BUILTIN,
@@ -42,6 +41,7 @@ from e2e.poolstatus_support import (
     wait_done,
     without_times,
 )
+from e2e.support import Tracker
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from e2e import harness
-from e2e.conftest import Tracker, cleanup_namespace, make_namespace
 from e2e.kube import Kube
 from e2e.poolstatus_support import (
     BUILTIN,
@@ -35,6 +34,7 @@ from e2e.poolstatus_support import (
     wait_done,
     without_times,
 )
+from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.timeout(240)]
 

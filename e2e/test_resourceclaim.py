@@ -21,7 +21,6 @@ import pytest
 
 from e2e import harness
 from e2e.cluster.nodes import make_devices
-from e2e.conftest import Tracker, cleanup_namespace, make_namespace
 from e2e.harness import metric
 from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim_scenarios import (
@@ -82,6 +81,7 @@ from e2e.resourceclaim_support import (
     wait_generated,
     wait_value,
 )
+from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 CREATES = "dra_operators_resourceclaim_creates_total"
 LATE_TEMPLATE_AFTER = 60.0

@@ -17,7 +17,6 @@ import pytest
 
 from e2e import harness
 from e2e.cluster.nodes import create_fake_node, delete_fake_node
-from e2e.conftest import cleanup_namespace, make_namespace
 from e2e.kube import Kube
 from e2e.resourceclaim_scenarios import (
     TIMEOUT,
@@ -39,6 +38,7 @@ from e2e.resourceclaim_scenarios import (
     s27_check,
 )
 from e2e.resourceclaim_support import assert_unchanged, claims_path, pods_path
+from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = pytest.mark.differential
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from e2e import harness
-from e2e.conftest import Tracker
 from e2e.kube import ApiError, Kube
 from e2e.resourceclaim_support import (
     allocate,
@@ -23,6 +22,7 @@ from e2e.resourceclaim_support import (
     create_claim,
     reserved_for,
 )
+from e2e.support import Tracker
 from operators.resourceclaim.operator import API_CALLS
 
 NAME = "dra-operators-resourceclaim"

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Tracker, cleanup_namespace, make_namespace
 from e2e.kube import Kube, wait_for
 from e2e.resourceclaim_scenarios import Ctx, allocated_user_claim
 from e2e.resourceclaim_support import (
@@ -37,6 +36,7 @@ from e2e.resourceclaim_support import (
     wait_claim,
     wait_generated,
 )
+from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 NAMESPACES = 10
 PODS_PER_NAMESPACE = 50

@@ -18,9 +18,9 @@ from e2e import harness
 from e2e import taintselector_support as ts
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.cluster.nodes import make_devices
-from e2e.conftest import Tracker
 from e2e.devicetaint_world import World, open_world
 from e2e.kube import Kube, WaitTimeout, wait_for
+from e2e.support import Tracker
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 
