@@ -107,7 +107,7 @@ def upstream_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
 
 @pytest.fixture(scope="module")
 def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
-    """A third devcluster, for the product installed as users install it (e2e/test_deployed.py):
+    """A third devcluster, for the product installed as users install it (e2e/product/test_deployed.py):
     no operator of this one runs on the host. Module-scoped: its kube-proxy's iptables rules
     are the machine's, and other tests compare the machine's rules before and after."""
     yield from backends.deployed_devcluster(request, cluster, upstream=False)
@@ -116,7 +116,7 @@ def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
 @pytest.fixture(scope="module")
 def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
     """The same kind of cluster in upstream mode, kube-controller-manager's DRA controllers on,
-    as on a managed cluster: for the managed profile (e2e/test_managed.py)."""
+    as on a managed cluster: for the managed profile (e2e/product/test_managed.py)."""
     yield from backends.deployed_devcluster(request, cluster, upstream=True)
 
 
