@@ -1,7 +1,7 @@
 """The demo scenarios: one folder per feature, each a README plus numbered manifests.
 
 The folders are the documentation, the walk-through (``python -m demo``, ``make demo``) and the
-e2e tests (``e2e/test_demo.py``) at once: all three apply the very same files in the same order,
+e2e tests (``e2e/product/test_demo.py``) at once: all three apply the very same files in the same order,
 so what the READMEs say is what the tests check.
 
 Modules:

@@ -31,9 +31,8 @@ import yaml
 from demo import cleanup, transcripts
 from demo.player import Player, transcript
 from demo.scenarios import SCENARIOS, Scenario
-from e2e.cluster import build as build_mod
-from e2e.cluster import launcher
 from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
+from e2e.cluster.devcluster import ensure_devcluster
 from e2e.harness import free_port, http_get
 from e2e.kube import Kube, WaitTimeout, wait_for
 
@@ -57,21 +56,10 @@ def _target() -> Target:
             raise SystemExit("KUBECONFIG names a cluster, but there is no kubectl on $PATH")
         print(f"using the cluster of KUBECONFIG={explicit}; its in-tree DRA controllers must be off")
         return Target(explicit, kubectl, None, Path(explicit).resolve().parent / "dra-demo-logs")
-    binaries = build_mod.build()
-    options = launcher.UpOptions(
-        directory=DEFAULT_STATE_DIR,
-        binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
-    )
-    state, existing = launcher.up(options)
-    print(f"local control plane {'reused' if existing else 'started'} at {state.server}")
-    return Target(
-        state.kubeconfig,
-        str(binaries.directory / "kubectl"),
-        state.binding_timeout,
-        DEFAULT_STATE_DIR / "demo-logs",
-    )
+    cluster = ensure_devcluster(DEFAULT_STATE_DIR)
+    state = cluster.state
+    print(f"local control plane {'reused' if cluster.existing else 'started'} at {state.server}")
+    return Target(state.kubeconfig, cluster.kubectl, state.binding_timeout, DEFAULT_STATE_DIR / "demo-logs")
 
 
 def _shown(path: Path) -> str:

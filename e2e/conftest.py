@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import hashlib
 import json
 import os
-import random
-import re
-import shutil
-import string
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e import harness
-from e2e.cluster import build as build_mod
-from e2e.cluster import launcher, nodes, realnode
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
-from e2e.kube import ApiError, Kube, wait_for
+from e2e import backends, harness
+from e2e.kube import Kube
+from e2e.support import ARTIFACTS, Tracker, cleanup_namespace, make_namespace, node_hash
 
 DEFAULT_BINDING_TIMEOUT = "30s"
-ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -86,135 +75,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # -- clusters -----------------------------------------------------------------------------------
 
 
-def _devcluster(
-    config: pytest.Config, upstream: bool, binding_timeout: str | None, deployed: bool = False
-) -> harness.Cluster:
-    """``deployed``: the cluster the product is installed into from manifests/, with an untainted
-    real node whose pods reach the API server and Services."""
-    if config.getoption("--e2e-no-build"):
-        os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
-    binaries = build_mod.build(log=lambda text: print(text))
-    # One real node, in the default-mode cluster only: the differential tests compare
-    # controllers on fake nodes. It is tainted, so only the tests meant for it land there.
-    node = None
-    if deployed:
-        node = realnode.prepare(lambda text: print(text), services=True)
-    elif not upstream and config.getoption("--e2e-node") == "real":
-        node = realnode.prepare(lambda text: print(text), taint=True)
-    directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
-    options = launcher.UpOptions(
-        directory=directory,
-        binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
-        upstream_dra=upstream,
-        binding_timeout=binding_timeout,
-        node=node,
-        die_with_parent=True,
-    )
-    state, _existing = launcher.up(options)
-    if not config.getoption("--e2e-keep-cluster"):
-        atexit.register(launcher.down, directory)
-    return harness.Cluster(
-        kubeconfig=state.kubeconfig,
-        server=state.server,
-        mode=state.mode,
-        backend="devcluster",
-        kubectl_path=str(binaries.directory / "kubectl"),
-        binding_timeout=binding_timeout,
-        state=state,
-    )
-
-
-def _stop_devcluster(config: pytest.Config, cluster: harness.Cluster, failed: bool) -> None:
-    if cluster.state is None:
-        return
-    if failed:
-        ARTIFACTS.mkdir(exist_ok=True)
-        target = ARTIFACTS / f"logs-{cluster.mode}"
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(Path(cluster.state.dir) / "logs", target)
-        for log in cluster.workdir.glob("operator-*.log"):
-            shutil.copy(log, ARTIFACTS)
-    if not config.getoption("--e2e-keep-cluster"):
-        launcher.down(Path(cluster.state.dir))
-
-
-def _existing(config: pytest.Config, kubeconfig: str) -> harness.Cluster:
-    import yaml
-
-    doc = yaml.safe_load(Path(kubeconfig).read_text())
-    server = doc["clusters"][0]["cluster"]["server"]
-    if not config.getoption("--e2e-allow-nonlocal") and not re.match(
-        r"https?://(127\.|localhost|\[::1\])", server
-    ):
-        raise pytest.UsageError(f"{server} is not a loopback address; pass --e2e-allow-nonlocal to use it")
-    kubectl = shutil.which("kubectl") or "kubectl"
-    with_state = Path(kubeconfig).parent / "state.json"
-    mode = "upstream-dra" if config.getoption("--e2e-upstream-dra") else "default"
-    state = None
-    if with_state.is_file():
-        state = launcher.ClusterState.load(with_state.parent)
-        if state is not None:
-            mode = state.mode
-            kubectl = str(Path(state.binary_dir) / "kubectl")
-    cluster = harness.Cluster(
-        kubeconfig=kubeconfig,
-        server=server,
-        mode=mode,
-        backend="existing",
-        kubectl_path=kubectl,
-        state=state,
-        binding_timeout=state.binding_timeout if state else None,
-    )
-    version = cluster.kubectl("version", "-o", "json").stdout
-    if '"minor": "37"' not in version:
-        raise pytest.UsageError(f"the cluster at {server} is not Kubernetes 1.37")
-    return cluster
-
-
-def _kind(config: pytest.Config) -> harness.Cluster:
-    if shutil.which("docker") is None:
-        raise RuntimeError("--e2e-cluster=kind needs Docker; none found")
-    try:
-        from pytest_kind import KindCluster
-    except ImportError as err:
-        raise RuntimeError("--e2e-cluster=kind needs pytest-kind (pip install -e '.[kind]')") from err
-    from e2e.cluster.kind import kind_config
-
-    binaries = build_mod.build(log=lambda text: print(text))
-    kind = KindCluster(
-        "dra-operators-e2e",
-        image=config.getoption("--e2e-kind-image"),
-        kubectl_path=binaries.directory / "kubectl",
-    )
-    config_path = Path(tempfile.mkdtemp()) / "kind.yaml"
-    config_path.write_text(kind_config())
-    kind.create(config_path)
-    if not config.getoption("--e2e-keep-cluster"):
-        atexit.register(kind.delete)
-    return harness.Cluster(
-        kubeconfig=str(kind.kubeconfig_path),
-        server="",
-        mode="default",
-        backend="kind",
-        kubectl_path=str(binaries.directory / "kubectl"),
-    )
-
-
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
     config = request.config
     kubeconfig = config.getoption("--kubeconfig") or os.environ.get("E2E_KUBECONFIG")
     if kubeconfig:
-        yield _existing(config, kubeconfig)
+        yield backends.existing_cluster(config, kubeconfig)
         return
     if config.getoption("--e2e-cluster") == "kind":
-        yield _kind(config)
+        yield backends.kind_cluster(config)
         return
-    handle = _devcluster(config, upstream=False, binding_timeout=config.getoption("--e2e-binding-timeout"))
+    handle = backends.start_devcluster(
+        config, upstream=False, binding_timeout=config.getoption("--e2e-binding-timeout")
+    )
     yield handle
-    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+    backends.stop_devcluster(config, handle, request.session.testsfailed > 0)
 
 
 @pytest.fixture(scope="session")
@@ -223,35 +98,26 @@ def upstream_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
     if cluster.backend != "devcluster":
         pytest.skip(f"differential tests need the devcluster backend, not {cluster.backend}")
     config = request.config
-    handle = _devcluster(config, upstream=True, binding_timeout=config.getoption("--e2e-binding-timeout"))
+    handle = backends.start_devcluster(
+        config, upstream=True, binding_timeout=config.getoption("--e2e-binding-timeout")
+    )
     yield handle
-    _stop_devcluster(config, handle, request.session.testsfailed > 0)
-
-
-def _deployed_devcluster(
-    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool
-) -> Iterator[harness.Cluster]:
-    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
-        pytest.skip("installing the product needs the devcluster backend with its real node")
-    config = request.config
-    handle = _devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
-    yield handle
-    _stop_devcluster(config, handle, request.session.testsfailed > 0)
+    backends.stop_devcluster(config, handle, request.session.testsfailed > 0)
 
 
 @pytest.fixture(scope="module")
 def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
-    """A third devcluster, for the product installed as users install it (e2e/test_deployed.py):
+    """A third devcluster, for the product installed as users install it (e2e/product/test_deployed.py):
     no operator of this one runs on the host. Module-scoped: its kube-proxy's iptables rules
     are the machine's, and other tests compare the machine's rules before and after."""
-    yield from _deployed_devcluster(request, cluster, upstream=False)
+    yield from backends.deployed_devcluster(request, cluster, upstream=False)
 
 
 @pytest.fixture(scope="module")
 def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
     """The same kind of cluster in upstream mode, kube-controller-manager's DRA controllers on,
-    as on a managed cluster: for the managed profile (e2e/test_managed.py)."""
-    yield from _deployed_devcluster(request, cluster, upstream=True)
+    as on a managed cluster: for the managed profile (e2e/product/test_managed.py)."""
+    yield from backends.deployed_devcluster(request, cluster, upstream=True)
 
 
 @pytest.fixture(scope="session")
@@ -271,13 +137,9 @@ def upstream_api(upstream_cluster: harness.Cluster) -> Iterator[Kube]:
 # -- names and namespaces -------------------------------------------------------------------------
 
 
-def _test_hash(request: pytest.FixtureRequest) -> str:
-    return hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:8]
-
-
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    stem = _test_hash(request)
+    stem = node_hash(request)
     counter = iter(range(10**6))
 
     def make(prefix: str = "x") -> str:
@@ -288,71 +150,7 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 
 @pytest.fixture
 def driver_name(request: pytest.FixtureRequest) -> str:
-    return f"{_test_hash(request)}.e2e.dra-operators.test"
-
-
-def make_namespace(api: Kube, request: pytest.FixtureRequest, labels: dict[str, str] | None = None) -> str:
-    suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
-    name = f"e2e-{_test_hash(request)}-{suffix}"
-    api.create(
-        "/api/v1/namespaces",
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {E2E_NAMESPACE_LABEL: "true", **(labels or {})}},
-        },
-    )
-    wait_for(
-        lambda: api.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
-        60,
-        f"the default ServiceAccount in {name}",
-    )
-    return name
-
-
-NAMESPACE_DELETION_SECONDS = 120
-
-
-def cleanup_namespace(api: Kube, name: str) -> None:
-    for pod in api.list(f"/api/v1/namespaces/{name}/pods"):
-        api.delete(f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}", gracePeriodSeconds="0")
-    for claim in api.list(f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims"):
-        finalizers = claim["metadata"].get("finalizers", [])
-        if DELETE_PROTECTION_FINALIZER in finalizers:
-            remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-            with contextlib.suppress(ApiError):
-                api.patch(
-                    f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims/{claim['metadata']['name']}",
-                    {
-                        "metadata": {
-                            "finalizers": remaining,
-                            "resourceVersion": claim["metadata"]["resourceVersion"],
-                        }
-                    },
-                )
-    api.delete(f"/api/v1/namespaces/{name}")
-    try:
-        # kube-controller-manager's namespace controller backs off while content remains, and
-        # after the API server outage test it took 61 s for a namespace with nothing left
-        # that holds a finalizer.
-        wait_for(
-            lambda: api.get_or_none(f"/api/v1/namespaces/{name}") is None,
-            NAMESPACE_DELETION_SECONDS,
-            f"namespace {name} to go",
-        )
-    except AssertionError:
-        leftovers = [
-            f"{kind}/{o['metadata']['name']}: {o['metadata'].get('finalizers')}"
-            for kind, path in (
-                ("pods", f"/api/v1/namespaces/{name}/pods"),
-                ("resourceclaims", f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims"),
-            )
-            for o in api.list(path)
-            if o["metadata"].get("finalizers")
-        ]
-        raise AssertionError(
-            f"namespace {name} is still there; objects with finalizers: {leftovers}"
-        ) from None
+    return f"{node_hash(request)}.e2e.dra-operators.test"
 
 
 @pytest.fixture
@@ -363,53 +161,6 @@ def namespace(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 # -- cluster-scoped object factories ------------------------------------------------------------
-
-
-class Tracker:
-    """Creates cluster-scoped objects and deletes them at teardown, nodes (with slices) last."""
-
-    def __init__(self, api: Kube) -> None:
-        self.api = api
-        self.paths: list[str] = []
-        self.nodes: list[str] = []
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        obj: dict[str, Any] = self.api.create(path, body)
-        self.paths.append(f"{path}/{obj['metadata']['name']}")
-        return obj
-
-    def node(self, name: str, **kwargs: Any) -> dict[str, Any]:
-        obj = nodes.create_fake_node(self.api, name, **kwargs)
-        self.nodes.append(name)
-        return obj
-
-    def resource_slice(
-        self, node: str, driver: str, devices: list[dict[str, Any]], **kwargs: Any
-    ) -> dict[str, Any]:
-        return self.create(
-            "/apis/resource.k8s.io/v1/resourceslices", nodes.slice_body(node, driver, devices, **kwargs)
-        )
-
-    def device_class(
-        self, name: str, driver: str, extra_selectors: list[str] | None = None
-    ) -> dict[str, Any]:
-        selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
-        selectors += [{"cel": {"expression": e}} for e in extra_selectors or []]
-        return self.create(
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": {"selectors": selectors},
-            },
-        )
-
-    def cleanup(self) -> None:
-        for path in reversed(self.paths):
-            self.api.delete(path)
-        for name in reversed(self.nodes):
-            nodes.delete_fake_node(self.api, name)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The e2e environment: cluster backends, restricted identities, and running operators.
 
-Backends (chosen once per run, see ``e2e/conftest.py``): a private devcluster (default), an
+Backends (chosen once per run, see ``e2e/backends.py``): a private devcluster (default), an
 existing cluster (``--kubeconfig``), or kind (``--e2e-cluster=kind``, machines with Docker).
 Operators under test run either in-process (a thread with its own event loop) or as a
 subprocess, and by default under the ServiceAccount identity that ``manifests/`` grants them,
@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
+from e2e.cluster.devcluster import Devcluster
 from e2e.kube import Kube, wait_for
 
 OPERATOR_NAMESPACE = "dra-operators"
@@ -64,6 +65,19 @@ class Cluster:
                 f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
             )
         return proc
+
+    @classmethod
+    def of_devcluster(cls, devcluster: Devcluster) -> Cluster:
+        state = devcluster.state
+        return cls(
+            kubeconfig=state.kubeconfig,
+            server=state.server,
+            mode=state.mode,
+            backend="devcluster",
+            kubectl_path=devcluster.kubectl,
+            binding_timeout=state.binding_timeout,
+            state=state,
+        )
 
     @property
     def logs(self) -> dict[str, Path]:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster import build as build_mod
-from e2e.cluster import launcher, realnode
+from e2e.cluster import realnode
 from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
+from e2e.cluster.devcluster import ensure_devcluster
 from operators import OPERATOR_NAMES
 from operators.cli import NotImplementedOperator, load_definition
 
@@ -55,22 +55,15 @@ def _target() -> Target:
         parent = Path(explicit).resolve().parent
         state_dir = parent if (parent / "state.json").is_file() else DEFAULT_STATE_DIR
         return Target(explicit, "kubectl", state_dir)
-    binaries = build_mod.build()
-    node = None if os.environ.get("NODE") == "fake" else realnode.prepare(print)
-    options = launcher.UpOptions(
-        directory=DEFAULT_STATE_DIR,
-        binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
-        node=node,
-    )
-    state, existing = launcher.up(options)
-    print(f"devcluster {'reused' if existing else 'started'} at {state.server}")
-    if existing and node is not None and state.node is None:
+    real_node = os.environ.get("NODE") != "fake"
+    cluster = ensure_devcluster(DEFAULT_STATE_DIR, real_node=real_node)
+    state = cluster.state
+    print(f"devcluster {'reused' if cluster.existing else 'started'} at {state.server}")
+    if cluster.existing and real_node and state.node is None:
         print(
             "this devcluster has no real node (it was started with NODE=fake); make cluster-down, then again"
         )
-    return Target(state.kubeconfig, str(binaries.directory / "kubectl"), DEFAULT_STATE_DIR)
+    return Target(state.kubeconfig, cluster.kubectl, DEFAULT_STATE_DIR)
 
 
 def _kubectl(kubectl: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:

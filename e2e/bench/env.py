@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from e2e import harness
-from e2e.cluster import build as build_mod
 from e2e.cluster import launcher
+from e2e.cluster.devcluster import ensure_devcluster
 from e2e.kube import Kube
 from operators.core.client import KubeClient
 
@@ -65,29 +65,17 @@ class Result:
 def devcluster(
     upstream: bool, kcm_args: Sequence[str] = (), binding_timeout: str | None = None
 ) -> Iterator[harness.Cluster]:
-    binaries = build_mod.build(log=lambda _: None)
     directory = Path(tempfile.mkdtemp(prefix="dra-bench-"))
-    options = launcher.UpOptions(
-        directory=directory,
-        binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
+    started = ensure_devcluster(
+        directory,
         upstream_dra=upstream,
-        die_with_parent=True,
         binding_timeout=binding_timeout,
         extra_args={"kube-controller-manager": list(kcm_args)},
+        die_with_parent=True,
+        build_log=lambda _: None,
     )
-    state, _ = launcher.up(options)
     try:
-        yield harness.Cluster(
-            kubeconfig=state.kubeconfig,
-            server=state.server,
-            mode=state.mode,
-            backend="devcluster",
-            kubectl_path=str(binaries.directory / "kubectl"),
-            state=state,
-            binding_timeout=binding_timeout,
-        )
+        yield harness.Cluster.of_devcluster(started)
     finally:
         launcher.down(directory)
 

@@ -20,7 +20,7 @@ from e2e.bench.env import (
 from e2e.bench.watch import FirstSeen, watching
 from e2e.cluster.nodes import make_devices, node_body, slice_body
 from e2e.kube import Kube
-from e2e.taintselector_support import CRD_NAME, CRD_PATH, RULES, SELECTORS, UID_LABEL
+from e2e.taintselector.support import CRD_NAME, CRD_PATH, RULES, SELECTORS, UID_LABEL
 from operators.core.client import KubeClient
 
 DRIVER = "bench.taintselector.dra-operators.test"

@@ -12,6 +12,7 @@ from pathlib import Path
 from . import build as build_mod
 from . import gomod, launcher, realnode, release
 from .constants import DEFAULT_STATE_DIR
+from .devcluster import ensure_devcluster
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,30 +100,22 @@ def main(argv: list[str] | None = None) -> int:
         directory = args.dir.resolve()
         if args.command == "up":
             started = time.monotonic()
-            binaries = build_mod.build()
-            node = realnode.prepare(print, services=args.services) if args.node == "real" else None
-            options = launcher.UpOptions(
-                directory=directory,
-                binary_dir=binaries.directory,
-                k8s_version=build_mod.k8s_version(),
-                etcd_version=build_mod.etcd_version(),
+            cluster = ensure_devcluster(
+                directory,
                 upstream_dra=args.upstream_dra,
+                real_node=args.node == "real",
+                services=args.services,
                 binding_timeout=args.binding_timeout,
                 kcm_controllers=args.kcm_controllers,
                 extra_args=_extra_args(args.extra_arg),
                 fake_nodes=args.fake_nodes,
-                node=node,
                 timeout=args.timeout,
                 verbosity=int(os.environ.get("DEVCLUSTER_VERBOSITY", "1")),
             )
-            state, existing = launcher.up(options)
-            if existing:
+            state = cluster.state
+            if cluster.existing:
                 print(f"already running ({state.mode} mode) at {state.server}")
             else:
-                if args.fake_nodes:
-                    from .nodes import create_fake_nodes_sync
-
-                    create_fake_nodes_sync(state.kubeconfig, args.fake_nodes)
                 print(
                     f"devcluster ({state.mode} mode) ready at {state.server} in "
                     f"{time.monotonic() - started:.1f}s; kubeconfig: {state.kubeconfig}"

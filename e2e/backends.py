@@ -1,0 +1,134 @@
+"""The e2e tier's cluster backends, chosen once per run by the ``cluster`` fixture: a private
+devcluster (the default), an existing cluster (``--kubeconfig``), or kind (``--e2e-cluster=kind``);
+and the further private devclusters of the differential, deployed and managed tests.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e import harness
+from e2e.cluster import build as build_mod
+from e2e.cluster import launcher
+from e2e.cluster.devcluster import ensure_devcluster
+from e2e.support import ARTIFACTS
+
+
+def start_devcluster(
+    config: pytest.Config, upstream: bool, binding_timeout: str | None, deployed: bool = False
+) -> harness.Cluster:
+    """``deployed``: the cluster the product is installed into from manifests/, with an untainted
+    real node whose pods reach the API server and Services."""
+    if config.getoption("--e2e-no-build"):
+        os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
+    directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
+    # One real node, in the default-mode cluster only: the differential tests compare
+    # controllers on fake nodes. It is tainted, so only the tests meant for it land there.
+    real_node = deployed or (not upstream and config.getoption("--e2e-node") == "real")
+    started = ensure_devcluster(
+        directory,
+        upstream_dra=upstream,
+        real_node=real_node,
+        taint_node=not deployed,
+        services=deployed,
+        binding_timeout=binding_timeout,
+        die_with_parent=True,
+    )
+    if not config.getoption("--e2e-keep-cluster"):
+        atexit.register(launcher.down, directory)
+    return harness.Cluster.of_devcluster(started)
+
+
+def stop_devcluster(config: pytest.Config, cluster: harness.Cluster, failed: bool) -> None:
+    if cluster.state is None:
+        return
+    if failed:
+        ARTIFACTS.mkdir(exist_ok=True)
+        target = ARTIFACTS / f"logs-{cluster.mode}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(Path(cluster.state.dir) / "logs", target)
+        for log in cluster.workdir.glob("operator-*.log"):
+            shutil.copy(log, ARTIFACTS)
+    if not config.getoption("--e2e-keep-cluster"):
+        launcher.down(Path(cluster.state.dir))
+
+
+def existing_cluster(config: pytest.Config, kubeconfig: str) -> harness.Cluster:
+    import yaml
+
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    server = doc["clusters"][0]["cluster"]["server"]
+    if not config.getoption("--e2e-allow-nonlocal") and not re.match(
+        r"https?://(127\.|localhost|\[::1\])", server
+    ):
+        raise pytest.UsageError(f"{server} is not a loopback address; pass --e2e-allow-nonlocal to use it")
+    kubectl = shutil.which("kubectl") or "kubectl"
+    with_state = Path(kubeconfig).parent / "state.json"
+    mode = "upstream-dra" if config.getoption("--e2e-upstream-dra") else "default"
+    state = None
+    if with_state.is_file():
+        state = launcher.ClusterState.load(with_state.parent)
+        if state is not None:
+            mode = state.mode
+            kubectl = str(Path(state.binary_dir) / "kubectl")
+    cluster = harness.Cluster(
+        kubeconfig=kubeconfig,
+        server=server,
+        mode=mode,
+        backend="existing",
+        kubectl_path=kubectl,
+        state=state,
+        binding_timeout=state.binding_timeout if state else None,
+    )
+    version = cluster.kubectl("version", "-o", "json").stdout
+    if '"minor": "37"' not in version:
+        raise pytest.UsageError(f"the cluster at {server} is not Kubernetes 1.37")
+    return cluster
+
+
+def kind_cluster(config: pytest.Config) -> harness.Cluster:
+    if shutil.which("docker") is None:
+        raise RuntimeError("--e2e-cluster=kind needs Docker; none found")
+    try:
+        from pytest_kind import KindCluster
+    except ImportError as err:
+        raise RuntimeError("--e2e-cluster=kind needs pytest-kind (pip install -e '.[kind]')") from err
+    from e2e.cluster.kind import kind_config
+
+    binaries = build_mod.build(log=lambda text: print(text))
+    kind = KindCluster(
+        "dra-operators-e2e",
+        image=config.getoption("--e2e-kind-image"),
+        kubectl_path=binaries.directory / "kubectl",
+    )
+    config_path = Path(tempfile.mkdtemp()) / "kind.yaml"
+    config_path.write_text(kind_config())
+    kind.create(config_path)
+    if not config.getoption("--e2e-keep-cluster"):
+        atexit.register(kind.delete)
+    return harness.Cluster(
+        kubeconfig=str(kind.kubeconfig_path),
+        server="",
+        mode="default",
+        backend="kind",
+        kubectl_path=str(binaries.directory / "kubectl"),
+    )
+
+
+def deployed_devcluster(
+    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool
+) -> Iterator[harness.Cluster]:
+    if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
+        pytest.skip("installing the product needs the devcluster backend with its real node")
+    config = request.config
+    handle = start_devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
+    yield handle
+    stop_devcluster(config, handle, request.session.testsfailed > 0)

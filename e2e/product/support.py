@@ -1,0 +1,257 @@
+"""What the product-level tests share.
+
+- Pods on the real node (``test_realnode.py``, ``test_deployed.py``, ``test_managed.py``): the
+  DeviceClass of the test driver's GPUs, a template, a pod that uses it, and reading back what the
+  operators, the scheduler and the kubelet made of them.
+- Installing the product as users do (``kubectl apply -k``) onto a devcluster with the real node,
+  and reading the operators' Deployments and Pods back: the deployed tier (``test_deployed.py``)
+  and the managed profile (``test_managed.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e import harness
+from e2e.cluster import images, realnode
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+DEVICE_CLASS = "real-node-gpu"
+
+
+def template(api: Kube, namespace: str, name: str = "one-gpu") -> str:
+    api.create(
+        f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {
+                "spec": {
+                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}
+                }
+            },
+        },
+    )
+    return name
+
+
+def pod_body(name: str, template_name: str, script: str, restart: str = "Always") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
+            "tolerations": [{"key": realnode.REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 2,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": images.BASE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", script],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+
+
+def generated_claim(api: Kube, namespace: str, pod: str) -> dict[str, Any]:
+    """The claim our operator generated for ``pod``, once the pod status names it."""
+
+    def claim() -> dict[str, Any] | None:
+        obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+        statuses = (obj or {}).get("status", {}).get("resourceClaimStatuses") or []
+        names = [s.get("resourceClaimName") for s in statuses if s.get("resourceClaimName")]
+        if not names:
+            return None
+        found: dict[str, Any] | None = api.get_or_none(
+            f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{names[0]}"
+        )
+        return found
+
+    found = wait_for(claim, 60, f"the generated claim of {pod}")
+    assert found is not None
+    return found
+
+
+def allocated_device(api: Kube, namespace: str, claim: str) -> str:
+    def device() -> str | None:
+        obj = api.get_or_none(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim}")
+        results = ((obj or {}).get("status", {}).get("allocation") or {}).get("devices", {}).get(
+            "results"
+        ) or []
+        return str(results[0]["device"]) if results else None
+
+    found = wait_for(device, 60, f"claim {claim} to be allocated")
+    assert found is not None
+    return found
+
+
+def phase(api: Kube, namespace: str, pod: str) -> str | None:
+    obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    return None if obj is None else str(obj.get("status", {}).get("phase"))
+
+
+def cdi_specs(node: realnode.NodeLayout) -> list[Path]:
+    return sorted(node.cdi_dir.glob("*.json"))
+
+
+def logs(cluster: harness.Cluster, namespace: str, pod: str) -> str:
+    return cluster.kubectl("logs", "-n", namespace, pod).stdout
+
+
+def create_noexecute_rule(api: Kube, name: str, device: str) -> None:
+    """A DeviceTaintRule that taints one of the test driver's devices NoExecute."""
+    api.create(
+        f"{RESOURCE}/devicetaintrules",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {
+                "deviceSelector": {
+                    "driver": realnode.DRIVER_NAME,
+                    "pool": realnode.NODE_NAME,
+                    "device": device,
+                },
+                "taint": {"key": "dra-operators.test/broken", "value": "true", "effect": "NoExecute"},
+            },
+        },
+    )
+
+
+def create_gpu_class(api: Kube) -> str:
+    api.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DEVICE_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{realnode.DRIVER_NAME}"'}}]},
+        },
+    )
+    return DEVICE_CLASS
+
+
+def eviction_condition(rule: dict[str, Any] | None) -> dict[str, Any]:
+    for condition in (rule or {}).get("status", {}).get("conditions") or []:
+        if condition.get("type") == "EvictionInProgress":
+            return dict(condition)
+    return {}
+
+
+NAMESPACE = "dra-operators"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+OPERATOR_PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+
+@dataclass
+class Installed:
+    cluster: harness.Cluster
+    api: Kube
+    available_at: float
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.cluster.kubectl(*args, **kwargs)
+
+    def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "operators.kubectl_dra", *args, "--kubeconfig", self.cluster.kubeconfig],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO_ROOT,
+        )
+
+
+def unavailable(api: Kube, operators: Sequence[str]) -> list[str]:
+    """The operators whose Deployments are not Available yet (all of them until they exist)."""
+    items = {d["metadata"]["name"]: d for d in api.list(DEPLOYMENTS)}
+    waiting = []
+    for name in operators:
+        deployment = items.get(f"dra-operators-{name}")
+        conditions = {
+            c["type"]: c["status"] for c in (deployment or {}).get("status", {}).get("conditions", [])
+        }
+        status = (deployment or {}).get("status", {})
+        if conditions.get("Available") != "True" or status.get("updatedReplicas") != status.get("replicas"):
+            waiting.append(name)
+    return waiting
+
+
+def operator_pods(api: Kube, operators: Sequence[str]) -> dict[str, dict[str, Any]]:
+    pods = {}
+    for pod in api.list(OPERATOR_PODS):
+        component = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+        if component in operators and pod["metadata"].get("deletionTimestamp") is None:
+            pods[component] = pod
+    return pods
+
+
+@contextlib.contextmanager
+def install(
+    cluster: harness.Cluster, apply: Callable[[], object], operators: Sequence[str], artifact: str
+) -> Iterator[Installed]:
+    """``apply()`` (``kubectl apply -k``, ``helm install``) and wait until the operators'
+    Deployments are Available; the measurements gathered meanwhile go to
+    ``test-artifacts/<artifact>``."""
+    api = Kube(cluster.kubeconfig)
+    here = Installed(cluster, api, 0.0)
+    try:
+        started = time.monotonic()
+        apply()
+        try:
+            wait_for(
+                lambda: not unavailable(api, operators),
+                300,
+                "every operator Deployment to become Available",
+                interval=0.5,
+            )
+        except AssertionError:
+            print(cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout)
+            for name in unavailable(api, operators):
+                print(
+                    cluster.kubectl(
+                        "logs", "-n", NAMESPACE, f"deploy/dra-operators-{name}", "--tail=20", check=False
+                    ).stdout
+                )
+            raise
+        here.available_at = time.monotonic()
+        here.measurements["apply_to_available_seconds"] = round(here.available_at - started, 1)
+        yield here
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / artifact).write_text(json.dumps(here.measurements, indent=2) + "\n")
+        print(f"{artifact} measurements: {json.dumps(here.measurements)}")
+        api.close()
+
+
+def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:
+    """A namespace of the test on the installed cluster, removed afterwards (a fixture's body)."""
+    name = make_namespace(installed.api, request)
+    yield name
+    cleanup_namespace(installed.api, name)
+
+
+def gpu_class(installed: Installed) -> Iterator[str]:
+    """The test driver's DeviceClass on the installed cluster (a fixture's body)."""
+    yield create_gpu_class(installed.api)
+    installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")

@@ -1,0 +1,254 @@
+"""The coexistence guard on an upstream-mode cluster, where kube-controller-manager's own DRA
+controllers run (what a managed cluster looks like): each replacement operator, started beside
+its in-tree counterpart, sees it act, stops writing, and says so (not ready, a Warning Event,
+the gauge, a log line naming the flag). With ``--allow-in-tree-controller`` it acts anyway.
+
+The first object of each test is a race between the two controllers: which one writes first is
+not ours to decide, and where ours wins outright the in-tree one finds nothing left to do and
+leaves no trace. So each test creates objects one at a time until the guard fires (the issue's
+"within one conflicting write"), then checks that nothing created afterwards carries a write of
+ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from e2e import harness
+from e2e.kube import Kube, wait_for
+from e2e.poolstatus.support import BUILTIN, request_body
+from e2e.resourceclaim.support import (
+    claims_of_pod,
+    create_pod,
+    create_template,
+    pod_body,
+    pods_path,
+    template_body,
+    template_entry,
+)
+from e2e.support import cleanup_namespace, make_namespace
+
+pytestmark = [pytest.mark.differential, pytest.mark.timeout(300)]
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+RULES = f"{RESOURCE}/devicetaintrules"
+ATTEMPTS = 10
+
+
+@pytest.fixture(scope="module")
+def identity(upstream_cluster: harness.Cluster, upstream_api: Kube) -> Callable[[str], str]:
+    objects = harness.rbac_objects(upstream_cluster)
+    harness.apply_rbac(upstream_cluster, objects)
+
+    def kubeconfig_for(operator: str) -> str:
+        namespace, account = harness.service_account_of(objects, operator)
+        return harness.token_kubeconfig(upstream_cluster, upstream_api, namespace, account)
+
+    return kubeconfig_for
+
+
+@pytest.fixture
+def beside_in_tree(
+    upstream_cluster: harness.Cluster, identity: Callable[[str], str]
+) -> Iterator[Callable[..., harness.RunningOperator]]:
+    """``beside_in_tree(name, *args)`` starts our operator on the upstream-mode cluster."""
+    started: list[harness.RunningOperator] = []
+
+    def start(name: str, *args: str) -> harness.RunningOperator:
+        op = harness.start_operator(name, identity(name), upstream_cluster.workdir, "subprocess", args)
+        op.expects_in_tree = True
+        started.append(op)
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+
+
+@pytest.fixture
+def upstream_namespace(upstream_api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = make_namespace(upstream_api, request)
+    yield name
+    cleanup_namespace(upstream_api, name)
+
+
+def _managers(obj: dict[str, Any]) -> set[str]:
+    return {entry.get("manager", "") for entry in obj["metadata"].get("managedFields") or []}
+
+
+def _ours(obj: dict[str, Any]) -> set[str]:
+    return {m for m in _managers(obj) if m.startswith("dra-operators-")}
+
+
+def _tripped(op: harness.RunningOperator, controller: str) -> bool:
+    return controller in harness.in_tree_detected(op.metrics())
+
+
+def _until_tripped(op: harness.RunningOperator, controller: str, create_one: Callable[[int], None]) -> int:
+    """Create objects one at a time until the guard fires; how many it took."""
+    for attempt in range(ATTEMPTS):
+        create_one(attempt)
+        try:
+            wait_for(lambda: _tripped(op, controller), 10, f"the guard to see {controller}")
+            return attempt + 1
+        except AssertionError:
+            continue
+    raise AssertionError(
+        f"{op.name} never saw {controller} in {ATTEMPTS} objects; its log:\n{op.log()[-3000:]}"
+    )
+
+
+def _reported(api: Kube, op: harness.RunningOperator, controller: str) -> None:
+    """Not ready with the reason, live, a Warning Event, and the log line naming the flag."""
+    status, text = harness.http_get(op.health_url.replace("/healthz", "/readyz"))
+    assert status == 503, text
+    assert f"kube-controller-manager's {controller} acts on the same objects" in text, text
+    assert harness.http_get(op.health_url)[0] == 200, "live: restarting would change nothing"
+    flag = f"--controllers=*,-{controller}"
+    assert flag in op.log(), f"no log line names {flag}"
+
+    def event() -> dict[str, Any] | None:
+        for item in api.list("/api/v1/events"):
+            if item["reason"] == "InTreeControllerDetected" and item["source"].get("component") == (
+                f"dra-operators-{op.name}"
+            ):
+                return item
+        return None
+
+    found = wait_for(event, 15, "the InTreeControllerDetected Event")
+    assert found is not None
+    assert found["type"] == "Warning"
+    assert flag in found["message"]
+    print(f"\n/readyz: {text.strip()}\nEvent on {found['involvedObject']['kind']}: {found['message']}")
+
+
+def test_resourceclaim_stops_beside_the_in_tree_controller(
+    upstream_api: Kube, upstream_namespace: str, beside_in_tree: Callable[..., harness.RunningOperator]
+) -> None:
+    api, ns = upstream_api, upstream_namespace
+    create_template(api, ns, template_body("gpu"))
+    op = beside_in_tree("resourceclaim")
+
+    def pod(index: int, prefix: str = "race") -> None:
+        create_pod(api, ns, pod_body(f"{prefix}-{index}", [template_entry("gpu", "gpu")]))
+
+    took = _until_tripped(op, "resourceclaim-controller", pod)
+    _reported(api, op, "resourceclaim-controller")
+
+    after = [f"after-{i}" for i in range(5)]
+    for index in range(len(after)):
+        pod(index, "after")
+
+    def handled() -> bool:
+        return all(
+            api.get(pods_path(ns, name)).get("status", {}).get("resourceClaimStatuses") for name in after
+        )
+
+    wait_for(handled, 60, "the in-tree controller to give every later pod its claim")
+    for name in after:
+        obj = api.get(pods_path(ns, name))
+        owned = claims_of_pod(api, ns, obj)
+        assert len(owned) == 1, f"{name}: {[c['metadata']['name'] for c in owned]}"
+        assert not _ours(obj), f"{name}: a write of ours after the guard fired"
+        assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours after the guard fired"
+    print(f"resourceclaim: the guard fired at race pod {took}")
+
+
+def test_resourceclaim_acts_with_the_override(
+    upstream_api: Kube, upstream_namespace: str, beside_in_tree: Callable[..., harness.RunningOperator]
+) -> None:
+    api, ns = upstream_api, upstream_namespace
+    create_template(api, ns, template_body("gpu"))
+    op = beside_in_tree("resourceclaim", "--allow-in-tree-controller")
+    names = [f"both-{i}" for i in range(ATTEMPTS)]
+    for name in names:
+        create_pod(api, ns, pod_body(name, [template_entry("gpu", "gpu")]))
+    wait_for(lambda: _tripped(op, "resourceclaim-controller"), 30, "the guard to see the in-tree controller")
+
+    def ours_wrote() -> bool:
+        return any(_ours(c) for c in api.list(f"{RESOURCE}/namespaces/{ns}/resourceclaims"))
+
+    wait_for(ours_wrote, 30, "a claim created by our operator")
+    assert op.ready(), "the override keeps it ready"
+    assert "acting anyway" in op.log()
+
+
+def test_devicetaint_stops_beside_the_in_tree_controller(
+    upstream_api: Kube,
+    beside_in_tree: Callable[..., harness.RunningOperator],
+    unique_name: Callable[[str], str],
+) -> None:
+    api = upstream_api
+    op = beside_in_tree("devicetaint")
+    prefix = unique_name("guard")
+    created: list[str] = []
+
+    def rule(index: int, kind: str = "race") -> None:
+        name = f"{prefix}-{kind}-{index}"
+        api.create(
+            RULES,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": name},
+                "spec": {
+                    "deviceSelector": {"driver": f"{prefix}.example.com"},
+                    "taint": {"key": "example.com/maintenance", "effect": "NoExecute"},
+                },
+            },
+        )
+        created.append(name)
+
+    try:
+        took = _until_tripped(op, "device-taint-eviction-controller", rule)
+        _reported(api, op, "device-taint-eviction-controller")
+        rule(0, "after")
+        name = created[-1]
+
+        def conditioned() -> dict[str, Any] | None:
+            obj = api.get(f"{RULES}/{name}")
+            return obj if (obj.get("status") or {}).get("conditions") else None
+
+        later = wait_for(conditioned, 60, "the in-tree controller to write the later rule's condition")
+        assert later is not None
+        assert not _ours(later), f"a write of ours on {name} after the guard fired: {_managers(later)}"
+        print(f"devicetaint: the guard fired at race rule {took}")
+    finally:
+        for name in created:
+            api.delete(f"{RULES}/{name}")
+
+
+def test_poolstatus_stops_beside_the_in_tree_controller(
+    upstream_api: Kube,
+    beside_in_tree: Callable[..., harness.RunningOperator],
+    unique_name: Callable[[str], str],
+) -> None:
+    api = upstream_api
+    op = beside_in_tree("poolstatus", "--builtin-api=on")
+    prefix = unique_name("guard")
+    created: list[str] = []
+
+    def request(index: int, kind: str = "race") -> None:
+        name = f"{prefix}-{kind}-{index}"
+        api.create(BUILTIN.path(), request_body(BUILTIN, name, f"{prefix}.example.com"))
+        created.append(name)
+
+    try:
+        took = _until_tripped(op, "resourcepoolstatusrequest-controller", request)
+        _reported(api, op, "resourcepoolstatusrequest-controller")
+        request(0, "after")
+        name = created[-1]
+        later = wait_for(
+            lambda: (lambda o: o if o.get("status") else None)(api.get(BUILTIN.path(name))),
+            60,
+            "the in-tree controller to calculate the later request",
+        )
+        assert later is not None
+        assert not _ours(later), f"a write of ours on {name} after the guard fired: {_managers(later)}"
+        print(f"poolstatus: the guard fired at race request {took}")
+    finally:
+        for name in created:
+            api.delete(BUILTIN.path(name))

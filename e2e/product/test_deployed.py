@@ -1,0 +1,884 @@
+"""The product as users run it: ``kubectl apply -k`` of the shipped manifests, the image built
+here, every operator a Pod on the real node under its own ServiceAccount, in a namespace that
+enforces the restricted Pod Security profile. No operator of this cluster runs on the host.
+
+The install is ``e2e/deployed/``: the shipped manifests, the image tag of the local build, and
+the Exec action's command mounted from a ConfigMap (what a user adds for their own action).
+Measurements (time to Ready, each operator's memory) go to ``test-artifacts/deployed.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from demo import cleanup
+from demo.player import Player
+from demo.scenarios import SCENARIOS
+from e2e import harness
+from e2e.bindingattacher.world import condition, policy_ready
+from e2e.cluster import images, realnode
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+from e2e.product import support
+from e2e.product.scenarios import STORIES
+from e2e.product.support import (
+    DEPLOYMENTS,
+    NAMESPACE,
+    OPERATOR_PODS,
+    RESOURCE,
+    Installed,
+    allocated_device,
+    create_noexecute_rule,
+    eviction_condition,
+    generated_claim,
+    install,
+    logs,
+    operator_pods,
+    phase,
+    pod_body,
+    template,
+    unavailable,
+)
+from e2e.resourceclaim.support import (
+    absent_template,
+    all_recorded,
+    assert_exactly_one_claim_each,
+    placeholder_pods,
+)
+from operators import OPERATOR_NAMES
+from operators.dra.quantity import parse_quantity
+
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+
+OVERLAY = REPO_ROOT / "e2e" / "deployed"
+OWN = "/apis/dra-operators.io/v1alpha1"
+POLICIES = f"{OWN}/deviceattachpolicies"
+TAINT_RULES = f"{RESOURCE}/devicetaintrules"
+COMMAND = "/etc/dra-operators/commands/fabric-attach"
+# Granted by the shipped manifests (manifests/bindingattacher/rbac.yaml).
+SHIPPED_DRIVER = "gpu.fabric.example.com"
+NO_RESTART_WINDOW = 120.0
+
+
+@pytest.fixture(scope="module")
+def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
+    def apply() -> object:
+        return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
+
+    with install(deployed_cluster, apply, OPERATOR_NAMES, "deployed.json") as here:
+        yield here
+
+
+def _available(api: Kube) -> list[str]:
+    return unavailable(api, OPERATOR_NAMES)
+
+
+def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
+    return operator_pods(api, OPERATOR_NAMES)
+
+
+@pytest.fixture
+def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from support.namespace_of_test(installed, request)
+
+
+@pytest.fixture(scope="module")
+def gpu_class(installed: Installed) -> Iterator[str]:
+    yield from support.gpu_class(installed)
+
+
+# -- the install ---------------------------------------------------------------------------------
+
+
+def test_every_operator_is_available_under_its_own_service_account(installed: Installed) -> None:
+    api = installed.api
+    namespace = api.get(f"/api/v1/namespaces/{NAMESPACE}")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    rendered = installed.kubectl("kustomize", str(REPO_ROOT / "manifests")).stdout
+    shipped = {
+        d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"
+    }
+    pods = _operator_pods(api)
+    assert sorted(pods) == sorted(OPERATOR_NAMES)
+    for name, pod in pods.items():
+        assert pod["spec"]["serviceAccountName"] == f"dra-operators-{name}"
+        assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+        container = pod["spec"]["containers"][0]
+        assert container["image"] == images.OPERATOR_IMAGE
+        expected = shipped[f"dra-operators-{name}"]["spec"]["template"]["spec"]["containers"][0]
+        for probe in ("livenessProbe", "readinessProbe"):
+            # The API server adds the defaults (scheme HTTP, thresholds); what was shipped stays.
+            for key, value in expected[probe]["httpGet"].items():
+                assert container[probe]["httpGet"][key] == value, f"{name} {probe}.{key}"
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", f"{name}: {pod['status']['conditions']}"
+
+
+def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    api = installed.api
+    # The series the README names (section "Metrics and health").
+    wanted = {
+        "resourceclaim": [
+            "dra_operators_resourceclaim_creates_total",
+            "dra_operators_resourceclaim_resource_claims",
+        ],
+        "devicetaint": ["dra_operators_devicetaint_pod_deletions_total"],
+        "poolstatus": ["dra_operators_poolstatus_"],
+        "bindingattacher": ["dra_operators_bindingattacher_"],
+        "taintselector": ["dra_operators_taintselector_"],
+    }
+    urls = {}
+    for name in OPERATOR_NAMES:
+        service = api.get(f"/api/v1/namespaces/{NAMESPACE}/services/dra-operators-{name}")
+        urls[name] = f"https://{service['spec']['clusterIP']}:8080/metrics"
+    # Three callers: the scraper's own ServiceAccount, bound to dra-operators-metrics-reader; a
+    # ServiceAccount without that role; and no token at all.
+    accounts = f"/api/v1/namespaces/{deployed_namespace}/serviceaccounts"
+    for account in ("reader", "stranger"):
+        api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
+    binding = f"dra-operators-metrics-reader-{deployed_namespace}"
+    api.create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "dra-operators-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": deployed_namespace}],
+        },
+    )
+    stranger = api.create(
+        f"{accounts}/stranger/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )["status"]["token"]
+    script = (
+        "import json, ssl, sys, urllib.error, urllib.request\n"
+        "tls = ssl.create_default_context(); tls.check_hostname = False; tls.verify_mode = ssl.CERT_NONE\n"
+        "own = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"
+        "def get(url, token):\n"
+        "    headers = {'Authorization': 'Bearer ' + token} if token else {}\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10,"
+        " context=tls) as answer:\n"
+        "            return answer.status, answer.read().decode()\n"
+        "    except urllib.error.HTTPError as err:\n"
+        "        return err.code, err.read().decode()\n"
+        "for name, url in json.loads(sys.argv[1]).items():\n"
+        "    refused = [get(url, sys.argv[2])[0], get(url, '')[0]]\n"
+        "    status, body = get(url, own)\n"
+        "    print(f'=== {name} {status} {refused[0]} {refused[1]}'); print(body)\n"
+    )
+    try:
+        api.create(
+            f"/api/v1/namespaces/{deployed_namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "scraper"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "reader",
+                    "containers": [
+                        {
+                            "name": "scrape",
+                            "image": images.OPERATOR_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "command": ["python3", "-c", script, json.dumps(urls), stranger],
+                        }
+                    ],
+                },
+            },
+        )
+        wait_for(
+            lambda: phase(api, deployed_namespace, "scraper") in ("Succeeded", "Failed"),
+            120,
+            "the scraper pod to finish",
+        )
+    finally:
+        api.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
+    output = logs(installed.cluster, deployed_namespace, "scraper")
+    assert phase(api, deployed_namespace, "scraper") == "Succeeded", output[-2000:]
+    sections: dict[str, str] = {}
+    for part in output.split("=== ")[1:]:
+        head, body = part.split("\n", 1)
+        name, reader_status, stranger_status, anonymous_status = head.split()
+        assert (reader_status, stranger_status, anonymous_status) == ("200", "403", "401"), f"{name}: {head}"
+        sections[name] = body
+    exported: set[str] = set()
+    assert sorted(sections) == sorted(OPERATOR_NAMES)
+    for name, prefixes in wanted.items():
+        body = sections[name]
+        assert 'dra_operators_workqueue_depth{name="' in body, name
+        assert "dra_operators_client_requests_total" in body, name
+        for prefix in prefixes:
+            assert prefix in body, f"{name}: no {prefix} series"
+        exported |= harness.exported_names(body)
+        if name in ("resourceclaim", "devicetaint", "poolstatus"):
+            # The coexistence guard: exported, and silent where the in-tree controllers are off.
+            assert harness.GUARD_METRIC in body, name
+            assert harness.in_tree_detected(body) == (), name
+    # The monitoring assets name only series some operator exports.
+    monitoring = REPO_ROOT / "manifests" / "monitoring"
+    named = set(re.findall(r"\bdra_operators_[a-z_]+", (monitoring / "prometheusrule.yaml").read_text()))
+    named |= set(re.findall(r"\bdra_operators_[a-z_]+", (monitoring / "dashboard.json").read_text()))
+    assert named, "no series named by the alerts and the dashboard"
+    assert named <= exported, f"named but exported by no operator: {sorted(named - exported)}"
+
+
+# -- the demo, against the deployed operators ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_player(installed: Installed) -> Iterator[Player]:
+    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
+    yield played
+    played.close()
+
+
+@pytest.mark.parametrize("story", list(STORIES))
+def test_demo_story_against_the_deployed_operators(
+    installed: Installed, demo_player: Player, story: str
+) -> None:
+    """The README's demo as ``make demo`` plays it, with the operators as Pods instead of on the host."""
+    scenario = SCENARIOS[story]
+    cleanup.clean(installed.api, scenario)
+    try:
+        STORIES[story](installed.api, demo_player, scenario)
+    finally:
+        cleanup.clean(installed.api, scenario, wait=False)
+    installed.measurements.setdefault("memory_after_demo_story", {})[story] = _memory(installed)
+
+
+# -- claims and eviction on the real node ------------------------------------------------------
+
+
+def test_template_pod_runs_on_the_real_node_with_the_deployed_operator(
+    installed: Installed, deployed_namespace: str, gpu_class: str
+) -> None:
+    api, namespace = installed.api, deployed_namespace
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(
+        pods, pod_body("trainer", template(api, namespace), 'echo "GPU_DEVICE_0=$GPU_DEVICE_0"; sleep 3600')
+    )
+    claim = generated_claim(api, namespace, "trainer")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "trainer") == "Running", 120, "trainer to run on the real node")
+    wait_for(
+        lambda: f"GPU_DEVICE_0={device}" in logs(installed.cluster, namespace, "trainer"),
+        30,
+        "the container to print its prepared device",
+    )
+    api.delete(f"{pods}/trainer")
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    wait_for(lambda: api.list(claims) == [], 90, "the deployed operator to delete the generated claim")
+
+
+def test_noexecute_rule_evicts_through_the_deployed_operator(
+    installed: Installed,
+    deployed_namespace: str,
+    gpu_class: str,
+    unique_name: Callable[[str], str],
+) -> None:
+    api, namespace = installed.api, deployed_namespace
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(pods, pod_body("victim", template(api, namespace), "sleep 3600"))
+    claim = generated_claim(api, namespace, "victim")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "victim") == "Running", 120, "victim to run")
+    rule = unique_name("evict")
+    create_noexecute_rule(api, rule, device)
+    try:
+        done = wait_for(
+            lambda: eviction_condition(api.get_or_none(f"{TAINT_RULES}/{rule}")).get("reason") == "Completed",
+            120,
+            "EvictionInProgress to reach Completed",
+        )
+        assert done
+        assert api.get_or_none(f"{pods}/victim") is None, "Completed while the pod still exists"
+    finally:
+        api.delete(f"{TAINT_RULES}/{rule}")
+
+
+# -- binding conditions: the Exec action, the default policy, the driver permission -----------
+
+
+def _fabric(api: Kube, prefix: str, driver: str) -> tuple[str, list[str]]:
+    """A slice of three free devices d0-d2 of ``driver`` that bind to the node the scheduler
+    picks (the real node), and a DeviceClass for them."""
+    names = ["d0", "d1", "d2"]
+    devices = [
+        {
+            "name": n,
+            "bindsToNode": True,
+            "bindingConditions": [f"{driver}/attached"],
+            "bindingFailureConditions": [f"{driver}/attach-failed"],
+        }
+        for n in names
+    ]
+    api.create(
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{prefix}-slice"},
+            "spec": {
+                "driver": driver,
+                "pool": {"name": f"{prefix}-pool", "generation": 1, "resourceSliceCount": 1},
+                "allNodes": True,
+                "devices": devices,
+            },
+        },
+    )
+    api.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"{prefix}-class"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    return f"{prefix}-class", names
+
+
+def _exec_policy(name: str, driver: str, fail: str = "", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceAttachPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "action": {
+                "kind": "Exec",
+                "exec": {"command": [COMMAND], "env": [{"name": "FAIL_DEVICES", "value": fail}]},
+            },
+            "conditions": {},
+            **spec,
+        },
+    }
+
+
+def _fabric_pod(api: Kube, namespace: str, device_class: str, name: str = "trainer") -> None:
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    api.create(
+        claims,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{name}-fabric"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
+            },
+        },
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-fabric"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": images.BASE_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["sleep", "3600"],
+                        "resources": {"claims": [{"name": "gpu"}]},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def _bound_device(api: Kube, namespace: str, pod: str) -> str | None:
+    obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+    if not obj or not obj["spec"].get("nodeName"):
+        return None
+    claim = api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{pod}-fabric")
+    results = (claim.get("status", {}).get("allocation") or {}).get("devices", {}).get("results") or []
+    return str(results[0]["device"]) if results else None
+
+
+@pytest.fixture
+def fabric(
+    installed: Installed, deployed_namespace: str, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., tuple[str, list[str]]]]:
+    made: list[tuple[str, str]] = []
+
+    def make(driver: str) -> tuple[str, list[str]]:
+        prefix = unique_name("fab")
+        made.append((prefix, driver))
+        return _fabric(installed.api, prefix, driver)
+
+    yield make
+    api = installed.api
+    # The workload's pods and claims first: a policy keeps its finalizer until its devices are
+    # detached, which happens when the claims are deallocated. The pods that serve an action (the
+    # webhook server) go last, as the detach calls them: deleted with the workload, the server
+    # could be gone before the detach, which would then be retried for ever.
+    pods = f"/api/v1/namespaces/{deployed_namespace}/pods"
+    servers = []
+    for pod in api.list(pods):
+        if pod["spec"].get("resourceClaims"):
+            api.delete(f"{pods}/{pod['metadata']['name']}", gracePeriodSeconds="0")
+        else:
+            servers.append(pod["metadata"]["name"])
+    claims = f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims"
+    for claim in api.list(claims):
+        api.delete(f"{claims}/{claim['metadata']['name']}")
+    wait_for(lambda: api.list(claims) == [], 90, "the test's claims to be deallocated and gone")
+    for policy in api.list(POLICIES):
+        api.delete(f"{POLICIES}/{policy['metadata']['name']}")
+    wait_for(lambda: api.list(POLICIES) == [], 60, "the policies to be finalized and gone")
+    for name in servers:
+        api.delete(f"{pods}/{name}", gracePeriodSeconds="0")
+    for prefix, driver in made:
+        api.delete(f"{RESOURCE}/resourceslices/{prefix}-slice")
+        api.delete(f"{RESOURCE}/deviceclasses/{prefix}-class")
+        for rule in api.list(TAINT_RULES):
+            if rule["spec"].get("deviceSelector", {}).get("driver") == driver:
+                api.delete(f"{TAINT_RULES}/{rule['metadata']['name']}")
+
+
+def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    device_class, _ = fabric(SHIPPED_DRIVER)
+    api.create(POLICIES, _exec_policy("fabric-exec", SHIPPED_DRIVER))
+    wait_for(lambda: policy_ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
+    _fabric_pod(api, deployed_namespace, device_class)
+    device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 90, "the pod to be bound")
+    claim = api.get(f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims/trainer-fabric")
+    entries = claim["status"].get("devices") or []
+    attached = [c for e in entries if e["device"] == device for c in e.get("conditions", [])]
+    assert any(c["type"] == f"{SHIPPED_DRIVER}/attached" and c["status"] == "True" for c in attached), entries
+    # The command's answer names the temp file it wrote under the read-only root (/tmp emptyDir).
+    messages = " ".join(c.get("message", "") for c in attached)
+    assert "staged in /tmp/fabric-attach-" in messages, attached
+
+
+def test_default_policy_moves_a_permanently_failing_device_aside(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """The livelock of #21: with the default onFailure the scheduler must not pick d0 forever."""
+    api = installed.api
+    driver = "livelock.fabric.example.com"
+    granted = installed.kubectl_dra("grant-driver", driver)
+    assert granted.returncode == 0, granted.stderr
+    device_class, _ = fabric(driver)
+    api.create(POLICIES, _exec_policy("livelock", driver, fail="d0"))
+    wait_for(lambda: policy_ready(api, "livelock"), 60, "the policy to be Ready")
+    policy = api.get(f"{POLICIES}/livelock")
+    assert policy["spec"]["onFailure"]["taintDevice"] == "OnPermanentError"
+    _fabric_pod(api, deployed_namespace, device_class)
+    # The scheduler tries devices in order, so d0 comes first; the taint of its permanent
+    # failure sends the next scheduling round elsewhere.
+    device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 120, "the pod to be bound")
+    assert device in ("d1", "d2")
+    records = api.list(f"{OWN}/namespaces/{NAMESPACE}/deviceattachments")
+    failed_on_d0 = [r for r in records if r["spec"]["device"] == "d0"]
+    assert len(failed_on_d0) <= 2, f"more than two rounds on d0: {len(failed_on_d0)}"
+    rules = [r for r in api.list(TAINT_RULES) if r["spec"]["deviceSelector"].get("driver") == driver]
+    assert [r["spec"]["deviceSelector"]["device"] for r in rules] == ["d0"]
+
+
+def test_a_claim_failing_again_and_again_on_one_device_is_reported(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    driver = "stuck.fabric.example.com"
+    assert installed.kubectl_dra("grant-driver", driver).returncode == 0
+    device_class, _ = fabric(driver)
+    # Never, and every device fails: the loop the default prevents, made visible.
+    api.create(POLICIES, _exec_policy("stuck", driver, fail="d0,d1,d2", onFailure={"taintDevice": "Never"}))
+    wait_for(lambda: policy_ready(api, "stuck"), 60, "the policy to be Ready")
+    _fabric_pod(api, deployed_namespace, device_class)
+
+    def warning() -> dict[str, Any] | None:
+        events = api.list(f"/api/v1/namespaces/{deployed_namespace}/events")
+        found = [e for e in events if e.get("reason") == "RepeatedAttachFailure"]
+        return found[0] if found else None
+
+    event = wait_for(warning, 180, "a RepeatedAttachFailure Warning")
+    assert event is not None
+    assert event["type"] == "Warning"
+    assert "allocation rounds in a row failed on this device" in event["message"]
+    assert "onFailure.taintDevice: Never" in event["message"]
+
+
+def test_a_driver_without_the_grant_is_not_authorized_until_granted(
+    installed: Installed, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    api = installed.api
+    driver = "late.fabric.example.com"
+    fabric(driver)
+    api.create(POLICIES, _exec_policy("late", driver))
+
+    def authorized(status: str) -> dict[str, Any] | None:
+        found = condition(api.get_or_none(f"{POLICIES}/late"), "Authorized") or {}
+        return found if found.get("status") == status else None
+
+    denied = wait_for(lambda: authorized("False"), 60, "Authorized=False")
+    assert denied is not None
+    assert denied["reason"] == "MissingDriverPermission"
+    assert f"grant it with `kubectl dra grant-driver {driver}`" in denied["message"]
+    assert (condition(api.get(f"{POLICIES}/late"), "Ready") or {}).get("reason") == "NotAuthorized"
+    granted = installed.kubectl_dra("grant-driver", driver)
+    assert granted.returncode == 0, granted.stderr
+    assert (
+        "clusterrolebinding/dra-operators-bindingattacher-driver-late.fabric.example.com applied"
+        in granted.stdout
+    )
+    wait_for(lambda: authorized("True"), 60, "Authorized=True after the grant")
+    wait_for(lambda: policy_ready(api, "late"), 30, "the policy to be Ready")
+
+
+WEBHOOK_SERVER = """\
+import json, ssl
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Attach(BaseHTTPRequestHandler):
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.dumps({"outcome": "Succeeded", "message": f"{request['operation']} by the webhook pod"})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+
+server = HTTPServer(("0.0.0.0", 8443), Attach)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("/tls/tls.crt", "/tls/tls.key")
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+def test_https_webhook_action_reaches_a_server_pod_through_its_service(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """The attacher calls a webhook served by a pod on the real node, through a Service, and
+    verifies it with the policy's caBundle (no cluster DNS here: the URL names the cluster IP,
+    which the server certificate carries)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from e2e.cluster import pki
+
+    api, namespace = installed.api, deployed_namespace
+    driver = "webhook.fabric.example.com"
+    assert installed.kubectl_dra("grant-driver", driver).returncode == 0
+    device_class, _ = fabric(driver)
+    service = api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "attach-webhook"},
+            "spec": {"selector": {"app": "attach-webhook"}, "ports": [{"port": 443, "targetPort": 8443}]},
+        },
+    )
+    cluster_ip = service["spec"]["clusterIP"]
+    authority = pki.Authority.create("attach-webhook CA")
+    cert, key = authority.issue(
+        pki.name("attach-webhook"),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [x509.IPAddress(ipaddress.ip_address(cluster_ip))],
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "attach-webhook-tls"},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.decode(), "tls.key": key.decode()},
+        },
+    )
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "attach-webhook", "labels": {"app": "attach-webhook"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": images.OPERATOR_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-c", WEBHOOK_SERVER],
+                        "ports": [{"containerPort": 8443}],
+                        "readinessProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1},
+                        "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+                    }
+                ],
+                "volumes": [{"name": "tls", "secret": {"secretName": "attach-webhook-tls"}}],
+            },
+        },
+    )
+
+    def ready() -> bool:
+        pod = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/attach-webhook")
+        conditions = {c["type"]: c["status"] for c in (pod or {}).get("status", {}).get("conditions", [])}
+        return conditions.get("Ready") == "True"
+
+    wait_for(ready, 120, "the webhook server pod to be ready")
+    policy = {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceAttachPolicy",
+        "metadata": {"name": "webhook"},
+        "spec": {
+            "driver": driver,
+            "action": {
+                "kind": "Webhook",
+                "webhook": {"url": f"https://{cluster_ip}/attach", "caBundle": authority.cert_pem.decode()},
+            },
+        },
+    }
+    api.create(POLICIES, policy)
+    wait_for(lambda: policy_ready(api, "webhook"), 60, "the webhook policy to be Ready")
+    _fabric_pod(api, namespace, device_class)
+    device = wait_for(lambda: _bound_device(api, namespace, "trainer"), 90, "the pod to be bound")
+    claim = api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/trainer-fabric")
+    conditions = [
+        c for e in claim["status"]["devices"] if e["device"] == device for c in e.get("conditions", [])
+    ]
+    attached = [c for c in conditions if c["type"] == f"{driver}/attached"]
+    assert attached, conditions
+    assert attached[0]["status"] == "True"
+    assert "by the webhook pod" in attached[0].get("message", ""), attached
+
+
+# -- steadiness, memory, uninstall -------------------------------------------------------------
+
+
+def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
+    """The container cgroup's working set (usage minus inactive file pages), as the kubelet
+    reports it for cgroup v1."""
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    root = Path("/sys/fs/cgroup/memory") / node.cgroup_parent / "kubepods"
+    # The kubelet's cgroupfs layout, by QoS class; not a walk of the tree, which races with other
+    # pods' cgroups being removed.
+    pod_dir = f"pod{pod['metadata']['uid']}"
+    candidates = [root / qos / pod_dir / container_id for qos in ("", "burstable", "besteffort")]
+    found = [path for path in candidates if path.is_dir()]
+    assert found, f"no memory cgroup for container {container_id} under {root}"
+    usage = int((found[0] / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (found[0] / "memory.stat").read_text().splitlines())
+    return max(usage - int(stat.get("total_inactive_file", "0")), 0)
+
+
+def _memory(installed: Installed) -> dict[str, dict[str, Any]]:
+    """Each operator's working set now, checked against its limit."""
+    assert installed.cluster.state is not None
+    node = installed.cluster.state.node_layout
+    memory = {}
+    for name, pod in _operator_pods(installed.api).items():
+        used = _working_set(node, pod)
+        limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        memory[name] = {"working_set_mib": round(used / 2**20, 1), "limit": limit}
+        assert used < parse_quantity(limit).as_fraction(), f"{name} uses {used} bytes, limit {limit}"
+    return memory
+
+
+def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Installed) -> None:
+    api = installed.api
+    deadline = installed.available_at + NO_RESTART_WINDOW
+
+    def restarts() -> dict[str, int]:
+        counts = {}
+        for name, pod in _operator_pods(api).items():
+            counts[name] = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        return counts
+
+    # Observed for the whole window: a restart fails at once, not at the end.
+    while True:
+        counts = restarts()
+        assert set(counts.values()) == {0}, f"restarts: {counts}"
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(5)
+    installed.measurements["memory_after_stories"] = _memory(installed)
+
+
+NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
+
+
+def _rolled_out(api: Kube, tag: str) -> bool:
+    deployments = api.list(DEPLOYMENTS)
+    return len(deployments) == len(OPERATOR_NAMES) and all(
+        d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{tag}")
+        and d["status"].get("observedGeneration") == d["metadata"]["generation"]
+        and d["status"].get("updatedReplicas")
+        == d["status"].get("replicas")
+        == d["status"].get("availableReplicas")
+        for d in deployments
+    )
+
+
+def test_upgrade_while_a_workload_runs_loses_and_duplicates_nothing(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """This main's install with another image tag, applied over the running one in the middle of
+    a workload: every Deployment rolls its pod, and every pod ends with exactly one claim."""
+    api, namespace = installed.api, deployed_namespace
+    state = installed.cluster.state
+    assert state is not None
+    assert state.node_bin_dir is not None
+    subprocess.run(
+        [
+            f"{state.node_bin_dir}/ctr",
+            f"--address={state.node_layout.containerd_socket}",
+            "--namespace=k8s.io",
+            "images",
+            "tag",
+            "--force",
+            images.canonical_name(images.OPERATOR_IMAGE),
+            images.canonical_name("dra-operators:next"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    absent_template(api, namespace)
+    before = [f"before-{i}" for i in range(40)]
+    placeholder_pods(api, namespace, before)
+    wait_for(lambda: all_recorded(api, namespace, len(before)), 120, "the first pods' claims")
+    installed.kubectl("apply", "-k", str(NEXT_OVERLAY), timeout=180)
+    during = [f"during-{i}" for i in range(40)]
+    placeholder_pods(api, namespace, during)
+    wait_for(lambda: _rolled_out(api, "next"), 300, "every Deployment to roll out the next image")
+    after = [f"after-{i}" for i in range(20)]
+    placeholder_pods(api, namespace, after)
+    everyone = before + during + after
+    wait_for(lambda: all_recorded(api, namespace, len(everyone)), 180, "every pod's claim after the upgrade")
+    assert_exactly_one_claim_each(api, namespace, everyone)
+
+
+HA_OVERLAY = REPO_ROOT / "e2e" / "deployed-ha"
+BURST = 200
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+
+
+def _holder(api: Kube, operator: str) -> str | None:
+    lease = api.get_or_none(f"{LEASES}/dra-operators-{operator}")
+    return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def _all_have_two_replicas(api: Kube) -> bool:
+    deployments = api.list(DEPLOYMENTS)
+    return len(deployments) == len(OPERATOR_NAMES) and all(
+        d["status"].get("availableReplicas") == 2 == d["status"].get("updatedReplicas")
+        and d["status"].get("replicas") == 2
+        for d in deployments
+    )
+
+
+def test_ha_standby_takes_over_in_the_middle_of_a_burst(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """The ha overlay applied over the running install; the resourceclaim leader's pod deleted
+    halfway through 200 template pods: the standby holds the Lease within 20 s, and every pod
+    ends with exactly one claim."""
+    api, namespace = installed.api, deployed_namespace
+    installed.kubectl("apply", "-k", str(HA_OVERLAY), timeout=180)
+    wait_for(lambda: _all_have_two_replicas(api), 300, "two available replicas of every operator")
+    leader = wait_for(lambda: _holder(api, "resourceclaim"), 60, "a resourceclaim leader")
+    assert leader is not None
+    absent_template(api, namespace)
+    names = [f"burst-{i}" for i in range(BURST)]
+    deleted_at = 0.0
+    for index, name in enumerate(names):
+        if index == BURST // 2:
+            api.delete(f"{OPERATOR_PODS}/{leader}")
+            deleted_at = time.time()
+        placeholder_pods(api, namespace, [name])
+    successor = wait_for(
+        lambda: (holder := _holder(api, "resourceclaim")) != leader and holder,
+        60,
+        "the standby to take the Lease",
+    )
+    assert successor
+    # The same machine's clock wrote acquireTime: the hand-over as the Lease records it.
+    acquired = api.get(f"{LEASES}/dra-operators-resourceclaim")["spec"]["acquireTime"]
+    handover = datetime.fromisoformat(acquired.replace("Z", "+00:00")).timestamp() - deleted_at
+    installed.measurements["ha_lease_handover_seconds"] = round(handover, 2)
+    assert handover <= 20, f"the standby took the Lease {handover:.1f} s after the leader's deletion"
+
+    wait_for(
+        lambda: all_recorded(api, namespace, BURST), 180, f"all {BURST} pods to have their claim recorded"
+    )
+    assert_exactly_one_claim_each(api, namespace, names)
+    assert installed.cluster.state is not None
+    node = installed.cluster.state.node_layout
+    leader_pod = api.get(f"{OPERATOR_PODS}/{successor}")
+    installed.measurements["resourceclaim_working_set_mib_after_burst"] = round(
+        _working_set(node, leader_pod) / 2**20, 1
+    )
+
+
+def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
+    """The README's order: the project's objects first (while the operators can still remove
+    their finalizers), then ``kubectl delete -k``; the grants carry the project's label."""
+    api = installed.api
+    installed.kubectl(
+        "delete",
+        "deviceattachpolicies.dra-operators.io,devicetaintselectors.dra-operators.io,"
+        "resourcepoolstatusrequests.dra-operators.io",
+        "--all",
+        "--wait=true",
+        timeout=120,
+    )
+    installed.kubectl("delete", "-k", str(OVERLAY), "--wait=true", timeout=300)
+    installed.kubectl(
+        "delete",
+        "clusterrole,clusterrolebinding",
+        "-l",
+        "app.kubernetes.io/part-of=dra-operators",
+        timeout=60,
+    )
+    left = installed.kubectl(
+        "get",
+        "clusterroles,clusterrolebindings,crds,namespaces",
+        "-l",
+        "app.kubernetes.io/part-of=dra-operators",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert left == []
+    assert api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}") is None
+    crds = [
+        c["metadata"]["name"] for c in api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+    ]
+    assert not [c for c in crds if c.endswith(".dra-operators.io")]

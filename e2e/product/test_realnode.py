@@ -1,0 +1,234 @@
+"""Pods that really run: the devcluster's real node (kubelet, containerd, runc, CNI, test driver).
+
+Every other e2e test binds pods to fake nodes, where nothing starts. Here our operators work
+together with a real kubelet: the claim our resourceclaim operator generates is allocated by
+kube-scheduler, prepared by the test driver's kubelet plugin (a CDI spec injects the device's
+name into the container) and unprepared when the container stops.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import harness
+from e2e.cluster import images, realnode
+from e2e.cluster.constants import REPO_ROOT
+from e2e.kube import Kube, wait_for
+from e2e.product.support import (
+    DEVICE_CLASS,
+    RESOURCE,
+    allocated_device,
+    cdi_specs,
+    create_gpu_class,
+    create_noexecute_rule,
+    eviction_condition,
+    generated_claim,
+    logs,
+    phase,
+    pod_body,
+    template,
+)
+
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def node(cluster: harness.Cluster) -> realnode.NodeLayout:
+    if cluster.state is None or cluster.state.node is None:
+        pytest.skip("the cluster has no real node (NODE=fake)")
+    return cluster.state.node_layout
+
+
+@pytest.fixture(scope="module")
+def gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
+    yield create_gpu_class(api)
+    api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+
+
+@pytest.fixture
+def resourceclaim(operator: Callable[..., Any]) -> Iterator[harness.RunningOperator]:
+    with operator("resourceclaim") as op:
+        yield op
+
+
+def test_template_pod_runs_and_its_claim_is_unprepared_and_deleted(
+    cluster: harness.Cluster,
+    api: Kube,
+    namespace: str,
+    node: realnode.NodeLayout,
+    gpu_class: str,
+    resourceclaim: harness.RunningOperator,
+) -> None:
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(
+        pods, pod_body("trainer", template(api, namespace), 'echo "GPU_DEVICE_0=$GPU_DEVICE_0"; sleep 3600')
+    )
+    claim = generated_claim(api, namespace, "trainer")
+    assert claim["metadata"]["ownerReferences"][0]["name"] == "trainer"
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "trainer") == "Running", 120, "trainer to run on the real node")
+    assert api.get(f"{pods}/trainer")["spec"]["nodeName"] == realnode.NODE_NAME
+    wait_for(
+        lambda: f"GPU_DEVICE_0={device}" in logs(cluster, namespace, "trainer"),
+        30,
+        f"the container to print the prepared device {device}",
+    )
+    uid = claim["metadata"]["uid"]
+    assert any(uid in spec.name for spec in cdi_specs(node)), "the driver wrote no CDI spec for the claim"
+
+    api.delete(f"{pods}/trainer")
+    wait_for(lambda: api.get_or_none(f"{pods}/trainer") is None, 60, "the kubelet to stop the container")
+    wait_for(lambda: not any(uid in s.name for s in cdi_specs(node)), 60, "the driver to unprepare the claim")
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    wait_for(lambda: api.list(claims) == [], 60, "our operator to delete the generated claim")
+
+
+def test_finished_pod_succeeds_and_releases_its_claim(
+    api: Kube,
+    namespace: str,
+    node: realnode.NodeLayout,
+    gpu_class: str,
+    resourceclaim: harness.RunningOperator,
+) -> None:
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(pods, pod_body("job", template(api, namespace), 'test -n "$GPU_DEVICE_0"', restart="Never"))
+    claim = generated_claim(api, namespace, "job")
+    path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim['metadata']['name']}"
+    wait_for(
+        lambda: phase(api, namespace, "job") == "Succeeded", 120, "the pod to succeed through the kubelet"
+    )
+    wait_for(lambda: api.get_or_none(path) is None, 60, "the finished pod's generated claim to be deleted")
+    assert phase(api, namespace, "job") == "Succeeded"
+
+
+def test_noexecute_rule_evicts_the_running_pod(
+    cluster: harness.Cluster,
+    api: Kube,
+    namespace: str,
+    node: realnode.NodeLayout,
+    gpu_class: str,
+    operator: Callable[..., Any],
+    unique_name: Callable[[str], str],
+) -> None:
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    rules = f"{RESOURCE}/devicetaintrules"
+    with operator("resourceclaim"), operator("devicetaint"):
+        api.create(pods, pod_body("victim", template(api, namespace), "sleep 3600"))
+        claim = generated_claim(api, namespace, "victim")
+        device = allocated_device(api, namespace, claim["metadata"]["name"])
+        wait_for(lambda: phase(api, namespace, "victim") == "Running", 120, "victim to run")
+        victim_uid = api.get(f"{pods}/victim")["metadata"]["uid"]
+        rule = unique_name("evict")
+        create_noexecute_rule(api, rule, device)
+        try:
+            # The condition may say Completed only once the kubelet has stopped the container
+            # and the pod object is gone.
+            deadline = time.monotonic() + 90
+            gone_at: float | None = None
+            while time.monotonic() < deadline:
+                condition = eviction_condition(api.get_or_none(f"{rules}/{rule}"))
+                pod = api.get_or_none(f"{pods}/victim")
+                present = pod is not None and pod["metadata"]["uid"] == victim_uid
+                if condition.get("reason") == "Completed":
+                    assert not present, f"Completed while the pod still exists: {condition}"
+                    break
+                if not present and gone_at is None:
+                    gone_at = time.monotonic()
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"no Completed condition within 90 s: {condition}")
+            assert condition["status"] == "False"
+            assert condition["message"] == "1 pod evicted since starting the controller."
+            assert gone_at is not None, "the pod went and Completed came in the same poll"
+        finally:
+            api.delete(f"{rules}/{rule}")
+
+
+def _own_processes(node: realnode.NodeLayout) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(node.state_dir) in cmdline or str(node.run) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def _links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, timeout=30).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def _iptables() -> str:
+    out = subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=30).stdout
+    return "\n".join(line for line in out.splitlines() if not line.startswith(("#", ":")) or "CNI" in line)
+
+
+def test_cluster_down_leaves_nothing_behind(tmp_path: Path, node: realnode.NodeLayout) -> None:
+    """``make cluster-down`` of a cluster whose real node ran a pod: no process, mount, network
+    interface, cgroup or iptables rule of it remains."""
+    links_before, rules_before = _links(), _iptables()
+    directory = tmp_path / "c"
+    layout = realnode.NodeLayout.of(directory)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "e2e.cluster", *args, "--dir", str(directory)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+
+    up = cli("up")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        kubeconfig = str(directory / "kubeconfig")
+        api = Kube(kubeconfig)
+        try:
+            api.create(
+                "/api/v1/namespaces/default/pods",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "sleeper"},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": images.BASE_IMAGE,
+                                "imagePullPolicy": "Never",
+                                "command": ["sleep", "3600"],
+                            }
+                        ]
+                    },
+                },
+            )
+            wait_for(
+                lambda: phase(api, "default", "sleeper") == "Running",
+                120,
+                "a pod to run on the second real node",
+            )
+        finally:
+            api.close()
+        assert realnode.veths_on(layout.bridge), "the running pod has no veth on the node's bridge"
+        assert layout.mounts(), "the running pod mounted nothing under the node's directories"
+    finally:
+        down = cli("down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert realnode.leftovers(layout) == []
+    assert _own_processes(layout) == []
+    assert _links() - links_before == set()
+    assert _iptables() == rules_before

@@ -1,0 +1,158 @@
+"""Differential test (spec scenario 35): our operator against upstream 1.37's in-tree
+resourceclaim controller.
+
+The scenarios 1-5, 8, 13, 17-19 and 25-27 run once in the default cluster with our operator
+(under its own ServiceAccount) and once in an upstream-mode cluster, at the same time.
+After both settle, the claims and pod statuses they leave are compared, with generated
+name suffixes, UIDs, timestamps, resource versions and managed fields normalised away.
+Scenarios 15 and 16 are left out: the spec expects them to differ (section 14, row 3).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from e2e import harness
+from e2e.cluster.nodes import create_fake_node, delete_fake_node
+from e2e.kube import Kube
+from e2e.resourceclaim.scenarios import (
+    TIMEOUT,
+    Ctx,
+    s01_create,
+    s02_annotation_override,
+    s03_truncation,
+    s04_two_claims,
+    s05_create_template,
+    s05_missing_template_pod,
+    s08_user_claim_pod,
+    s08_user_creates_claim,
+    s13_reserve_prescheduled,
+    s17_18_shared_claim,
+    s19_20_23_foreign_entries,
+    s25_extended_resource_claim,
+    s26_claim_being_deleted,
+    s27_allocated_unused,
+    s27_check,
+)
+from e2e.resourceclaim.support import assert_unchanged, claims_path, pods_path
+from e2e.support import cleanup_namespace, make_namespace
+
+pytestmark = pytest.mark.differential
+
+SETTLE = 5.0
+
+
+def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Run the scenario set in a fresh namespace and return its normalised end state."""
+    ns = make_namespace(api, request)
+    node = f"node-{ns}"
+    create_fake_node(api, node)
+    try:
+        ctx = Ctx(api, ns, node)
+        s01_create(ctx)
+        s02_annotation_override(ctx)
+        s03_truncation(ctx)
+        s04_two_claims(ctx)
+        # Scenario 4's second part (re-creating a claim deleted by hand) stays in test_resourceclaim.py:
+        # the in-tree controller keeps the claims it created in a mutation cache and, in CI runs,
+        # sometimes had not re-created the claim after 60 s; its timing is not comparable.
+        waiting = s05_missing_template_pod(ctx)
+        s05_create_template(ctx, waiting, within=TIMEOUT)
+        s08_user_claim_pod(ctx)
+        s13_reserve_prescheduled(ctx)
+        s17_18_shared_claim(ctx)
+        s19_20_23_foreign_entries(ctx)
+        s25_extended_resource_claim(ctx)
+        s26_claim_being_deleted(ctx)
+        s27_allocated_unused(ctx)
+        s08_user_creates_claim(ctx)
+        state = assert_unchanged(lambda: snapshot(api, ns), SETTLE, f"the scenarios' end state in {ns}")
+        s27_check(ctx)
+        return state
+    finally:
+        cleanup_namespace(api, ns)
+        delete_fake_node(api, node)
+
+
+def _compact(value: Any) -> Any:
+    """Drop empty fields, which one writer may send as [] and another leave out."""
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if v not in (None, [], {})}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def snapshot(api: Kube, ns: str) -> dict[str, Any]:
+    """Claims and pod statuses, keyed and cross-referenced by stable names."""
+    pods = api.list(pods_path(ns))
+    claims = api.list(claims_path(ns))
+    names: dict[str, str] = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        generate = meta.get("generateName")
+        names[meta["name"]] = f"{generate}<random>" if generate else meta["name"]
+    uids = {p["metadata"]["uid"]: f"<pod {p['metadata']['name']}>" for p in pods}
+    uids |= {c["metadata"]["uid"]: f"<claim {names[c['metadata']['name']]}>" for c in claims}
+
+    def consumer(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "uid": uids.get(entry["uid"], entry["uid"])}
+
+    state_claims = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        status = dict(claim.get("status") or {})
+        status["reservedFor"] = [consumer(e) for e in status.get("reservedFor") or []]
+        state_claims[names[meta["name"]]] = {
+            "generateName": meta.get("generateName"),
+            "labels": meta.get("labels"),
+            "annotations": meta.get("annotations"),
+            "finalizers": meta.get("finalizers"),
+            "deleting": "deletionTimestamp" in meta,
+            "ownerReferences": [consumer(o) for o in meta.get("ownerReferences", [])],
+            "spec": claim["spec"],
+            "status": status,
+        }
+    state_pods = {}
+    for pod in pods:
+        status = pod.get("status", {})
+        state_pods[pod["metadata"]["name"]] = {
+            "phase": status.get("phase"),
+            "resourceClaimStatuses": [
+                {
+                    **s,
+                    "resourceClaimName": names.get(
+                        s.get("resourceClaimName", ""), s.get("resourceClaimName")
+                    ),
+                }
+                for s in status.get("resourceClaimStatuses", [])
+            ],
+            "extendedResourceClaimStatus": status.get("extendedResourceClaimStatus"),
+        }
+    compacted: dict[str, Any] = _compact({"claims": state_claims, "pods": state_pods})
+    return compacted
+
+
+def test_same_claims_and_pod_statuses_as_upstream(
+    api: Kube,
+    upstream_cluster: harness.Cluster,
+    upstream_api: Kube,
+    operator: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    assert upstream_cluster.mode == "upstream-dra"
+    with operator("resourceclaim") as ours_running, ThreadPoolExecutor(2) as pool:
+        ours_future = pool.submit(run_scenario_set, api, request)
+        theirs_future = pool.submit(run_scenario_set, upstream_api, request)
+        ours, theirs = ours_future.result(), theirs_future.result()
+        assert ours_running.ready()
+    assert set(ours["claims"]) == set(theirs["claims"])
+    assert set(ours["pods"]) == set(theirs["pods"])
+    for name in ours["claims"]:
+        assert ours["claims"][name] == theirs["claims"][name], f"claim {name}"
+    for name in ours["pods"]:
+        assert ours["pods"][name] == theirs["pods"][name], f"pod {name}"
+    assert len(ours["claims"]) >= 10

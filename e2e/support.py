@@ -1,0 +1,138 @@
+"""What the e2e tests of every package share: their namespaces and the cluster-scoped objects
+they create, each removed at teardown.
+
+The fixtures of ``e2e/conftest.py`` wrap these; tests that need a second namespace, or one on the
+upstream cluster, call them directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import random
+import string
+from typing import Any
+
+import pytest
+
+from e2e.cluster import nodes
+from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
+from e2e.kube import ApiError, Kube, wait_for
+
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+
+def node_hash(request: pytest.FixtureRequest) -> str:
+    """Eight hex digits of the test's node id: the stem of its object names."""
+    return hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:8]
+
+
+def make_namespace(api: Kube, request: pytest.FixtureRequest, labels: dict[str, str] | None = None) -> str:
+    suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
+    name = f"e2e-{node_hash(request)}-{suffix}"
+    api.create(
+        "/api/v1/namespaces",
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {E2E_NAMESPACE_LABEL: "true", **(labels or {})}},
+        },
+    )
+    wait_for(
+        lambda: api.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        60,
+        f"the default ServiceAccount in {name}",
+    )
+    return name
+
+
+NAMESPACE_DELETION_SECONDS = 120
+
+
+def cleanup_namespace(api: Kube, name: str) -> None:
+    for pod in api.list(f"/api/v1/namespaces/{name}/pods"):
+        api.delete(f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}", gracePeriodSeconds="0")
+    for claim in api.list(f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims"):
+        finalizers = claim["metadata"].get("finalizers", [])
+        if DELETE_PROTECTION_FINALIZER in finalizers:
+            remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+            with contextlib.suppress(ApiError):
+                api.patch(
+                    f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims/{claim['metadata']['name']}",
+                    {
+                        "metadata": {
+                            "finalizers": remaining,
+                            "resourceVersion": claim["metadata"]["resourceVersion"],
+                        }
+                    },
+                )
+    api.delete(f"/api/v1/namespaces/{name}")
+    try:
+        # kube-controller-manager's namespace controller backs off while content remains, and
+        # after the API server outage test it took 61 s for a namespace with nothing left
+        # that holds a finalizer.
+        wait_for(
+            lambda: api.get_or_none(f"/api/v1/namespaces/{name}") is None,
+            NAMESPACE_DELETION_SECONDS,
+            f"namespace {name} to go",
+        )
+    except AssertionError:
+        leftovers = [
+            f"{kind}/{o['metadata']['name']}: {o['metadata'].get('finalizers')}"
+            for kind, path in (
+                ("pods", f"/api/v1/namespaces/{name}/pods"),
+                ("resourceclaims", f"/apis/resource.k8s.io/v1/namespaces/{name}/resourceclaims"),
+            )
+            for o in api.list(path)
+            if o["metadata"].get("finalizers")
+        ]
+        raise AssertionError(
+            f"namespace {name} is still there; objects with finalizers: {leftovers}"
+        ) from None
+
+
+class Tracker:
+    """Creates cluster-scoped objects and deletes them at teardown, nodes (with slices) last."""
+
+    def __init__(self, api: Kube) -> None:
+        self.api = api
+        self.paths: list[str] = []
+        self.nodes: list[str] = []
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj: dict[str, Any] = self.api.create(path, body)
+        self.paths.append(f"{path}/{obj['metadata']['name']}")
+        return obj
+
+    def node(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        obj = nodes.create_fake_node(self.api, name, **kwargs)
+        self.nodes.append(name)
+        return obj
+
+    def resource_slice(
+        self, node: str, driver: str, devices: list[dict[str, Any]], **kwargs: Any
+    ) -> dict[str, Any]:
+        return self.create(
+            "/apis/resource.k8s.io/v1/resourceslices", nodes.slice_body(node, driver, devices, **kwargs)
+        )
+
+    def device_class(
+        self, name: str, driver: str, extra_selectors: list[str] | None = None
+    ) -> dict[str, Any]:
+        selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+        selectors += [{"cel": {"expression": e}} for e in extra_selectors or []]
+        return self.create(
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": selectors},
+            },
+        )
+
+    def cleanup(self) -> None:
+        for path in reversed(self.paths):
+            self.api.delete(path)
+        for name in reversed(self.nodes):
+            nodes.delete_fake_node(self.api, name)
