@@ -10,6 +10,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from operators.core.reconcile import Result
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
 from operators.resourceclaim.plan import (
@@ -21,7 +22,6 @@ from operators.resourceclaim.plan import (
     GetClaim,
     GetPod,
     Ok,
-    Outcome,
     Plan,
     PutClaim,
     PutClaimStatus,
@@ -227,7 +227,7 @@ class FakeApi:
             return Ok({"metadata": {"name": action.name, "uid": self.live_claims[action.name]}})
         return Ok()
 
-    def run(self, plan: Plan) -> Outcome:
+    def run(self, plan: Plan) -> Result:
         return drive(plan, self)
 
     def of_type(self, action_type: type) -> list[Any]:

@@ -18,9 +18,10 @@ from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
+from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
-from operators.core.workqueue import Retry, WorkQueue
+from operators.core.workqueue import WorkQueue
 from operators.devicetaint.apis import discover
 from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.models import PodItem, RuleItem
@@ -323,8 +324,7 @@ async def test_future_eviction_is_retried_later() -> None:
     await start(controller)
     far = {**TAINT, "timeAdded": "2999-01-01T00:00:00Z"}
     fixture_f(controller, [far])
-    with pytest.raises(Retry):
-        await controller.sync(P1)
+    assert isinstance(await controller.sync(P1), Requeue)
     assert client.calls == []
 
 

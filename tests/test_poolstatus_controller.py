@@ -10,8 +10,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from operators.core.client import ApiError
+from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime
-from operators.core.workqueue import Retry, WorkQueue
+from operators.core.workqueue import WorkQueue
 from operators.poolstatus.controller import TTL_KEY, PoolStatusController
 from operators.poolstatus.settings import Settings
 from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
@@ -209,9 +210,9 @@ async def test_incomplete_pool_waits_then_completes(client: FakeClient) -> None:
     before = value("dra_operators_poolstatus_grace_requeues_total", group=group)
     controller.upsert_slice(slice_body("s", count=2))
     controller.upsert_request(PROJECT, request_body("r"))
-    with pytest.raises(Retry) as retry:
-        await controller.sync(key(PROJECT, "r"))
-    assert retry.value.after == pytest.approx(0.5, abs=0.05)
+    retry = await controller.sync(key(PROJECT, "r"))
+    assert isinstance(retry, Requeue)
+    assert retry.after == pytest.approx(0.5, abs=0.05)
     assert value("dra_operators_poolstatus_grace_requeues_total", group=group) == before + 1
     assert client.writes() == []
     # A slice event for the driver re-evaluates the waiting request soon (coalesced).
@@ -235,8 +236,7 @@ async def test_deleted_during_the_wait_is_dropped(client: FakeClient) -> None:
     controller, _ = await prepared(client)
     controller.upsert_slice(slice_body("s", count=2))
     controller.upsert_request(PROJECT, request_body("r"))
-    with pytest.raises(Retry):
-        await controller.sync(key(PROJECT, "r"))
+    assert isinstance(await controller.sync(key(PROJECT, "r")), Requeue)
     assert controller.pending_counts()["dra-operators.io"] == 1
     controller.delete_request(PROJECT, request_body("r"))
     assert controller.pending_counts()["dra-operators.io"] == 0
@@ -271,9 +271,9 @@ async def test_conflict_without_status_retries_with_the_new_version(client: Fake
     fresh = request_body("r")
     fresh["metadata"]["resourceVersion"] = "8"
     client.objects[PROJECT.path("r")] = fresh
-    with pytest.raises(Retry) as retry:
-        await controller.sync(key(PROJECT, "r"))
-    assert retry.value.after == 0
+    retry = await controller.sync(key(PROJECT, "r"))
+    assert isinstance(retry, Requeue)
+    assert retry.after == 0
     await controller.sync(key(PROJECT, "r"))
     assert [body["metadata"]["resourceVersion"] for _, body in client.writes()] == [RV, "8"]
 
@@ -321,9 +321,9 @@ async def test_gone_and_transient_answers(client: FakeClient) -> None:
     client.patch_errors += [ApiError(503, "Unavailable", "busy"), ApiError(0, "ClientError", "reset")]
     delays = []
     for _ in range(2):
-        with pytest.raises(Retry) as retry:
-            await controller.sync(key(PROJECT, "r"))
-        delays.append(retry.value.after)
+        retry = await controller.sync(key(PROJECT, "r"))
+        assert isinstance(retry, Requeue)
+        delays.append(retry.after)
     assert delays == [1.0, 2.0]
     await controller.sync(key(PROJECT, "r"))
     assert len(client.writes()) == 4

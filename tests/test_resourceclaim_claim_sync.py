@@ -15,16 +15,15 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.reconcile import Done, Retry
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
 from operators.resourceclaim.plan import (
     DeleteClaim,
-    Done,
     Failed,
     GetPod,
     PutClaim,
     PutClaimStatus,
-    Retry,
 )
 
 WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "W"}

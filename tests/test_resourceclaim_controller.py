@@ -20,11 +20,12 @@ from resourceclaim_builders import (
 
 from operators.core.client import ApiError
 from operators.core.events import ObjectRef
+from operators.core.reconcile import Retry
 from operators.core.runtime import Runtime
 from operators.core.settings import OperatorSettings
 from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
-from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController, SyncError
+from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
 from operators.resourceclaim.operator import API_CALLS
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
@@ -158,18 +159,17 @@ async def test_each_created_claim_is_logged_at_debug_only(caplog: pytest.LogCapt
     assert "Created ResourceClaim pod=demo/other claim=other-gpu-bcdfg" in caplog.text
 
 
-async def test_a_retry_outcome_raises_with_the_event_and_retry_after() -> None:
+async def test_a_retry_result_carries_the_retry_after_and_the_event_is_emitted() -> None:
     h = Harness()
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     h.client.errors["POST"] = ApiError(429, "TooManyRequests", "slow down", retry_after=7.0)
     before = _creates("failure", "false")
 
-    with pytest.raises(SyncError) as raised:
-        await h.controller.sync("pod:demo/my-pod")
+    result = await h.controller.sync("pod:demo/my-pod")
 
-    assert raised.value.retry_after == 7.0
-    assert raised.value.retryable
+    assert isinstance(result, Retry)
+    assert result.after == 7.0
     assert _creates("failure", "false") == before + 1
     ((ref, type_, reason, message),) = h.events.recorded
     assert ref == ObjectRef("v1", "Pod", "my-pod", "demo", "U")

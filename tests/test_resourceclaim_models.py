@@ -7,18 +7,16 @@ from collections.abc import Generator
 import pytest
 from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
 
+from operators.core.reconcile import Done, Result, Retry
 from operators.resourceclaim.bodies import generated_claim
 from operators.resourceclaim.models import Pod, PodClaimEntry, ResourceClaim
 from operators.resourceclaim.plan import (
     Action,
-    Done,
     Failed,
     GetPod,
     Log,
     Ok,
-    Outcome,
     Reply,
-    Retry,
     drive,
     drive_async,
 )
@@ -81,7 +79,7 @@ def test_each_generated_claim_gets_a_spec_of_its_own() -> None:
     assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
 
 
-def sample_plan() -> Generator[Action, Reply, Outcome]:
+def sample_plan() -> Generator[Action, Reply, Result]:
     reply = yield GetPod("demo", "p")
     yield Log("got a reply")
     if isinstance(reply, Failed):

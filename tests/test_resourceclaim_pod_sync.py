@@ -17,6 +17,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.reconcile import Done, GiveUp, Retry
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim
 from operators.resourceclaim.plan import (
@@ -24,16 +25,13 @@ from operators.resourceclaim.plan import (
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
-    Done,
     EmitPodEvent,
     Failed,
     GetClaim,
-    GiveUp,
     Log,
     Ok,
     PutClaimStatus,
     Reply,
-    Retry,
     drive,
 )
 from operators.resourceclaim.pod_sync import confirm_created_claims, sync_pod
@@ -312,7 +310,7 @@ def test_create_throttled_keeps_retry_after() -> None:
     api.fail(CreateClaim, Failed(429, "Too many requests", retry_after=3.0))
     outcome = run_pod_sync(cache, api)
     assert isinstance(outcome, Retry)
-    assert outcome.retry_after == 3.0
+    assert outcome.after == 3.0
 
 
 # Scenario 8.

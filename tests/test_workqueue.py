@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from operators.core.workqueue import Retry, WorkQueue
+from operators.core.reconcile import GiveUp, Interrupt, Requeue, Result, Retry
+from operators.core.workqueue import WorkQueue
 
 TICK = 0.5  # the longest any wait below may take; the waits end on events, not on time
 
@@ -30,7 +31,7 @@ def _queue() -> WorkQueue[str]:
 
 @contextlib.asynccontextmanager
 async def _running(
-    queue: WorkQueue[Any], workers: int, sync: Callable[[Any], Awaitable[None]]
+    queue: WorkQueue[Any], workers: int, sync: Callable[[Any], Awaitable[Result | None]]
 ) -> AsyncIterator[None]:
     runner = asyncio.create_task(queue.run(workers, sync))
     try:
@@ -163,19 +164,67 @@ async def test_a_failed_sync_is_retried_and_a_retry_request_is_not_a_failure() -
     calls: list[str] = []
     finished = asyncio.Event()
 
-    async def sync(key: str) -> None:
+    async def sync(key: str) -> Result | None:
         calls.append(key)
         if len(calls) == 1:
             raise RuntimeError("transient")
         if len(calls) == 2:
-            raise Retry(0.01)
+            return Requeue(0.01)
         finished.set()
+        return None
 
     queue.add("a")
     async with _running(queue, 2, sync):
         await asyncio.wait_for(finished.wait(), 5)
     assert calls == ["a", "a", "a"]
     assert queue.failures("a") == 0, "a success forgets the failures"
+
+
+async def _sync_once(queue: WorkQueue[str], result: Result | Exception) -> None:
+    """Runs one sync of key "a" that ends with ``result`` (returned, or raised if an exception)."""
+    synced = asyncio.Event()
+
+    async def sync(key: str) -> Result:
+        synced.set()
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    queue.add("a")
+    async with _running(queue, 1, sync):
+        await asyncio.wait_for(synced.wait(), 5)
+        await _settle()
+
+
+async def test_a_retry_result_is_a_failure_no_sooner_than_its_after() -> None:
+    queue = _queue()
+    await _sync_once(queue, Retry("conflict", after=30))
+    assert queue.failures("a") == 1
+    assert 29 < _due_in(queue, "a") <= 30
+
+
+async def test_a_requeue_is_not_a_failure_and_forgets_earlier_ones() -> None:
+    queue = _queue()
+    queue._failures["a"] = 3  # as after three failed syncs, without their pending retry
+    await _sync_once(queue, Requeue(30, "not due"))
+    assert queue.failures("a") == 0
+    assert 29 < _due_in(queue, "a") <= 30
+
+
+async def test_give_up_logs_and_does_not_requeue(caplog: pytest.LogCaptureFixture) -> None:
+    queue = _queue()
+    await _sync_once(queue, GiveUp("the template does not exist"))
+    assert queue.failures("a") == 0
+    assert "a" not in queue._waiting
+    assert queue.idle()
+    assert "not retrying a: the template does not exist" in caplog.text
+
+
+async def test_an_interrupt_ends_the_sync_with_its_result() -> None:
+    queue = _queue()
+    await _sync_once(queue, Interrupt(Retry("claim changed under the write", after=30)))
+    assert queue.failures("a") == 1
+    assert 29 < _due_in(queue, "a") <= 30
 
 
 @pytest.mark.parametrize("workers", [1, 50])

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from operators.core.events import WARNING
-from operators.core.workqueue import Retry
+from operators.core.reconcile import Interrupt, Requeue
 
 from .actions import Outcome as CallOutcomeKind
 from .cache import ClaimCache, ClaimKey
@@ -119,7 +119,7 @@ class ClaimSync:
         if claim is not None and claim.status.allocation is not None:
             drivers |= {r.driver for r in claim.status.allocation.devices.results}
         if not self.book.settled(drivers):
-            raise Retry(POLICIES_PENDING_RETRY_SECONDS, "waiting for the evaluation of a policy")
+            raise Interrupt(Requeue(POLICIES_PENDING_RETRY_SECONDS, "waiting for the evaluation of a policy"))
         ours: tuple[OurResult, ...] = ()
         managed: tuple[OurResult, ...] = ()
         if claim is not None:
@@ -350,11 +350,15 @@ class ClaimSync:
                 await self.executor.writer.read(meta.namespace or "", meta.name, uid)
                 count = self._conflicts[uid] = self._conflicts.get(uid, 0) + 1
                 if count < CONFLICTS_BEFORE_BACKOFF:
-                    raise Retry(0.0, f"claim changed under the status write ({err.kind.value})") from err
+                    raise Interrupt(
+                        Requeue(0.0, f"claim changed under the status write ({err.kind.value})")
+                    ) from err
                 raise err.error
             case WriteError.FORBIDDEN:
                 await self.executor.forbidden(claim, driver, err.error)
-                raise Retry(FORBIDDEN_RETRY_SECONDS, f"status write forbidden: {err.error.message}") from err
+                raise Interrupt(
+                    Requeue(FORBIDDEN_RETRY_SECONDS, f"status write forbidden: {err.error.message}")
+                ) from err
             case WriteError.INVALID:
                 count = self._invalid[uid] = self._invalid.get(uid, 0) + 1
                 log.error(
@@ -366,7 +370,9 @@ class ClaimSync:
                 self.executor.events.record(
                     claim_ref(claim), WARNING, "StatusWriteInvalid", err.error.message[:1024]
                 )
-                raise Retry(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write") from err
+                raise Interrupt(
+                    Requeue(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write")
+                ) from err
             case _:
                 raise err.error
 

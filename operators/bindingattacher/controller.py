@@ -24,6 +24,7 @@ from operators.core.discovery import find_served
 from operators.core.events import WARNING
 from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
+from operators.core.reconcile import Done, Requeue, Result
 
 from . import metrics
 from .actions import close_action
@@ -247,16 +248,17 @@ class BindingAttacherController:
 
     # -- work side -----------------------------------------------------------------------------------
 
-    async def sync(self, key: object) -> None:
+    async def sync(self, key: object) -> Result:
         if isinstance(key, ClaimKey):
             await self.claims.sync(key)
         elif isinstance(key, PolicyKey):
             again = await self.policies.sync(key.name)
             if again is not None:
-                self.runtime.queue.add_after(key, again)
+                return Requeue(again, "policy re-evaluation due")
         elif isinstance(key, SweepKey):
             await self._sweep()
-            self.runtime.queue.add_after(key, self.settings.resync_seconds)
+            return Requeue(self.settings.resync_seconds, "periodic sweep")
+        return Done()
 
     async def _sweep(self) -> None:
         for record in self.index.all():

@@ -9,7 +9,7 @@
 
 Every answer of the API server is put into the ledger index at once, so the next decision
 never waits for the watch. A conflict or an unexpected "already exists" re-reads the record
-and raises :class:`~operators.core.workqueue.Retry`, so the claim is reconciled again from
+and raises :class:`~operators.core.reconcile.Interrupt`, so the claim is reconciled again from
 the fresh record instead of retrying a write built on stale data.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from operators.core.client import ApiError, KubeClient
-from operators.core.workqueue import Retry
+from operators.core.reconcile import Interrupt, Requeue
 
 from .cache import put_record
 from .ledger import FINALIZER, PLURAL, LedgerIndex, manifest
@@ -45,18 +45,18 @@ class LedgerWriter:
         try:
             record = DeviceAttachment.model_validate(body)
         except ValidationError as err:
-            raise Retry(5.0, f"the API server returned an unreadable record: {err}") from err
+            raise Interrupt(Requeue(5.0, f"the API server returned an unreadable record: {err}")) from err
         put_record(self.index, record)
         return self.index.get(record.metadata.name) or record
 
-    async def _refresh(self, name: str, why: str, err: ApiError) -> Retry:
+    async def _refresh(self, name: str, why: str, err: ApiError) -> Interrupt:
         try:
             self._store(await self.client.get(self.path(name)))
         except ApiError as read:
             if not read.not_found:
                 raise
             self.index.remove(name)
-        return Retry(0.0, f"record {name}: {why} ({err.reason})")
+        return Interrupt(Requeue(0.0, f"record {name}: {why} ({err.reason})"))
 
     async def create(self, record: DeviceAttachment) -> DeviceAttachment:
         try:

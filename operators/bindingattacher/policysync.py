@@ -30,7 +30,7 @@ from operators.core.client import MERGE_PATCH, ApiError, KubeClient
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
-from operators.core.workqueue import Retry
+from operators.core.reconcile import Interrupt, Requeue
 from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
@@ -273,7 +273,9 @@ class PolicySync:
             updated = await self.client.patch(f"{POLICIES_PATH}/{state.name}", body, content_type=MERGE_PATCH)
         except ApiError as err:
             if err.conflict:
-                raise Retry(0.5, f"policy {state.name} changed while setting its finalizer") from err
+                raise Interrupt(
+                    Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
+                ) from err
             if err.not_found:
                 return
             raise

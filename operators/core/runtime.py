@@ -73,6 +73,7 @@ from .informer import Informer
 from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
+from .reconcile import Result
 from .settings import InTreeReplacementSettings, OperatorSettings
 from .workqueue import WorkQueue
 
@@ -95,8 +96,8 @@ class Controller(Protocol):
     async def prepare(self) -> bool:
         """Discovery and other start checks; False means 'not ready, ask again later'."""
 
-    async def sync(self, key: Any) -> None:
-        """Reconcile one work-queue key from the cache."""
+    async def sync(self, key: Any) -> Result | None:
+        """Reconcile one work-queue key from the cache; ``None`` is :class:`Done`."""
 
 
 @dataclass(frozen=True)
@@ -209,11 +210,13 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def sync(self, key: Any) -> None:
+    async def sync(self, key: Any) -> Result | None:
         # Once the coexistence guard has stopped writes, keys are dropped: the restart that
         # follows the fix lists everything again.
-        if not self.client.fence.reason:
-            await self.controller.sync(key)
+        if self.client.fence.reason:
+            return None
+        result: Result | None = await self.controller.sync(key)
+        return result
 
 
 KOPF_GROUPS = frozenset({"dra-operators.io"})

@@ -17,7 +17,8 @@ Contract (the controllers rely on it):
   wait again: 0.1 ms of CPU per added key, and a 1000-pod burst adds 2000 keys.
 
 All methods are synchronous and must be called from the event loop that runs the workers;
-watch handlers call them without awaiting anything.
+watch handlers call them without awaiting anything. What a sync returns decides what happens
+to its key (:mod:`.reconcile`).
 """
 
 from __future__ import annotations
@@ -34,18 +35,11 @@ from typing import Generic, TypeVar
 
 from .metrics import WorkQueueMetrics
 from .ratelimit import TokenBucket
+from .reconcile import Done, GiveUp, Interrupt, Requeue, Result, Retry
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
-
-
-class Retry(Exception):
-    """Raised by a sync to be called again after ``after`` seconds (not counted as a failure)."""
-
-    def __init__(self, after: float, why: str = "") -> None:
-        super().__init__(why or f"retry after {after:.3f}s")
-        self.after = after
 
 
 class WorkQueue(Generic[K]):
@@ -209,7 +203,7 @@ class WorkQueue(Generic[K]):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
 
-    async def run(self, workers: int, sync: Callable[[K], Awaitable[None]]) -> None:
+    async def run(self, workers: int, sync: Callable[[K], Awaitable[Result | None]]) -> None:
         """Run the delay timer and ``workers`` workers until cancelled."""
         tasks = [asyncio.create_task(self._timer(), name=f"{self.name}-timer")]
         tasks += [
@@ -232,7 +226,7 @@ class WorkQueue(Generic[K]):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), grace)
 
-    async def _worker(self, sync: Callable[[K], Awaitable[None]]) -> None:
+    async def _worker(self, sync: Callable[[K], Awaitable[Result | None]]) -> None:
         while not self._shutting_down:
             try:
                 key = await self.get()
@@ -241,22 +235,40 @@ class WorkQueue(Generic[K]):
                     return
                 raise
             try:
-                await sync(key)
-            except Retry as retry:
-                self.add_after(key, retry.after)
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:  # a failed sync is retried, never fatal to the worker
-                after = getattr(err, "retry_after", None) or 0.0
-                log.warning(
-                    "sync of %s failed (attempt %d): %s",
-                    key,
-                    self.failures(key) + 1,
-                    err,
-                    exc_info=not getattr(err, "retryable", False),
-                )
-                self.add_rate_limited(key, at_least=after)
-            else:
-                self.forget(key)
+                result, error = await self._result_of(sync, key)
+                self._act_on(key, result, error)
             finally:
                 self.done(key)
+
+    async def _result_of(
+        self, sync: Callable[[K], Awaitable[Result | None]], key: K
+    ) -> tuple[Result, Exception | None]:
+        try:
+            return (await sync(key) or Done()), None
+        except Interrupt as interrupt:
+            return interrupt.result, None
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # a failed sync is retried, never fatal to the worker
+            # Errors that mark themselves retryable (API errors) were anticipated: no traceback.
+            unexpected = None if getattr(err, "retryable", False) else err
+            return Retry(str(err), getattr(err, "retry_after", None)), unexpected
+
+    def _act_on(self, key: K, result: Result, unexpected: Exception | None) -> None:
+        if isinstance(result, Requeue):
+            self.forget(key)
+            self.add_after(key, result.after)
+        elif isinstance(result, Retry):
+            log.warning(
+                "sync of %s failed (attempt %d): %s",
+                key,
+                self.failures(key) + 1,
+                result.error,
+                exc_info=unexpected,
+            )
+            self.add_rate_limited(key, at_least=result.after or 0.0)
+        elif isinstance(result, GiveUp):
+            log.warning("not retrying %s: %s", key, result.error, extra={"object": key})
+            self.forget(key)
+        else:
+            self.forget(key)

@@ -25,7 +25,7 @@ from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel, parse_or_skip
-from operators.core.workqueue import Retry
+from operators.core.reconcile import Done, Requeue, Result
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
@@ -153,18 +153,17 @@ class DeviceTaintController:
 
     # --- Work items ------------------------------------------------------------------------------------
 
-    async def sync(self, key: WorkItem) -> None:
+    async def sync(self, key: WorkItem) -> Result:
         if isinstance(key, PodItem):
-            await self._sync_pod(key)
-        else:
-            await self._sync_rule(key)
+            return await self._sync_pod(key)
+        return await self._sync_rule(key)
 
-    async def _sync_pod(self, item: PodItem) -> None:
+    async def _sync_pod(self, item: PodItem) -> Result:
         decision = self.state.decide_pod(item, _now())
         if isinstance(decision, PodDone):
-            return
+            return Done()
         if isinstance(decision, PodNotYet):
-            raise Retry(decision.delay, "eviction not due yet")
+            return Requeue(decision.delay, "eviction not due yet")
         outcome = await self._evict(decision)
         finished = self.state.finish_pod(decision, outcome, _now())
         if finished.latency is not None:
@@ -177,6 +176,7 @@ class DeviceTaintController:
                 extra={"object": f"Pod {item.namespace}/{item.name}"},
             )
         self._route(finished.effects)
+        return Done()
 
     async def _evict(self, decision: PodEvict) -> PodOutcome:
         """Steps 4-6 of spec §9; the preconditions make a replaced pod answer 409 (retried) or 404 (gone)."""
@@ -204,15 +204,15 @@ class DeviceTaintController:
             return PodOutcome.GONE
         return PodOutcome.EVICTED
 
-    async def _sync_rule(self, item: RuleItem) -> None:
+    async def _sync_rule(self, item: RuleItem) -> Result:
         decision = self.state.decide_rule(item, _now())
         if isinstance(decision, RuleRequeue):
-            raise Retry(decision.delay, "rule status throttled")
+            return Requeue(decision.delay, "rule status throttled")
         apis = self._apis
         if not isinstance(decision, RuleWrite) or apis is None or apis.rules is None:
-            return
+            return Done()
         if not apis.rule_status_writable:
-            return
+            return Done()
         condition = decision.condition
         body = rule_status_apply_body(item.name, item.uid, apis.rules.api_version, condition)
         try:
@@ -221,7 +221,7 @@ class DeviceTaintController:
             )
         except ApiError as err:
             if err.not_found:
-                return
+                return Done()
             raise
         self.state.rule_status_written(item, condition)
         log.info(
@@ -231,3 +231,4 @@ class DeviceTaintController:
             condition.message or '""',
             extra={"object": f"DeviceTaintRule {item.name}"},
         )
+        return Done()

@@ -30,8 +30,8 @@ from operators.core.client import ApiError
 from operators.core.conditions import parse_time
 from operators.core.discovery import resources_of
 from operators.core.models import parse_or_skip
+from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
-from operators.core.workqueue import Retry
 from operators.dra import api
 
 from . import messages, surfaces, writes
@@ -219,7 +219,7 @@ class PoolStatusController:
 
     # -- work items ----------------------------------------------------------------------------
 
-    async def sync(self, key: tuple[str, ...]) -> None:
+    async def sync(self, key: tuple[str, ...]) -> Result:
         if key == TTL_KEY:
             try:
                 await self._sweep()
@@ -231,14 +231,15 @@ class PoolStatusController:
             finally:
                 self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
         else:
-            await self._sync_request((key[1], key[2]))
+            return await self._sync_request((key[1], key[2]))
+        return Done()
 
-    async def _sync_request(self, key: RequestKey) -> None:
+    async def _sync_request(self, key: RequestKey) -> Result:
         entry = self.caches.requests.get(key)
         if entry is None or not entry.pending or entry.uid in self._answered:
-            return  # deleted, or answered (by us or someone else): one-time processing
+            return Done("deleted or answered: a request is processed once")
         if entry.surface not in self.served:
-            return
+            return Done()
         group = entry.surface.group
         spec = entry.request.spec
         now = time.monotonic()
@@ -260,12 +261,12 @@ class PoolStatusController:
                 raise
         if isinstance(evaluation, Deferred):
             m.grace_requeues.labels(group=group).inc()
-            raise Retry(evaluation.retry_after, f"{evaluation.incomplete_listed} listed pools incomplete")
-        await self._write(entry, evaluation)
+            return Requeue(evaluation.retry_after, f"{evaluation.incomplete_listed} listed pools incomplete")
+        return await self._write(entry, evaluation)
 
     # -- status writes ---------------------------------------------------------------------------
 
-    async def _write(self, entry: RequestEntry, result: Completed) -> None:
+    async def _write(self, entry: RequestEntry, result: Completed) -> Result:
         meta = entry.request.metadata
         path = entry.surface.path(meta.name, "status")
         try:
@@ -274,17 +275,18 @@ class PoolStatusController:
             outcome = writes.classify(err.status)
             if outcome is writes.Outcome.GONE:
                 self._forget(entry.uid)
-            elif outcome is writes.Outcome.CONFLICT:
-                await self._on_conflict(entry)
-            elif outcome is writes.Outcome.REJECTED:
-                await self._on_rejected(entry, err)
-            else:
-                m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
-                attempt = self._transient.get(entry.uid, 0)
-                self._transient[entry.uid] = attempt + 1
-                raise Retry(writes.backoff(attempt), f"status write failed: {err}") from err
-            return
+                return Done()
+            if outcome is writes.Outcome.CONFLICT:
+                return await self._on_conflict(entry)
+            if outcome is writes.Outcome.REJECTED:
+                return await self._on_rejected(entry, err)
+            m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
+            attempt = self._transient.get(entry.uid, 0)
+            self._transient[entry.uid] = attempt + 1
+            # The request's own backoff (writes.backoff), not the queue's: it resets per request.
+            return Requeue(writes.backoff(attempt), f"status write failed: {err}")
         self._record(entry, result)
+        return Done()
 
     async def _read(self, entry: RequestEntry) -> dict[str, Any] | None:
         try:
@@ -309,31 +311,31 @@ class PoolStatusController:
         )
         self._answered.add(entry.uid)
 
-    async def _on_conflict(self, entry: RequestEntry) -> None:
+    async def _on_conflict(self, entry: RequestEntry) -> Result:
         current = await self._read(entry)
         if current is None:
             self._forget(entry.uid)
-            return
+            return Done()
         if current.get("status"):
             self._lost_race(entry)
-            return
+            return Done()
         conflicts = self._conflicts.get(entry.uid, 0) + 1
         self._conflicts[entry.uid] = conflicts
         m.status_write_conflicts.labels(group=entry.surface.group, outcome="retried").inc()
         # Only metadata can have moved (the spec is immutable): continue from the fresh copy.
         self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
         delay = 0.0 if conflicts < writes.MAX_CONFLICT_RETRIES else writes.backoff(conflicts - 5)
-        raise Retry(delay, "the request changed since it was read")
+        return Requeue(delay, "the request changed since it was read")
 
-    async def _on_rejected(self, entry: RequestEntry, err: ApiError) -> None:
+    async def _on_rejected(self, entry: RequestEntry, err: ApiError) -> Result:
         name = entry.request.metadata.name
         current = await self._read(entry)
         if current is None:
             self._forget(entry.uid)
-            return
+            return Done()
         if current.get("status"):
             self._lost_race(entry)
-            return
+            return Done()
         if entry.uid in self._fallback_sent:
             log.error(
                 "the API server rejected even the Failed status of %s %s: %s; giving up",
@@ -343,13 +345,13 @@ class PoolStatusController:
                 extra={"object": name},
             )
             self._answered.add(entry.uid)
-            return
+            return Done()
         self._fallback_sent.add(entry.uid)
         m.status_rejected.labels(group=entry.surface.group, reason=writes.rejection_reason(err.status)).inc()
         log.warning("the API server rejected the status of %s %s: %s", entry.surface.group, name, err.message)
         fresh = self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
         failed = failed_status(messages.write_failed_message(err.message), datetime.now(UTC))
-        await self._write(
+        return await self._write(
             fresh,
             Completed(failed, result="failed", pool_count=0, listed=0, incomplete=0, validation_prefixes=()),
         )

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from operators.core.reconcile import Done, Retry
+
 from .bodies import (
     has_delete_protection,
     is_allocated,
@@ -34,7 +36,17 @@ from .bodies import (
 )
 from .cache import ClusterCache
 from .models import ConsumerReference, ResourceClaim
-from .plan import Action, DeleteClaim, Done, Failed, GetPod, Log, Plan, PutClaim, PutClaimStatus, Reply, Retry
+from .plan import (
+    Action,
+    DeleteClaim,
+    Failed,
+    GetPod,
+    Log,
+    Plan,
+    PutClaim,
+    PutClaimStatus,
+    Reply,
+)
 from .resolution import is_pod_consumer, is_pod_done, owning_pod
 
 

@@ -12,10 +12,10 @@ whose actions are executed one by one against kube-apiserver:
 - the claim delete carries a UID precondition;
 - creates, updates and deletes name our field manager, so every write is attributable.
 
-The planner's outcome decides what the queue does: ``Retry`` raises :class:`SyncError`,
-which the work queue retries with client-go's rate-limited backoff (never sooner than a
-429's ``Retry-After``); ``Done`` and ``GiveUp`` return normally, which forgets the key's
-failures. ``GiveUp`` input is re-evaluated only by the next watch event (section 6).
+The planner's result is the sync's result: the work queue retries a ``Retry`` with
+client-go's rate-limited backoff (never sooner than a 429's ``Retry-After``) and forgets
+the failures of ``Done`` and ``GiveUp``; ``GiveUp`` input is re-evaluated only by the next
+watch event (section 6).
 
 One extra key, :data:`CONFIRM_KEY`, runs the 60 s check of created claims the watch has
 not confirmed yet (section 7.3); it is scheduled whenever a create succeeds.
@@ -32,6 +32,7 @@ from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
 from operators.core.models import parse_or_skip
+from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
 from operators.dra import api
 from operators.dra.pods import pod_event_matters
@@ -51,13 +52,11 @@ from .plan import (
     Failed,
     GetClaim,
     GetPod,
-    GiveUp,
     Log,
     Ok,
     PutClaim,
     PutClaimStatus,
     Reply,
-    Retry,
     drive_async,
 )
 from .pod_sync import confirm_created_claims, sync_pod
@@ -68,16 +67,6 @@ log = logging.getLogger(__name__)
 RESOURCE_GROUP, RESOURCE_VERSION = api.GROUP, api.VERSION
 RESOURCE_API = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}"
 CONFIRM_KEY = "confirm-created-claims"
-
-
-class SyncError(Exception):
-    """A sync that must be retried with backoff; expected, so logged without a traceback."""
-
-    retryable = True
-
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def pod_path(namespace: str, name: str, subresource: str = "") -> str:
@@ -164,24 +153,19 @@ class ResourceClaimController:
 
     # -- work side ----------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> None:
+    async def sync(self, key: str) -> Result:
         if key == CONFIRM_KEY:
             await drive_async(confirm_created_claims(self.cache), self._execute)
             if self.cache.just_created_count():
-                self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
-            return
+                return Requeue(JUST_CREATED_CONFIRMATION_SECONDS, "created claims not seen yet")
+            return Done()
         kind, namespace, name = split_key(key)
         plan = (
             sync_pod(self.cache, namespace, name)
             if kind == "pod"
             else sync_claim(self.cache, namespace, name)
         )
-        outcome = await drive_async(plan, self._execute)
-        if isinstance(outcome, Retry):
-            raise SyncError(outcome.error, outcome.retry_after)
-        if isinstance(outcome, GiveUp):
-            # Not retried: the input cannot change by itself (spec section 6).
-            log.warning("not retrying %s: %s", key, outcome.error, extra={"object": key})
+        return await drive_async(plan, self._execute)
 
     async def _execute(self, action: Action) -> Reply:
         if isinstance(action, EmitPodEvent):

@@ -1,18 +1,18 @@
 """The step protocol between the pure sync planners and the thin I/O layer.
 
 A sync is a generator: it yields one :data:`Action` at a time, receives that action's
-:data:`Reply`, and finally returns an :data:`Outcome`. This keeps the sequential logic of
-the spec (create, then use the created name for the next entry; update the status, then
-remove the finalizer from the returned object) in one readable function, while every API
-call, Event and metric stays outside it. Tests drive a planner with scripted replies.
+:data:`Reply`, and finally returns a :data:`~operators.core.reconcile.Result`. This keeps
+the sequential logic of the spec (create, then use the created name for the next entry;
+update the status, then remove the finalizer from the returned object) in one readable
+function, while every API call, Event and metric stays outside it. Tests drive a planner
+with scripted replies.
 
 Every action gets a reply: API calls get :class:`Ok` (with the returned object, if any)
 or :class:`Failed`; notices (Events, metric increments, log lines) always get ``Ok()``.
 
-The I/O layer maps the outcome onto the work queue: :class:`Done` forgets the key's
-failures, :class:`Retry` re-adds it rate-limited (no sooner than ``retry_after``), and
-:class:`GiveUp` forgets it too: the input cannot change by itself, so only the next watch
-event re-evaluates it (spec section 6).
+The planner's final value is the sync's :data:`~operators.core.reconcile.Result`, which the
+work queue acts on. A :class:`~operators.core.reconcile.GiveUp` is for input that cannot change
+by itself, so only the next watch event re-evaluates it (spec section 6).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import logging
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from operators.core.reconcile import Result
 
 # Actions: API calls.
 
@@ -157,43 +159,22 @@ class Failed:
 Reply = Ok | Failed
 
 
-# Outcomes.
-
-
-@dataclass(frozen=True)
-class Done:
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Retry:
-    error: str
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    error: str
-
-
-Outcome = Done | Retry | GiveUp
-
-Plan = Generator[Action, Reply, Outcome]
+Plan = Generator[Action, Reply, Result]
 """What a planner returns: yields actions, receives replies, returns the outcome."""
 
 
-def drive(plan: Plan, execute: Callable[[Action], Reply]) -> Outcome:
+def drive(plan: Plan, execute: Callable[[Action], Reply]) -> Result:
     """Run a plan with a synchronous executor (tests, tools)."""
     try:
         action = next(plan)
         while True:
             action = plan.send(execute(action))
     except StopIteration as stop:
-        outcome: Outcome = stop.value
+        outcome: Result = stop.value
         return outcome
 
 
-async def drive_async(plan: Plan, execute: Callable[[Action], Awaitable[Reply]]) -> Outcome:
+async def drive_async(plan: Plan, execute: Callable[[Action], Awaitable[Reply]]) -> Result:
     """Run a plan with the operator's asynchronous executor.
 
     An exception from ``execute`` (cancellation, a bug) propagates after closing the plan.
@@ -203,7 +184,7 @@ async def drive_async(plan: Plan, execute: Callable[[Action], Awaitable[Reply]])
         while True:
             action = plan.send(await execute(action))
     except StopIteration as stop:
-        outcome: Outcome = stop.value
+        outcome: Result = stop.value
         return outcome
     finally:
         plan.close()

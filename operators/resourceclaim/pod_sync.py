@@ -19,6 +19,8 @@ import logging
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from operators.core.reconcile import Done, GiveUp, Retry
+
 from .bodies import generated_claim, pod_status_apply, reserved_for_pod
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
@@ -28,16 +30,13 @@ from .plan import (
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
-    Done,
     EmitPodEvent,
     Failed,
     GetClaim,
-    GiveUp,
     Log,
     Plan,
     PutClaimStatus,
     Reply,
-    Retry,
 )
 from .resolution import (
     Resolved,

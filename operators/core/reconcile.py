@@ -1,0 +1,63 @@
+"""What a sync tells its work queue: the one result vocabulary of every operator.
+
+A controller's ``sync(key)`` reads its cache, decides, writes, and returns one of these, as
+upstream's ``syncPod``/``handleClaim`` return an error or a requeue-after. The queue acts on
+it (:meth:`~operators.core.workqueue.WorkQueue.run`):
+
+- :class:`Done` (or ``None``): the key's failure count is forgotten.
+- :class:`Requeue`: called again after ``after`` seconds. Expected waiting, not a failure:
+  the failure count is forgotten, as controller-runtime does for ``RequeueAfter``.
+- :class:`Retry`: a failure. Re-added rate-limited, never sooner than ``after`` (a 429's
+  ``Retry-After``), and logged without a traceback because it was anticipated.
+- :class:`GiveUp`: logged and forgotten. The input cannot change by itself, so only the next
+  watch event re-evaluates the key.
+
+Where the decision is made deep inside a write path, far from the ``return``, the code
+raises :class:`Interrupt` carrying the result instead of threading it back by hand.
+An unexpected exception is a :class:`Retry` with a traceback in the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Requeue:
+    after: float
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Retry:
+    error: str
+    after: float | None = None
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    error: str
+
+
+Result = Done | Requeue | Retry | GiveUp
+
+
+class Interrupt(Exception):
+    """Ends a sync with ``result`` from wherever the decision falls."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(_describe(result))
+        self.result = result
+
+
+def _describe(result: Result) -> str:
+    if isinstance(result, Requeue):
+        return result.why or f"requeue after {result.after:.3f}s"
+    if isinstance(result, Done):
+        return result.reason or "done"
+    return result.error
