@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 
-from operators.taintselector.models import API_VERSION, GROUP, KIND, PLURAL, DeviceSelection, TaintSelector
+from operators.core import PROJECT_GROUP
+from operators.taintselector.models import API_VERSION, KIND, PLURAL, DeviceSelection, TaintSelector
 
-CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / f"{PLURAL}.{GROUP}.yaml"
+CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / f"{PLURAL}.{PROJECT_GROUP}.yaml"
 
 
 def crd() -> dict[str, Any]:
@@ -35,13 +36,13 @@ def spec_schema() -> dict[str, Any]:
 
 def test_identity() -> None:
     document = crd()
-    assert document["metadata"]["name"] == f"{PLURAL}.{GROUP}"
+    assert document["metadata"]["name"] == f"{PLURAL}.{PROJECT_GROUP}"
     names = document["spec"]["names"]
-    assert (document["spec"]["group"], names["kind"], names["plural"]) == (GROUP, KIND, PLURAL)
+    assert (document["spec"]["group"], names["kind"], names["plural"]) == (PROJECT_GROUP, KIND, PLURAL)
     # Cluster-scoped: the DeviceTaintRules it owns are cluster-scoped too.
     assert document["spec"]["scope"] == "Cluster"
     assert names["shortNames"] == ["dts"]
-    assert f"{GROUP}/{version()['name']}" == API_VERSION
+    assert f"{PROJECT_GROUP}/{version()['name']}" == API_VERSION
 
 
 def test_status_subresource_and_printer_columns() -> None:

@@ -61,8 +61,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import kopf
 
+from . import PROJECT_GROUP, logs, metricsauth
 from . import health as health_server
-from . import logs, metricsauth
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
@@ -219,7 +219,7 @@ class Runtime:
         return result
 
 
-KOPF_GROUPS = frozenset({"dra-operators.io"})
+KOPF_GROUPS = frozenset({PROJECT_GROUP})
 """The project's own API groups: their kinds are watched by kopf; every other kind, by the
 runtime's informer (:mod:`.informer`)."""
 

@@ -15,7 +15,7 @@ from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import InTreeReplacementSettings
 from operators.dra import taintrules
-from operators.dra.taintrules import GROUP
+from operators.dra.api import GROUP
 
 from .apis import CORE_VERSION
 from .controller import DEFAULT_WORKERS, DeviceTaintController
@@ -26,13 +26,13 @@ API_CALLS: list[tuple[str, str, str]] = [
     ("", "pods", "watch"),
     ("", "pods", "delete"),
     ("", "pods/status", "patch"),
-    ("resource.k8s.io", "resourceclaims", "list"),
-    ("resource.k8s.io", "resourceclaims", "watch"),
-    ("resource.k8s.io", "resourceslices", "list"),
-    ("resource.k8s.io", "resourceslices", "watch"),
-    ("resource.k8s.io", "devicetaintrules", "list"),
-    ("resource.k8s.io", "devicetaintrules", "watch"),
-    ("resource.k8s.io", "devicetaintrules/status", "patch"),
+    (GROUP, "resourceclaims", "list"),
+    (GROUP, "resourceclaims", "watch"),
+    (GROUP, "resourceslices", "list"),
+    (GROUP, "resourceslices", "watch"),
+    (GROUP, "devicetaintrules", "list"),
+    (GROUP, "devicetaintrules", "watch"),
+    (GROUP, "devicetaintrules/status", "patch"),
     ("", "events", "create"),
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).

@@ -12,7 +12,6 @@ from typing import Annotated
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
 
-from .api import GROUP as GROUP
 from .taints import DeviceTaint, DeviceTaintSelector
 
 KIND = "DeviceTaintRule"

@@ -15,6 +15,8 @@ import hashlib
 import re
 from typing import Any
 
+from operators.dra.api import GROUP
+
 from .errors import UsageError
 
 ATTACHER = "dra-operators-bindingattacher"
@@ -52,7 +54,7 @@ def driver_grant(driver: str, namespace: str) -> list[dict[str, Any]]:
         "metadata": {"name": name, "labels": labels},
         "rules": [
             {
-                "apiGroups": ["resource.k8s.io"],
+                "apiGroups": [GROUP],
                 "resources": ["resourceclaims/driver"],
                 "resourceNames": [driver],
                 "verbs": ["arbitrary-node:patch"],

@@ -14,12 +14,15 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core import PROJECT_GROUP
+from operators.dra.api import GROUP
+
 from .errors import PluginError
 from .poolview import Answer
 from .session import Session, poll
 
 PLURAL = "resourcepoolstatusrequests"
-SURFACES = {"crd": ("dra-operators.io", "v1alpha1"), "builtin": ("resource.k8s.io", "v1alpha3")}
+SURFACES = {"crd": (PROJECT_GROUP, "v1alpha1"), "builtin": (GROUP, "v1alpha3")}
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 SILENCE = "no operator answered within {timeout}: is the poolstatus operator running?"
 

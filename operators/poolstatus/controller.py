@@ -45,7 +45,6 @@ from .ttl import ttl_action
 
 log = logging.getLogger(__name__)
 
-RESOURCE_GROUP = api.GROUP
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
@@ -82,7 +81,7 @@ class PoolStatusController:
         for surface in surfaces.SURFACES:
             resources = await resources_of(self.runtime.client, surface.group, surface.version)
             availability[surface] = surfaces.available({n: r.subresources for n, r in resources.items()})
-        rules = "devicetaintrules" in await resources_of(self.runtime.client, RESOURCE_GROUP, "v1")
+        rules = "devicetaintrules" in await resources_of(self.runtime.client, api.GROUP, "v1")
         return availability, rules
 
     async def prepare(self) -> bool:
@@ -116,7 +115,7 @@ class PoolStatusController:
         lines = surfaces.changes(self.modes, self.served, availability)
         if self.settings.device_taint_rules == "auto" and rules_served != self.rules_served:
             lines.append(
-                f"API resource devicetaintrules.{RESOURCE_GROUP}/v1 became "
+                f"API resource devicetaintrules.{api.GROUP}/v1 became "
                 + ("available" if rules_served else "unavailable")
             )
         if lines:

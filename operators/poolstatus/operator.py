@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from operators.core import metricsauth
+from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
+from operators.dra.api import GROUP
 
-from .controller import RESOURCE_GROUP, PoolStatusController
+from .controller import PoolStatusController
 from .settings import Settings
 from .surfaces import BUILTIN, PLURAL, PROJECT, Surface
 
@@ -52,19 +53,19 @@ DEFINITION = OperatorDefinition(
     # annotations, finalizers or progress records (spec section 4.4).
     watches=(
         Watch(
-            RESOURCE_GROUP,
+            GROUP,
             "resourceslices",
             PoolStatusController.upsert_slice,
             PoolStatusController.delete_slice,
         ),
         Watch(
-            RESOURCE_GROUP,
+            GROUP,
             "resourceclaims",
             PoolStatusController.upsert_claim,
             PoolStatusController.delete_claim,
         ),
         Watch(
-            RESOURCE_GROUP,
+            GROUP,
             "devicetaintrules",
             PoolStatusController.upsert_rule,
             PoolStatusController.delete_rule,
@@ -77,7 +78,7 @@ DEFINITION = OperatorDefinition(
 
 _REQUESTS = [
     (group, resource, verb)
-    for group in ("resource.k8s.io", "dra-operators.io")
+    for group in (GROUP, PROJECT_GROUP)
     for resource, verbs in (
         # list+watch: kopf's informer; get: re-read after a conflict or rejection; delete: TTL.
         ("resourcepoolstatusrequests", ("get", "list", "watch", "delete")),
@@ -92,7 +93,7 @@ API_CALLS: list[tuple[str, str, str]] = [
     *_REQUESTS,
     # list+watch feed the caches; get completes the read-only set spec section 14 grants.
     *(
-        ("resource.k8s.io", resource, verb)
+        (GROUP, resource, verb)
         for resource in ("resourceslices", "resourceclaims", "devicetaintrules")
         for verb in ("get", "list", "watch")
     ),

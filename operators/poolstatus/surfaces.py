@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from operators.core import PROJECT_GROUP
 from operators.dra.api import GROUP
 
 Mode = Literal["auto", "on", "off"]
@@ -39,7 +40,7 @@ class Surface:
 
 
 BUILTIN = Surface(GROUP, "v1alpha3")
-PROJECT = Surface("dra-operators.io", "v1alpha1")
+PROJECT = Surface(PROJECT_GROUP, "v1alpha1")
 SURFACES = (BUILTIN, PROJECT)
 
 

@@ -13,6 +13,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from operators.dra.api import GROUP, VERSION
+
 from .constants import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from .models import Pod, PodClaimEntry, ResourceClaimTemplate
 from .naming import claim_generate_name
@@ -38,7 +40,7 @@ def generated_claim(pod: Pod, entry: PodClaimEntry, template: ResourceClaimTempl
     if template.spec.metadata.labels:
         metadata["labels"] = dict(template.spec.metadata.labels)
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ResourceClaim",
         "metadata": metadata,
         "spec": json.loads(template.spec.spec_json),

@@ -64,8 +64,7 @@ from .resolution import split_key
 
 log = logging.getLogger(__name__)
 
-RESOURCE_GROUP, RESOURCE_VERSION = api.GROUP, api.VERSION
-RESOURCE_API = f"/apis/{RESOURCE_GROUP}/{RESOURCE_VERSION}"
+RESOURCE_API = f"/apis/{api.GROUP}/{api.VERSION}"
 CONFIRM_KEY = "confirm-created-claims"
 
 
@@ -93,9 +92,9 @@ class ResourceClaimController:
     async def prepare(self) -> bool:
         """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1."""
         for plural in ("resourceclaims", "resourceclaimtemplates"):
-            served = await find_served(self.runtime.client, RESOURCE_GROUP, plural, [RESOURCE_VERSION])
+            served = await find_served(self.runtime.client, api.GROUP, plural, [api.VERSION])
             if served is None:
-                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, RESOURCE_VERSION, plural)
+                log.warning("%s/%s does not serve %s", api.GROUP, api.VERSION, plural)
                 return False
         return True
 

@@ -13,9 +13,10 @@ from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import InTreeReplacementSettings
+from operators.dra.api import GROUP
 
 from .constants import OPERATOR_NAME
-from .controller import RESOURCE_GROUP, ResourceClaimController
+from .controller import ResourceClaimController
 
 DEFAULT_WORKERS: Final = 50
 """As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
@@ -29,19 +30,19 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "pods/status", "patch"),
     # Watch; GET of an unconfirmed just-created claim (7.3); create (7.2); finalizer removal
     # (8); deletion of a generated claim whose pod will not run again (8, step 5).
-    ("resource.k8s.io", "resourceclaims", "create"),
-    ("resource.k8s.io", "resourceclaims", "delete"),
-    ("resource.k8s.io", "resourceclaims", "get"),
-    ("resource.k8s.io", "resourceclaims", "list"),
-    ("resource.k8s.io", "resourceclaims", "update"),
-    ("resource.k8s.io", "resourceclaims", "watch"),
+    (GROUP, "resourceclaims", "create"),
+    (GROUP, "resourceclaims", "delete"),
+    (GROUP, "resourceclaims", "get"),
+    (GROUP, "resourceclaims", "list"),
+    (GROUP, "resourceclaims", "update"),
+    (GROUP, "resourceclaims", "watch"),
     # reservedFor and allocation writes (7.5, 8)...
-    ("resource.k8s.io", "resourceclaims/status", "update"),
+    (GROUP, "resourceclaims/status", "update"),
     # ...which DRAResourceClaimGranularStatusAuthorization also checks on this synthetic
     # subresource, cluster-wide, with the request's verb.
-    ("resource.k8s.io", "resourceclaims/binding", "update"),
-    ("resource.k8s.io", "resourceclaimtemplates", "list"),
-    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    (GROUP, "resourceclaims/binding", "update"),
+    (GROUP, "resourceclaimtemplates", "list"),
+    (GROUP, "resourceclaimtemplates", "watch"),
     # Events, and their de-duplication (count and lastTimestamp).
     ("", "events", "create"),
     ("", "events", "patch"),
@@ -69,7 +70,7 @@ IN_TREE: Final = InTreeController(
         # It creates the claims of templates without a field manager: only this controller of
         # kube-controller-manager sets the pod-claim-name annotation.
         Signature(
-            api_group="resource.k8s.io",
+            api_group=GROUP,
             plural="resourceclaims",
             manager=KUBE_CONTROLLER_MANAGER,
             operation="Update",
@@ -89,13 +90,13 @@ DEFINITION = OperatorDefinition(
     watches=(
         Watch("", "pods", ResourceClaimController.upsert_pod, ResourceClaimController.delete_pod),
         Watch(
-            RESOURCE_GROUP,
+            GROUP,
             "resourceclaims",
             ResourceClaimController.upsert_claim,
             ResourceClaimController.delete_claim,
         ),
         Watch(
-            RESOURCE_GROUP,
+            GROUP,
             "resourceclaimtemplates",
             ResourceClaimController.upsert_template,
             ResourceClaimController.delete_template,

@@ -23,16 +23,18 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
 from operators.core.models import UnparsableObject, log_skipped
 from operators.dra import taintrules
+from operators.dra.api import GROUP
 
 from . import metrics
 from .cache import Cache
-from .models import API_VERSION, GROUP, KIND, PLURAL, TaintSelector
+from .models import API_VERSION, KIND, PLURAL, VERSION, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
 from .status import INVALID, needs_write, selector_status
@@ -67,8 +69,8 @@ class TaintSelectorController:
 
     async def prepare(self) -> bool:
         client = self.runtime.client
-        core = await resources_of(client, taintrules.GROUP, CORE_VERSION)
-        own = await resources_of(client, GROUP, API_VERSION.split("/")[1])
+        core = await resources_of(client, GROUP, CORE_VERSION)
+        own = await resources_of(client, PROJECT_GROUP, VERSION)
         if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
             log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
             return False
@@ -76,7 +78,7 @@ class TaintSelectorController:
             self._prepared = True
             # The version the runtime watches (the rule watch names taintrules.VERSIONS); a change
             # of it restarts the process, so the rules are written as the version read.
-            self.rules_api = self.runtime.served_resource(taintrules.GROUP, taintrules.PLURAL)
+            self.rules_api = self.runtime.served_resource(GROUP, taintrules.PLURAL)
             if self.rules_api is None:
                 log.warning("no DeviceTaintRule API is served: selectors are evaluated but taint nothing")
             else:

@@ -17,14 +17,14 @@ from typing import Annotated, Any, NamedTuple
 
 from pydantic import Field
 
+from operators.core import PROJECT_GROUP
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
 from operators.dra import slices, taintrules
 from operators.dra.cel import CelDevice, DeviceAttribute, DeviceCapacity
 from operators.dra.taints import DeviceTaint
 
-GROUP = "dra-operators.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
 KIND = "DeviceTaintSelector"
 PLURAL = "devicetaintselectors"
 

@@ -8,27 +8,28 @@ patched and deleted, never read one by one (the watch cache serves), and selecto
 
 from __future__ import annotations
 
-from operators.core import metricsauth
+from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import OperatorSettings
 from operators.dra import taintrules
+from operators.dra.api import GROUP
 
 from .controller import CORE_VERSION, DEFAULT_WORKERS, TaintSelectorController
-from .models import GROUP, PLURAL, VERSION
+from .models import PLURAL, VERSION
 
 API_CALLS: list[tuple[str, str, str]] = [
-    ("dra-operators.io", "devicetaintselectors", "list"),
-    ("dra-operators.io", "devicetaintselectors", "watch"),
-    ("dra-operators.io", "devicetaintselectors/status", "patch"),
-    ("resource.k8s.io", "resourceslices", "list"),
-    ("resource.k8s.io", "resourceslices", "watch"),
-    ("resource.k8s.io", "deviceclasses", "list"),
-    ("resource.k8s.io", "deviceclasses", "watch"),
-    ("resource.k8s.io", "devicetaintrules", "list"),
-    ("resource.k8s.io", "devicetaintrules", "watch"),
-    ("resource.k8s.io", "devicetaintrules", "create"),
-    ("resource.k8s.io", "devicetaintrules", "patch"),
-    ("resource.k8s.io", "devicetaintrules", "delete"),
+    (PROJECT_GROUP, "devicetaintselectors", "list"),
+    (PROJECT_GROUP, "devicetaintselectors", "watch"),
+    (PROJECT_GROUP, "devicetaintselectors/status", "patch"),
+    (GROUP, "resourceslices", "list"),
+    (GROUP, "resourceslices", "watch"),
+    (GROUP, "deviceclasses", "list"),
+    (GROUP, "deviceclasses", "watch"),
+    (GROUP, "devicetaintrules", "list"),
+    (GROUP, "devicetaintrules", "watch"),
+    (GROUP, "devicetaintrules", "create"),
+    (GROUP, "devicetaintrules", "patch"),
+    (GROUP, "devicetaintrules", "delete"),
     ("", "events", "create"),
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
@@ -49,28 +50,28 @@ DEFINITION = OperatorDefinition(
     # annotation or finalizer (the selectors' status is written by the controller).
     watches=(
         Watch(
-            GROUP,
+            PROJECT_GROUP,
             PLURAL,
             TaintSelectorController.upsert_selector,
             TaintSelectorController.delete_selector,
             VERSION,
         ),
         Watch(
-            taintrules.GROUP,
+            GROUP,
             "resourceslices",
             TaintSelectorController.upsert_slice,
             TaintSelectorController.delete_slice,
             CORE_VERSION,
         ),
         Watch(
-            taintrules.GROUP,
+            GROUP,
             "deviceclasses",
             TaintSelectorController.upsert_class,
             TaintSelectorController.delete_class,
             CORE_VERSION,
         ),
         Watch(
-            taintrules.GROUP,
+            GROUP,
             taintrules.PLURAL,
             TaintSelectorController.upsert_rule,
             TaintSelectorController.delete_rule,
