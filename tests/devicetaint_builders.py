@@ -11,8 +11,8 @@ from typing import Any
 
 from operators.core.conditions import format_time
 from operators.core.models import parse
+from operators.devicetaint.cache import ClusterCache, Effects
 from operators.devicetaint.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
-from operators.devicetaint.state import DeviceTaintState, Effects
 
 T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DRIVER = "dra.example.com"
@@ -148,9 +148,9 @@ def fixture_f(
     slice_taints: Mapping[str, Sequence[dict[str, Any]]] | None = None,
     tolerations: Sequence[dict[str, Any]] = (),
     now: datetime = T,
-) -> DeviceTaintState:
+) -> ClusterCache:
     """Fixture F: one slice with three GPUs, claim c1 on gpu-0 reserved for pod p1 (UID U1)."""
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=slice_taints), now)
     state.apply_claim(claim(tolerations=tolerations), now)
     state.apply_pod(pod(), now)

@@ -8,10 +8,10 @@ from operators.devicetaint.evaluation import PodEviction, RuleTaintReason
 from operators.devicetaint.models import PodItem
 from operators.devicetaint.podeviction import (
     EVICTED_LRU_SIZE,
+    EvictionResult,
     PodDone,
     PodEvict,
     PodNotYet,
-    PodOutcome,
     decide_pod,
     delete_options,
     disruption_target_patch,
@@ -103,7 +103,7 @@ def test_evicted_pod_is_not_scheduled_again_and_never_cancelled() -> None:
     state = fixture_f({"gpu-0": [taint()]})
     decision = state.decide_pod(P1, T)
     assert isinstance(decision, PodEvict)
-    state.finish_pod(decision, PodOutcome.EVICTED, T)
+    state.finish_pod(decision, EvictionResult.EVICTED, T)
     assert state.apply_pod(pod(node="elsewhere"), T).enqueue == []
     assert state.apply_pod(pod(node=""), T).cancelled == []
 
@@ -112,10 +112,10 @@ def test_evicted_lru_keeps_the_most_recent() -> None:
     state = fixture_f({"gpu-0": [taint()]})
     first = state.decide_pod(P1, T)
     assert isinstance(first, PodEvict)
-    state.finish_pod(first, PodOutcome.EVICTED, T)
+    state.finish_pod(first, EvictionResult.EVICTED, T)
     for index in range(EVICTED_LRU_SIZE):
         other = PodEvict(PodItem("ns1", f"x{index}", f"X{index}"), DUE, False, None, {})
-        state.finish_pod(other, PodOutcome.GONE, T)
+        state.finish_pod(other, EvictionResult.GONE, T)
     # U1 fell out of the LRU: a new evaluation schedules it again.
     assert [e.item for e in state.apply_pod(pod(node="elsewhere"), T).enqueue] == [P1]
 

@@ -19,8 +19,8 @@ from devicetaint_builders import (
 )
 
 from operators.core.models import UnparsableObject, parse
+from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.models import Pod, PodItem, ResourceClaim, RuleItem
-from operators.devicetaint.state import DeviceTaintState
 
 P1 = PodItem("ns1", "p1", "U1")
 R1 = RuleItem("example", "R1")
@@ -31,7 +31,7 @@ TAINTED = {"gpu-0": [taint()]}
 
 
 def test_claim_allocation_appearing_evaluates_reserved_pods() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_pod(pod(), T)
     assert enqueued(state.apply_claim(claim(allocated=False), T)) == []
@@ -67,14 +67,14 @@ def test_claim_with_new_uid_is_delete_then_add() -> None:
 
 
 def test_claim_reservation_for_other_pod_instance_is_ignored() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_pod(pod(uid="U2"), T)
     assert enqueued(state.apply_claim(claim(), T)) == []
 
 
 def test_podgroup_consumers_are_ignored() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_pod(pod(), T)
     group = claim().model_copy(deep=True)
@@ -125,7 +125,7 @@ def test_slice_moving_pools_updates_both() -> None:
 
 
 def test_slice_undated_taint_warns_once_per_generation() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     undated = resource_slice(taints={"gpu-0": [taint(time_added=None)]})
     first = state.apply_slice(undated, T)
     assert first.warnings == [
@@ -210,7 +210,7 @@ def test_clear_rules_when_the_api_goes_away() -> None:
 
 
 def test_pod_added_is_evaluated_with_rule_items_delayed() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_rule(rule(selector={"device": "gpu-0"}), T)
     state.apply_claim(claim(tolerations=[tolerating(30)]), T)

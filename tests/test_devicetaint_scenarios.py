@@ -26,10 +26,10 @@ from devicetaint_builders import (
 )
 
 from operators.core.conditions import Condition
+from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.messages import RuleDecision, RuleRequeue, RuleUnchanged, RuleWrite
 from operators.devicetaint.models import PodItem, RuleItem
-from operators.devicetaint.podeviction import PodDecision, PodDone, PodEvict, PodNotYet, PodOutcome
-from operators.devicetaint.state import DeviceTaintState
+from operators.devicetaint.podeviction import EvictionResult, PodDecision, PodDone, PodEvict, PodNotYet
 
 P1 = PodItem("ns1", "p1", "U1")
 R1 = RuleItem("example", "R1")
@@ -40,10 +40,10 @@ DRY_TAIL = (
 )
 
 
-def run_pod(state: DeviceTaintState, item: PodItem, now: datetime) -> PodDecision:
+def run_pod(state: ClusterCache, item: PodItem, now: datetime) -> PodDecision:
     decision = state.decide_pod(item, now)
     if isinstance(decision, PodEvict):
-        state.finish_pod(decision, PodOutcome.EVICTED, now)
+        state.finish_pod(decision, EvictionResult.EVICTED, now)
         # The watch then shows the pod terminating.
         cached = state.cached_pod(item.namespace, item.name)
         assert cached is not None
@@ -52,7 +52,7 @@ def run_pod(state: DeviceTaintState, item: PodItem, now: datetime) -> PodDecisio
     return decision
 
 
-def run_rule(state: DeviceTaintState, now: datetime, item: RuleItem = R1) -> RuleDecision:
+def run_rule(state: ClusterCache, now: datetime, item: RuleItem = R1) -> RuleDecision:
     decision = state.decide_rule(item, now)
     if isinstance(decision, RuleWrite):
         state.rule_status_written(item, decision.condition)
@@ -69,7 +69,7 @@ def summary(decision: RuleDecision) -> tuple[str, str, str]:
     return (condition.status, condition.reason, condition.message)
 
 
-def evicts_at(state: DeviceTaintState, when: datetime, item: PodItem = P1) -> None:
+def evicts_at(state: ClusterCache, when: datetime, item: PodItem = P1) -> None:
     eviction = state.scheduled_eviction(item)
     assert eviction is not None
     assert eviction.when == when
@@ -89,7 +89,7 @@ def test_01_slice_taint_evicts_at_once() -> None:
         "preconditions": {"uid": "U1"},
     }
     assert decision.status_patch is not None
-    finished = state.finish_pod(decision, PodOutcome.EVICTED, T + seconds(1))
+    finished = state.finish_pod(decision, EvictionResult.EVICTED, T + seconds(1))
     assert finished.latency == pytest.approx(1.0)
     assert isinstance(state.decide_pod(P1, T + seconds(2)), PodDone)
 
@@ -102,7 +102,7 @@ def test_02_non_evicting_effects(effect: str) -> None:
 
 
 def test_03_newest_generation_only() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(name="gen-1", generation=1, taints=TAINTED), T)
     state.apply_slice(resource_slice(name="gen-2", generation=2), T)
     state.apply_claim(claim(), T)
@@ -181,7 +181,7 @@ def test_11_cancel() -> None:
 
 
 def test_12_not_affected() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_claim(claim(name="c-unsched", reserved_for=[("unscheduled", "UA")]), T)
     state.apply_claim(claim(name="c-other", reserved_for=[("unreserved", "SOMEONE")]), T)
@@ -204,7 +204,7 @@ def test_12_not_affected() -> None:
 
 
 def test_13_two_claims() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints={"gpu-0": [taint()], "gpu-1": [taint()]}), T)
     state.apply_claim(claim(tolerations=[tolerating(100)]), T)
     state.apply_claim(claim(name="c2", devices=["gpu-1"]), T)
@@ -215,7 +215,7 @@ def test_13_two_claims() -> None:
 
 
 def test_14_extended_resource_claim_ours() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(), T)
     state.apply_claim(claim(name="c-ext", devices=["gpu-1"], reserved_for=[("p2", "U2")], owner_uid="U2"), T)
     state.apply_pod(pod(name="p2", uid="U2", claims=[], extended="c-ext"), T)
@@ -224,7 +224,7 @@ def test_14_extended_resource_claim_ours() -> None:
 
 
 def test_36_admin_access_has_no_exemption() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     admin = claim().model_dump(by_alias=True)
     admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
@@ -259,7 +259,7 @@ def test_15_condition_never_false_while_pod_lacks_deletion_timestamp() -> None:
     run_rule(state, T)
     decision = state.decide_pod(P1, T)
     assert isinstance(decision, PodEvict)
-    state.finish_pod(decision, PodOutcome.EVICTED, T)
+    state.finish_pod(decision, EvictionResult.EVICTED, T)
     # The watch has not shown the deletion yet: still pending, now with the suffix.
     assert summary(run_rule(state, T + seconds(10))) == (
         "True",
@@ -268,9 +268,9 @@ def test_15_condition_never_false_while_pod_lacks_deletion_timestamp() -> None:
     )
 
 
-def pool_rule_state(b_tolerates: bool = True) -> DeviceTaintState:
+def pool_rule_state(b_tolerates: bool = True) -> ClusterCache:
     """Scenario 16: A (ns1, untolerated), B (ns1, gpu-1) and C (ns2, gpu-2) tolerating 600 s."""
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(), T)
     specs = [("a", "ns1", "gpu-0", []), ("b", "ns1", "gpu-1", [tolerating(600)] if b_tolerates else [])]
     specs.append(("c", "ns2", "gpu-2", [tolerating(600)]))
@@ -461,7 +461,7 @@ def test_27_device_no_longer_published() -> None:
 
 
 def test_28_throttle() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(), T)
     items = []
     for index, wait in enumerate((0, 4, 8)):
@@ -520,7 +520,7 @@ def test_38_two_rules_one_pod() -> None:
     state.apply_rule(rule(name="r2", uid="U-R2", selector={"device": "gpu-0"}), T)
     decision = state.decide_pod(P1, T)
     assert isinstance(decision, PodEvict)
-    finished = state.finish_pod(decision, PodOutcome.EVICTED, T)
+    finished = state.finish_pod(decision, EvictionResult.EVICTED, T)
     assert enqueued(finished.effects) == [
         (RuleItem("r1", "U-R1"), 10.0),
         (RuleItem("r2", "U-R2"), 10.0),
@@ -547,7 +547,7 @@ def test_30_pod_replaced_before_deletion() -> None:
 
 
 def test_31_already_terminating_counts_without_writes() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     state.apply_slice(resource_slice(), T)
     state.apply_claim(claim(), T)
     state.apply_pod(pod(deleting=True), T)
@@ -555,7 +555,7 @@ def test_31_already_terminating_counts_without_writes() -> None:
     decision = state.decide_pod(P1, T)
     assert isinstance(decision, PodEvict)
     assert decision.already_terminating
-    assert state.finish_pod(decision, PodOutcome.EVICTED, T).latency == 0.0
+    assert state.finish_pod(decision, EvictionResult.EVICTED, T).latency == 0.0
     final = run_rule(state, T + seconds(10))
     assert summary(final) == ("False", "Completed", "1 pod evicted since starting the controller.")
 
@@ -578,7 +578,7 @@ def test_32_gone_does_not_count() -> None:
     state.apply_rule(rule(selector={}), T)
     decision = state.decide_pod(P1, T)
     assert isinstance(decision, PodEvict)
-    finished = state.finish_pod(decision, PodOutcome.GONE, T)
+    finished = state.finish_pod(decision, EvictionResult.GONE, T)
     assert finished.latency is None
     assert finished.effects.enqueue == []
     assert state.evicted_count("R1") == 0
@@ -590,7 +590,7 @@ def test_33_restart_resets_the_counter() -> None:
     run_rule(state, T)
     run_pod(state, P1, T)
     run_rule(state, T + seconds(10))
-    restarted = DeviceTaintState()
+    restarted = ClusterCache()
     restarted.apply_slice(resource_slice(), T + seconds(60))
     restarted.apply_claim(claim(reserved_for=[]), T + seconds(60))
     completed = state.cached_rule("example")
@@ -601,7 +601,7 @@ def test_33_restart_resets_the_counter() -> None:
 
 
 def test_34_restart_mid_eviction() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     devices = [f"gpu-{i}" for i in range(300)]
     state.apply_slice(resource_slice(devices=devices, taints={d: [taint()] for d in devices}), T)
     for i, device in enumerate(devices):
@@ -628,7 +628,7 @@ def test_34_restart_mid_eviction() -> None:
 
 
 def test_39_mass_dry_run_message() -> None:
-    state = DeviceTaintState()
+    state = ClusterCache()
     for s in range(20):
         state.apply_slice(resource_slice(name=f"s{s}", devices=[f"gpu-{s}-{d}" for d in range(50)]), T)
     for i in range(1000):

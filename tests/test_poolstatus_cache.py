@@ -19,7 +19,7 @@ from poolstatus_builders import (
     taint_rule,
 )
 
-from operators.poolstatus.cache import Caches
+from operators.poolstatus.cache import ClusterCache
 from operators.poolstatus.counts import Held
 from operators.poolstatus.models import ResourcePoolStatusRequest
 from operators.poolstatus.status import compute_pools
@@ -33,7 +33,7 @@ def request(name: str, driver: str = "gpu.example.com", done: bool = False) -> R
     return ResourcePoolStatusRequest.model_validate(body)
 
 
-def totals(caches: Caches, driver: str, with_rules: bool = False) -> list[tuple[str, int, int, int]]:
+def totals(caches: ClusterCache, driver: str, with_rules: bool = False) -> list[tuple[str, int, int, int]]:
     """(pool, total, allocated, unavailable) per pool of ``driver``."""
     return [
         (
@@ -47,7 +47,7 @@ def totals(caches: Caches, driver: str, with_rules: bool = False) -> list[tuple[
 
 
 def test_slices_are_indexed_by_pool_and_follow_a_driver_change() -> None:
-    caches = Caches()
+    caches = ClusterCache()
     assert caches.put_slice(resource_slice("s", plain_devices(1), driver="a.com")) == {"a.com"}
     assert caches.put_slice(resource_slice("s", plain_devices(2), driver="b.com")) == {"a.com", "b.com"}
     assert totals(caches, "a.com") == []
@@ -59,7 +59,7 @@ def test_slices_are_indexed_by_pool_and_follow_a_driver_change() -> None:
 
 
 def test_only_what_allocated_claims_hold_is_kept() -> None:
-    caches = Caches()
+    caches = ClusterCache()
     caches.put_slice(resource_slice("s", plain_devices(2), driver="b.com"))
     caches.put_claim(
         claim(
@@ -81,7 +81,7 @@ def test_only_what_allocated_claims_hold_is_kept() -> None:
 
 
 def test_rules_only_when_in_use_and_a_rule_change_is_seen() -> None:
-    caches = Caches()
+    caches = ClusterCache()
     caches.put_slice(resource_slice("s", plain_devices(2), driver="x"))
     assert totals(caches, "x", with_rules=True) == [("pool-1", 2, 0, 0)]
     caches.put_rule(taint_rule("r", "NoSchedule", {}))
@@ -92,7 +92,7 @@ def test_rules_only_when_in_use_and_a_rule_change_is_seen() -> None:
 
 
 def test_resource_versions_recognise_redeliveries() -> None:
-    caches = Caches()
+    caches = ClusterCache()
     caches.put_slice(resource_slice("s", plain_devices(1)), "5")
     caches.put_claim(claim("c", result("device-0")), "6")
     assert caches.slice_unchanged("s", "5")
@@ -107,7 +107,7 @@ def test_resource_versions_recognise_redeliveries() -> None:
 
 def test_equal_quantities_of_another_format_are_a_change() -> None:
     """The sums print the format of their first term, so 1Gi -> 1073741824 must be seen."""
-    caches = Caches()
+    caches = ClusterCache()
     nic = {"name": "nic", "allowMultipleAllocations": True, "capacity": {"bw": {"value": "10Gi"}}}
     caches.put_slice(resource_slice("s", [nic]))
     caches.put_claim(claim("c", result("nic", consumed={"bw": "1Gi"})))
@@ -125,7 +125,7 @@ def test_kept_answers_equal_a_fresh_computation(name: str) -> None:
     scenario = representative_scenarios()[name]
     spec = scenario.spec
     rng = random.Random(name)
-    caches = Caches()
+    caches = ClusterCache()
 
     def check() -> None:
         slices = [s for s in scenario.slices if s.metadata.name in caches.slice_names()]
@@ -161,7 +161,7 @@ def test_kept_answers_equal_a_fresh_computation(name: str) -> None:
 
 
 def test_requests_of_both_surfaces_are_independent() -> None:
-    caches = Caches()
+    caches = ClusterCache()
     caches.put_request(BUILTIN, request("check-gpus"))
     caches.put_request(PROJECT, request("check-gpus", done=True))
     caches.put_request(PROJECT, request("other", driver="b.com"))

@@ -362,17 +362,17 @@ def claim_body(rv: str, allocated: bool) -> dict[str, Any]:
 async def test_claims_follow_their_allocation_and_redeliveries_are_skipped(client: FakeClient) -> None:
     controller, _ = await prepared(client)
     controller.upsert_claim(claim_body("1", allocated=True))
-    assert list(controller.caches.claims) == [("ns", "c")]
+    assert list(controller.cache.claims) == [("ns", "c")]
     # The same version again (kopf's listing after ours) is not parsed: not even a broken copy.
     broken = claim_body("1", allocated=True)
     broken["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"x": "?"}
     controller.upsert_claim(broken)
-    assert list(controller.caches.claims) == [("ns", "c")]
+    assert list(controller.cache.claims) == [("ns", "c")]
     controller.upsert_claim(claim_body("2", allocated=False))
-    assert controller.caches.claims == {}
+    assert controller.cache.claims == {}
     controller.upsert_claim(claim_body("3", allocated=True))
     controller.delete_claim(claim_body("3", allocated=True))
-    assert controller.caches.claims == {}
+    assert controller.cache.claims == {}
 
 
 async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
@@ -381,7 +381,7 @@ async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
     broken = slice_body("s")
     broken["spec"]["devices"][0]["capacity"] = {"memory": {"value": "lots"}}
     controller.upsert_slice(broken)
-    assert controller.caches.slice_names() == set()
+    assert controller.cache.slice_names() == set()
     controller.upsert_claim(
         {
             "metadata": {"name": "c", "namespace": "ns"},
@@ -392,9 +392,9 @@ async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
     )
     controller.upsert_rule({"metadata": {"name": "r"}, "spec": {"taint": {"effect": 3}}})
     controller.upsert_request(PROJECT, {"metadata": {"name": "no-spec"}})
-    assert controller.caches.claims == {}
-    assert controller.caches.rules == {}
-    assert controller.caches.requests == {}
+    assert controller.cache.claims == {}
+    assert controller.cache.rules == {}
+    assert controller.cache.requests == {}
 
 
 # -- TTL -----------------------------------------------------------------------------------------

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from operators.poolstatus.writes import Outcome, backoff, classify, rejection_reason, status_patch
+from operators.poolstatus.writes import WriteFailure, backoff, classify, rejection_reason, status_patch
 
 
 @pytest.mark.parametrize(
     ("code", "outcome"),
     [
-        (404, Outcome.GONE),
-        (409, Outcome.CONFLICT),
-        (422, Outcome.REJECTED),
-        (400, Outcome.REJECTED),
-        (413, Outcome.REJECTED),
-        (429, Outcome.TRANSIENT),
-        (500, Outcome.TRANSIENT),
-        (503, Outcome.TRANSIENT),
-        (0, Outcome.TRANSIENT),
+        (404, WriteFailure.GONE),
+        (409, WriteFailure.CONFLICT),
+        (422, WriteFailure.REJECTED),
+        (400, WriteFailure.REJECTED),
+        (413, WriteFailure.REJECTED),
+        (429, WriteFailure.TRANSIENT),
+        (500, WriteFailure.TRANSIENT),
+        (503, WriteFailure.TRANSIENT),
+        (0, WriteFailure.TRANSIENT),
     ],
 )
-def test_classify(code: int, outcome: Outcome) -> None:
+def test_classify(code: int, outcome: WriteFailure) -> None:
     assert classify(code) is outcome
 
 

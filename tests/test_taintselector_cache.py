@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from operators.core.models import UnparsableObject
-from operators.taintselector.cache import Cache
+from operators.taintselector.cache import ClusterCache
 from operators.taintselector.models import DeviceId
 from operators.taintselector.rules import rule_name
 
@@ -46,21 +46,21 @@ def _rule(name: str, owner_uid: str | None) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cache() -> Cache:
-    cache = Cache()
+def cache() -> ClusterCache:
+    cache = ClusterCache()
     cache.upsert_selector(_selector("a", "uid-a"))
     cache.upsert_selector(_selector("b", "uid-b", device_class="gpus"))
     return cache
 
 
-def test_slices_concern_every_selector(cache: Cache) -> None:
+def test_slices_concern_every_selector(cache: ClusterCache) -> None:
     assert cache.upsert_slice(_slice("s1")) == ["a", "b"]
     assert "s1" in cache.slices
     assert cache.delete_slice(_slice("s1")) == ["a", "b"]
     assert cache.slices == {}
 
 
-def test_classes_concern_the_selectors_naming_them(cache: Cache) -> None:
+def test_classes_concern_the_selectors_naming_them(cache: ClusterCache) -> None:
     body = {"metadata": {"name": "gpus"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}}
     assert cache.upsert_class(body) == ["b"]
     assert cache.upsert_class({"metadata": {"name": "other"}}) == []
@@ -68,7 +68,7 @@ def test_classes_concern_the_selectors_naming_them(cache: Cache) -> None:
     assert "gpus" not in cache.classes
 
 
-def test_rules_concern_their_owner_and_the_selector_that_may_want_their_name(cache: Cache) -> None:
+def test_rules_concern_their_owner_and_the_selector_that_may_want_their_name(cache: ClusterCache) -> None:
     assert cache.upsert_rule(_rule("x-1", "uid-a")) == ["a"]
     # Owned by a deleted selector "b" of old, but named like b's rules: b may be waiting for it.
     assert cache.upsert_rule(_rule(rule_name("b", DeviceId("d", "p", "x")), "uid-old")) == ["b"]
@@ -77,20 +77,20 @@ def test_rules_concern_their_owner_and_the_selector_that_may_want_their_name(cac
 
 
 def test_long_selector_names_match_their_truncated_rule_names() -> None:
-    cache = Cache()
+    cache = ClusterCache()
     long_name = "n" * 250
     cache.upsert_selector(_selector(long_name, "uid-long"))
     assert cache.delete_rule(_rule(rule_name(long_name, DeviceId("d", "p", "x")), None)) == [long_name]
 
 
-def test_rules_of_lists_owned_rules_and_namesakes(cache: Cache) -> None:
+def test_rules_of_lists_owned_rules_and_namesakes(cache: ClusterCache) -> None:
     cache.upsert_rule(_rule("mine", "uid-a"))
     cache.upsert_rule(_rule("wanted", "uid-other"))
     cache.upsert_rule(_rule("foreign", "uid-other"))
     assert sorted(r.metadata.name for r in cache.rules_of("uid-a", ["wanted"])) == ["mine", "wanted"]
 
 
-def test_unparsable_objects_are_dropped_and_reported(cache: Cache) -> None:
+def test_unparsable_objects_are_dropped_and_reported(cache: ClusterCache) -> None:
     cache.upsert_slice(_slice("s1"))
     with pytest.raises(UnparsableObject, match="spec"):
         cache.upsert_slice({"metadata": {"name": "s1"}, "spec": {"pool": {}}})

@@ -1,6 +1,6 @@
 """The I/O layer of the devicetaint operator: it feeds watch events to the state and executes its decisions.
 
-Concurrency contract, as in :mod:`.state`: watch callbacks run synchronously on the event loop; they
+Concurrency contract, as in :mod:`.cache`: watch callbacks run synchronously on the event loop; they
 update the state and enqueue work, and never call the API. A worker asks the state for a decision, awaits
 the API calls without touching the state, then reports the outcome. A work item therefore always acts on
 the current cache, whatever event queued it.
@@ -32,6 +32,7 @@ from operators.dra.pods import pod_event_matters
 
 from . import metrics
 from .apis import ServedApis, discover
+from .cache import ClusterCache, Effects
 from .evaluation import describe_reasons
 from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
 from .models import (
@@ -47,12 +48,11 @@ from .podeviction import (
     EVENT_CANCELLING_DELETION,
     EVENT_MARKING_FOR_DELETION,
     EVENT_REASON,
+    EvictionResult,
     PodDone,
     PodEvict,
     PodNotYet,
-    PodOutcome,
 )
-from .state import DeviceTaintState, Effects
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -76,8 +76,8 @@ def _pod_ref(item: PodItem) -> ObjectRef:
 class DeviceTaintController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.state = DeviceTaintState()
-        core_metrics.report_cache(self.state)
+        self.cache = ClusterCache()
+        core_metrics.report_cache(self.cache)
         self._apis: ServedApis | None = None
 
     # --- Start -----------------------------------------------------------------------------------------
@@ -107,30 +107,30 @@ class DeviceTaintController:
     # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
 
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
-        if pod_event_matters(body, self.state.cached_pod):
-            self._apply(Pod, body, self.state.apply_pod)
+        if pod_event_matters(body, self.cache.cached_pod):
+            self._apply(Pod, body, self.cache.apply_pod)
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
-        if pod_event_matters(body, self.state.cached_pod):
-            self._apply(Pod, body, lambda pod, _now: self.state.delete_pod(pod))
+        if pod_event_matters(body, self.cache.cached_pod):
+            self._apply(Pod, body, lambda pod, _now: self.cache.delete_pod(pod))
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceClaim, body, self.state.apply_claim)
+        self._apply(ResourceClaim, body, self.cache.apply_claim)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceClaim, body, self.state.delete_claim)
+        self._apply(ResourceClaim, body, self.cache.delete_claim)
 
     def upsert_slice(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceSlice, body, self.state.apply_slice)
+        self._apply(ResourceSlice, body, self.cache.apply_slice)
 
     def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceSlice, body, self.state.delete_slice)
+        self._apply(ResourceSlice, body, self.cache.delete_slice)
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
-        self._apply(DeviceTaintRule, body, self.state.apply_rule)
+        self._apply(DeviceTaintRule, body, self.cache.apply_rule)
 
     def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self._apply(DeviceTaintRule, body, self.state.delete_rule)
+        self._apply(DeviceTaintRule, body, self.cache.delete_rule)
 
     def _apply(
         self, model: type[Model], body: Mapping[str, Any], apply: Callable[[Model, datetime], Effects]
@@ -159,13 +159,13 @@ class DeviceTaintController:
         return await self._sync_rule(key)
 
     async def _sync_pod(self, item: PodItem) -> Result:
-        decision = self.state.decide_pod(item, _now())
+        decision = self.cache.decide_pod(item, _now())
         if isinstance(decision, PodDone):
             return Done()
         if isinstance(decision, PodNotYet):
             return Requeue(decision.delay, "eviction not due yet")
         outcome = await self._evict(decision)
-        finished = self.state.finish_pod(decision, outcome, _now())
+        finished = self.cache.finish_pod(decision, outcome, _now())
         if finished.latency is not None:
             metrics.pod_deletions.inc()
             metrics.pod_deletion_duration.observe(finished.latency)
@@ -178,10 +178,10 @@ class DeviceTaintController:
         self._route(finished.effects)
         return Done()
 
-    async def _evict(self, decision: PodEvict) -> PodOutcome:
+    async def _evict(self, decision: PodEvict) -> EvictionResult:
         """Steps 4-6 of spec §9; the preconditions make a replaced pod answer 409 (retried) or 404 (gone)."""
         if decision.already_terminating:
-            return PodOutcome.EVICTED
+            return EvictionResult.EVICTED
         item = decision.item
         path = f"/api/v1/namespaces/{item.namespace}/pods/{item.name}"
         self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
@@ -195,17 +195,17 @@ class DeviceTaintController:
                     content_type=STRATEGIC_MERGE_PATCH,
                     want_reply=False,
                 )
-                self.state.pod_status_patched(decision)
+                self.cache.pod_status_patched(decision)
             await client.request("DELETE", path, body=decision.delete_options, want_reply=False)
         except ApiError as err:
             if not err.not_found:
                 raise
             log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
-            return PodOutcome.GONE
-        return PodOutcome.EVICTED
+            return EvictionResult.GONE
+        return EvictionResult.EVICTED
 
     async def _sync_rule(self, item: RuleItem) -> Result:
-        decision = self.state.decide_rule(item, _now())
+        decision = self.cache.decide_rule(item, _now())
         if isinstance(decision, RuleRequeue):
             return Requeue(decision.delay, "rule status throttled")
         apis = self._apis
@@ -223,7 +223,7 @@ class DeviceTaintController:
             if err.not_found:
                 return Done()
             raise
-        self.state.rule_status_written(item, condition)
+        self.cache.rule_status_written(item, condition)
         log.info(
             "EvictionInProgress=%s %s: %s",
             condition.status,

@@ -1,6 +1,6 @@
 """Which taints hit a claim, which claims affect a pod, and which pods a rule keeps pending (spec §5-§7).
 
-Everything here reads the cache and returns values; :mod:`.state` decides when to call it.
+Everything here reads the cache and returns values; :mod:`.cache` decides when to call it.
 
 A claim's eviction depends only on its allocation (immutable once set), the visible slice taints of
 its devices and the NoExecute rules, so it is computed once per change of those and cached next to the

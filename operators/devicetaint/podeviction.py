@@ -8,7 +8,7 @@ which matters when a whole pool is tainted at once.
 
 The worker runs a :class:`PodEvict` as: Event ``Marking for deletion``, the status PATCH (when
 ``status_patch`` is set), the DELETE; or nothing at all when ``already_terminating``. It then reports
-the outcome back to the state with :class:`PodOutcome`.
+the outcome back to the state with :class:`EvictionResult`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class PodEvict:
 PodDecision = PodDone | PodNotYet | PodEvict
 
 
-class PodOutcome(enum.Enum):
+class EvictionResult(enum.Enum):
     EVICTED = "evicted"
     """PATCH and DELETE succeeded, or the pod was already terminating: counts in metrics and rules."""
     GONE = "gone"

@@ -76,7 +76,7 @@ class _PoolState:
 
 
 @dataclass
-class Caches:
+class ClusterCache:
     claims: dict[ClaimKey, tuple[Held, ...]] = field(default_factory=dict)
     rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     requests: dict[RequestKey, RequestEntry] = field(default_factory=dict)

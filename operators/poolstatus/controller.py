@@ -36,7 +36,7 @@ from operators.dra import api
 
 from . import messages, surfaces, writes
 from . import metrics as m
-from .cache import Caches, RequestEntry, RequestKey, claim_key
+from .cache import ClusterCache, RequestEntry, RequestKey, claim_key
 from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
 from .settings import Settings
 from .status import Completed, Deferred, decide, failed_status
@@ -58,7 +58,7 @@ class PoolStatusController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = cast(Settings, runtime.settings)
-        self.caches = Caches()
+        self.cache = ClusterCache()
         self.modes: dict[Surface, surfaces.Mode] = {
             surfaces.BUILTIN: self.settings.builtin_api,
             surfaces.PROJECT: self.settings.crd_api,
@@ -128,47 +128,47 @@ class PoolStatusController:
     def upsert_slice(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
         name, version = meta.get("name", ""), meta.get("resourceVersion", "")
-        if self.caches.slice_unchanged(name, version):
+        if self.cache.slice_unchanged(name, version):
             return
         resource_slice = parse_or_skip(ResourceSlice, body, log)
         if resource_slice is not None:
-            touched = self.caches.put_slice(resource_slice, version)
+            touched = self.cache.put_slice(resource_slice, version)
         else:
-            touched = self.caches.remove_slice(name)
+            touched = self.cache.remove_slice(name)
         self._requeue_waiting(touched)
 
     def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self._requeue_waiting(self.caches.remove_slice(body.get("metadata", {}).get("name", "")))
+        self._requeue_waiting(self.cache.remove_slice(body.get("metadata", {}).get("name", "")))
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
         key, version = claim_key(meta.get("namespace"), meta.get("name", "")), meta.get("resourceVersion", "")
-        if self.caches.claim_unchanged(key, version):
+        if self.cache.claim_unchanged(key, version):
             return
         status = body.get("status")
         if not isinstance(status, Mapping) or not status.get("allocation"):
-            self.caches.remove_claim(key)  # unallocated: nothing that counts, nothing to parse
+            self.cache.remove_claim(key)  # unallocated: nothing that counts, nothing to parse
             return
         claim = parse_or_skip(ResourceClaim, body, log)
         if claim is not None:
-            self.caches.put_claim(claim, version)
+            self.cache.put_claim(claim, version)
         else:
-            self.caches.remove_claim(key)
+            self.cache.remove_claim(key)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
-        self.caches.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
+        self.cache.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
         rule = parse_or_skip(DeviceTaintRule, body, log)
         if rule is not None:
-            self.caches.put_rule(rule)
+            self.cache.put_rule(rule)
         else:
-            self.caches.remove_rule(name)
+            self.cache.remove_rule(name)
 
     def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self.caches.remove_rule(body.get("metadata", {}).get("name", ""))
+        self.cache.remove_rule(body.get("metadata", {}).get("name", ""))
 
     def upsert_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
         if surface not in self.served:
@@ -177,7 +177,7 @@ class PoolStatusController:
         if request is None:
             # Only possible if admission was bypassed; such a request is never answered.
             return
-        entry = self.caches.put_request(surface, request)
+        entry = self.cache.put_request(surface, request)
         if entry.pending:
             if entry.uid not in self._answered:
                 self.runtime.queue.add(("request", *entry.key))
@@ -185,7 +185,7 @@ class PoolStatusController:
             self._forget(entry.uid)
 
     def delete_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
-        entry = self.caches.remove_request((surface.group, body.get("metadata", {}).get("name", "")))
+        entry = self.cache.remove_request((surface.group, body.get("metadata", {}).get("name", "")))
         if entry is not None:
             self._forget(entry.uid)
 
@@ -193,7 +193,7 @@ class PoolStatusController:
         if not self._first_seen:
             return
         for driver in drivers:
-            for entry in self.caches.pending_of_driver(driver):
+            for entry in self.cache.pending_of_driver(driver):
                 if entry.uid in self._first_seen:
                     self.runtime.queue.add_after(("request", *entry.key), SLICE_REQUEUE_SECONDS)
 
@@ -207,7 +207,7 @@ class PoolStatusController:
     # -- metrics sources ---------------------------------------------------------------------
 
     def pending_counts(self) -> Mapping[str, int]:
-        return {s.group: self.caches.pending_count(s.group) for s in self.served}
+        return {s.group: self.cache.pending_count(s.group) for s in self.served}
 
     def cache_synced(self) -> Mapping[str, bool]:
         synced = self.runtime.queue.is_open
@@ -234,7 +234,7 @@ class PoolStatusController:
         return Done()
 
     async def _sync_request(self, key: RequestKey) -> Result:
-        entry = self.caches.requests.get(key)
+        entry = self.cache.requests.get(key)
         if entry is None or not entry.pending or entry.uid in self._answered:
             return Done("deleted or answered: a request is processed once")
         if entry.surface not in self.served:
@@ -248,7 +248,7 @@ class PoolStatusController:
             try:
                 evaluation = decide(
                     spec,
-                    self.caches.pool_results(spec, self.rules_in_use),
+                    self.cache.pool_results(spec, self.rules_in_use),
                     now=now,
                     first_seen=first_seen,
                     written_at=datetime.now(UTC),
@@ -272,12 +272,12 @@ class PoolStatusController:
             await self.runtime.client.patch(path, writes.status_patch(meta.resource_version, result.status))
         except ApiError as err:
             outcome = writes.classify(err.status)
-            if outcome is writes.Outcome.GONE:
+            if outcome is writes.WriteFailure.GONE:
                 self._forget(entry.uid)
                 return Done()
-            if outcome is writes.Outcome.CONFLICT:
+            if outcome is writes.WriteFailure.CONFLICT:
                 return await self._on_conflict(entry)
-            if outcome is writes.Outcome.REJECTED:
+            if outcome is writes.WriteFailure.REJECTED:
                 return await self._on_rejected(entry, err)
             m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
             attempt = self._transient.get(entry.uid, 0)
@@ -322,7 +322,7 @@ class PoolStatusController:
         self._conflicts[entry.uid] = conflicts
         m.status_write_conflicts.labels(group=entry.surface.group, outcome="retried").inc()
         # Only metadata can have moved (the spec is immutable): continue from the fresh copy.
-        self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
+        self.cache.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
         delay = 0.0 if conflicts < writes.MAX_CONFLICT_RETRIES else writes.backoff(conflicts - 5)
         return Requeue(delay, "the request changed since it was read")
 
@@ -348,7 +348,7 @@ class PoolStatusController:
         self._fallback_sent.add(entry.uid)
         m.status_rejected.labels(group=entry.surface.group, reason=writes.rejection_reason(err.status)).inc()
         log.warning("the API server rejected the status of %s %s: %s", entry.surface.group, name, err.message)
-        fresh = self.caches.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
+        fresh = self.cache.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
         failed = failed_status(messages.write_failed_message(err.message), datetime.now(UTC))
         return await self._write(
             fresh,
@@ -391,7 +391,7 @@ class PoolStatusController:
         now = datetime.now(UTC)
         completed_ttl = timedelta(seconds=self.settings.completed_ttl)
         pending_ttl = timedelta(seconds=self.settings.pending_ttl)
-        for entry in list(self.caches.requests.values()):
+        for entry in list(self.cache.requests.values()):
             if entry.surface not in self.served:
                 continue
             decision = ttl_action(entry.request, now, completed_ttl, pending_ttl)

@@ -28,21 +28,21 @@ _FIRST_BACKOFF_SECONDS = 1.0
 _MAX_BACKOFF_SECONDS = 60.0
 
 
-class Outcome(enum.Enum):
+class WriteFailure(enum.Enum):
     GONE = "gone"
     CONFLICT = "conflict"
     REJECTED = "rejected"
     TRANSIENT = "transient"
 
 
-def classify(status_code: int) -> Outcome:
+def classify(status_code: int) -> WriteFailure:
     if status_code == 404:
-        return Outcome.GONE
+        return WriteFailure.GONE
     if status_code == 409:
-        return Outcome.CONFLICT
+        return WriteFailure.CONFLICT
     if status_code in (400, 413, 422):
-        return Outcome.REJECTED
-    return Outcome.TRANSIENT
+        return WriteFailure.REJECTED
+    return WriteFailure.TRANSIENT
 
 
 def rejection_reason(status_code: int) -> str:

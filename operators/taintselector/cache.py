@@ -29,7 +29,7 @@ def _name(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("name") or "")
 
 
-class Cache:
+class ClusterCache:
     def __init__(self) -> None:
         self.selectors: dict[str, TaintSelector] = {}
         self.slices: dict[str, ResourceSlice] = {}

@@ -33,7 +33,7 @@ from operators.dra import taintrules
 from operators.dra.api import GROUP
 
 from . import metrics
-from .cache import Cache
+from .cache import ClusterCache
 from .models import API_VERSION, KIND, PLURAL, VERSION, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
@@ -59,7 +59,7 @@ def _selector_ref(selector: TaintSelector) -> ObjectRef:
 class TaintSelectorController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.cache = Cache()
+        self.cache = ClusterCache()
         self.rules_api: ServedResource | None = None
         self.selected: dict[str, int] = {}
         self._prepared = False

@@ -1,6 +1,6 @@
 """The in-memory model of the devicetaint operator, fed by watch events (spec §8).
 
-Concurrency contract: one :class:`DeviceTaintState` per process, used from one asyncio event loop. No
+Concurrency contract: one :class:`ClusterCache` per process, used from one asyncio event loop. No
 method awaits or does I/O, so every call is atomic with respect to the others; watch handlers and
 workers may interleave freely between calls. Workers therefore take a decision, run the API calls
 without touching the state, and report back, exactly as upstream releases its mutex around API calls.
@@ -59,7 +59,7 @@ from .models import (
     RuleStatus,
     WorkItem,
 )
-from .podeviction import EVICTED_LRU_SIZE, PodDecision, PodDone, PodEvict, PodOutcome, decide_pod
+from .podeviction import EVICTED_LRU_SIZE, EvictionResult, PodDecision, PodDone, PodEvict, decide_pod
 from .pools import PoolIndex
 
 _STATUS_DELAY = RULE_STATUS_PERIOD.total_seconds()
@@ -92,7 +92,7 @@ class EvictionFinished:
     effects: Effects
 
 
-class DeviceTaintState:
+class ClusterCache:
     def __init__(self) -> None:
         self._pods: dict[ObjectKey, Pod] = {}
         self._claims: dict[ObjectKey, ClaimEntry] = {}
@@ -267,11 +267,11 @@ class DeviceTaintState:
         status = cached.status.model_copy(update={"conditions": (*others, written)})
         self._pods[cached.key] = cached.model_copy(update={"status": status})
 
-    def finish_pod(self, decision: PodEvict, outcome: PodOutcome, now: datetime) -> EvictionFinished:
+    def finish_pod(self, decision: PodEvict, outcome: EvictionResult, now: datetime) -> EvictionFinished:
         """Record what the worker achieved for ``decision``; only EVICTED counts (spec §9 step 7)."""
         self._forget(decision.item)
         effects = Effects()
-        if outcome is not PodOutcome.EVICTED:
+        if outcome is not EvictionResult.EVICTED:
             return EvictionFinished(None, effects)
         live_rule_uids = {rule.metadata.uid for rule in self._rules.values()}
         for reason in rule_reasons(decision.eviction):

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from operators.core import metrics
-from operators.devicetaint.state import DeviceTaintState
+from operators.devicetaint.cache import ClusterCache as DeviceTaintCache
 from operators.dra.pods import pod_event_matters, pod_may_use_claims
-from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.cache import ClusterCache as ResourceClaimCache
 from operators.resourceclaim.models import Pod
 
 
@@ -57,17 +57,17 @@ def test_every_pod_the_cache_keeps_passes_the_pre_check() -> None:
         _pod({}, {"extendedResourceClaimStatus": {"resourceClaimName": "x"}}),
         _pod({"containers": [{"name": "c"}]}),
     ):
-        cache = ClusterCache()
+        cache = ResourceClaimCache()
         cache.apply_pod_event(None, Pod.model_validate(body))
         assert (cache.pod("ns", "p") is not None) is pod_may_use_claims(body)
 
 
 def test_cache_sizes_are_served_while_the_cache_lives() -> None:
-    cache = ClusterCache()
+    cache = ResourceClaimCache()
     cache.apply_pod_event(
         None, Pod.model_validate(_pod({"resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}))
     )
-    state = DeviceTaintState()
+    state = DeviceTaintCache()
     metrics.report_cache(cache)
     metrics.report_cache(state)
     text = metrics.exposition().decode()
