@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from operators.dra.claims import ConsumerReference
+
 from .bodies import (
     has_delete_protection,
     is_allocated,
@@ -33,7 +35,7 @@ from .bodies import (
     without_delete_protection,
 )
 from .cache import ClusterCache
-from .models import ConsumerReference, ResourceClaim
+from .models import ResourceClaim
 from .plan import Action, DeleteClaim, Done, Failed, GetPod, Log, Plan, PutClaim, PutClaimStatus, Reply, Retry
 from .resolution import is_pod_consumer, is_pod_done, owning_pod
 
