@@ -8,8 +8,9 @@ import pytest
 from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
 
 from operators.core.reconcile import Done, Result, Retry
+from operators.dra.pods import PodResourceClaim
 from operators.resourceclaim.bodies import generated_claim
-from operators.resourceclaim.models import Pod, PodClaimEntry, ResourceClaim
+from operators.resourceclaim.models import Pod, ResourceClaim
 from operators.resourceclaim.plan import (
     Action,
     Failed,
@@ -60,6 +61,26 @@ def test_null_lists_read_as_empty() -> None:
     assert pod.status.resource_claim_statuses == ()
 
 
+def test_nested_nulls_read_as_absent() -> None:
+    """Beyond the shared projections' rule (a null list is empty), every null below the pod's or
+    the claim's spec and status reads as absent here: a watch handler must not fail on one."""
+    body = pod_body(claims=[{"name": "gpu", "resourceClaimTemplateName": "t"}], extended_claim="ext")
+    body["spec"]["nodeName"] = None
+    body["spec"]["resourceClaims"][0]["resourceClaimName"] = None
+    body["status"]["phase"] = None
+    body["status"]["extendedResourceClaimStatus"]["resourceClaimName"] = None
+    pod = Pod.model_validate(body)
+    assert (pod.spec.node_name, pod.status.phase, pod.extended_claim_name) == ("", "", "")
+    assert pod.spec.resource_claims[0].resource_claim_template_name == "t"
+    claim = claim_body("c", reserved_for=[{"resource": "pods", "name": "p", "uid": "U"}], spec=None)
+    claim["status"]["reservedFor"][0]["apiGroup"] = None
+    claim["status"]["allocation"] = None
+    parsed = ResourceClaim.from_body(claim)
+    assert [(c.api_group, c.name, c.is_pod) for c in parsed.status.reserved_for] == [("", "p", True)]
+    assert not parsed.is_allocated
+    assert not parsed.admin_access
+
+
 def test_template_projection_ignores_null_creation_timestamp() -> None:
     template = make_template()
     assert template.spec.metadata.labels == {"app": "demo"}
@@ -69,11 +90,11 @@ def test_template_projection_ignores_null_creation_timestamp() -> None:
 def test_each_generated_claim_gets_a_spec_of_its_own() -> None:
     template = make_template()
     first = generated_claim(
-        make_pod(), PodClaimEntry(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
+        make_pod(), PodResourceClaim(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
     )
     first["spec"]["devices"]["requests"][0]["name"] = "changed"
     second = generated_claim(
-        make_pod(), PodClaimEntry(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
+        make_pod(), PodResourceClaim(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
     )
     assert second["spec"] == template.spec.spec
     assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"

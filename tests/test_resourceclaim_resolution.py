@@ -11,7 +11,9 @@ from resourceclaim_builders import (
     template_entry,
 )
 
-from operators.resourceclaim.models import ConsumerReference, PodClaimEntry, ResourceClaim, ResourceClaimSpec
+from operators.dra.claims import ConsumerReference
+from operators.dra.pods import PodResourceClaim
+from operators.resourceclaim.models import ResourceClaim, ResourceClaimSpec
 from operators.resourceclaim.resolution import (
     Resolution,
     Resolved,
@@ -314,5 +316,5 @@ def test_extended_only_pod_is_routed_when_done() -> None:
 
 
 def test_null_fields_read_as_absent() -> None:
-    entry = PodClaimEntry.model_validate({"name": "gpu", "resourceClaimName": None})
+    entry = PodResourceClaim.model_validate({"name": "gpu", "resourceClaimName": None})
     assert entry.resource_claim_name is None

@@ -75,6 +75,28 @@ class LeanMeta(KubeModel):
         return any(ref.controller and ref.uid == uid for ref in self.owner_references)
 
 
+class LeanObject(KubeModel):
+    """A namespaced object cached with its lean metadata, found by its namespace and name."""
+
+    metadata: LeanMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.uid
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+
 ObjectMeta.model_rebuild()
 
 

@@ -29,7 +29,7 @@ from operators.dra.taints import (
     taint_eviction_time,
 )
 
-from .models import DeviceAllocationResult, DeviceTaintRule, Pod, ResourceClaim
+from .models import DeviceRequestAllocationResult, DeviceTaintRule, Pod, ResourceClaim
 from .pools import PoolIndex
 
 
@@ -91,7 +91,7 @@ class ClaimEntry:
 
 
 def evicting_taints(
-    result: DeviceAllocationResult, pools: PoolIndex, rules: Iterable[DeviceTaintRule]
+    result: DeviceRequestAllocationResult, pools: PoolIndex, rules: Iterable[DeviceTaintRule]
 ) -> Iterator[tuple[DeviceTaint, TaintReason]]:
     """The NoExecute taints on an allocated device: its visible slice taints, then matching rules.
 
@@ -123,7 +123,7 @@ def claim_eviction(
     )
 
 
-def rule_selects(selector: DeviceTaintSelector | None, result: DeviceAllocationResult) -> bool:
+def rule_selects(selector: DeviceTaintSelector | None, result: DeviceRequestAllocationResult) -> bool:
     return selector_matches(selector, result.driver, result.pool, result.device)
 
 

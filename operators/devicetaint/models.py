@@ -3,7 +3,8 @@
 Only the fields of spec §4 are modelled, so the cache holds projections rather than whole objects:
 labels, annotations, managed fields and most of the status are dropped at parse time. Pod conditions
 are reduced to ``DisruptionTarget`` and rule conditions to ``EvictionInProgress`` for the same reason.
-The DeviceTaintRule is the shared projection of :mod:`operators.dra.taintrules`, narrowed that way.
+Pods, claims, slices and rules are the shared projections of :mod:`operators.dra`; what eviction alone
+reads (the pod's condition, a result's tolerations) is added here, and the rule is narrowed that way.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Annotated
 from pydantic import field_validator
 
 from operators.core.conditions import ObservedCondition
-from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
-from operators.dra import slices, taintrules
+from operators.core.models import KubeModel, NoneAsEmpty
+from operators.dra import claims, pods, slices, taintrules
 from operators.dra.taintrules import EVICTION_IN_PROGRESS
 from operators.dra.taints import DeviceToleration
 
@@ -23,21 +24,6 @@ DISRUPTION_TARGET = "DisruptionTarget"
 
 
 # --- Pod ---------------------------------------------------------------------------------------------
-
-
-class PodResourceClaim(KubeModel):
-    name: str
-    resource_claim_name: str | None = None
-    resource_claim_template_name: str | None = None
-
-
-class PodResourceClaimStatus(KubeModel):
-    name: str
-    resource_claim_name: str | None = None
-
-
-class PodExtendedResourceClaimStatus(KubeModel):
-    resource_claim_name: str = ""
 
 
 class PodCondition(KubeModel):
@@ -48,14 +34,7 @@ class PodCondition(KubeModel):
     last_transition_time: str | None = None
 
 
-class PodSpec(KubeModel):
-    node_name: str = ""
-    resource_claims: Annotated[tuple[PodResourceClaim, ...], NoneAsEmpty] = ()
-
-
-class PodStatus(KubeModel):
-    resource_claim_statuses: Annotated[tuple[PodResourceClaimStatus, ...], NoneAsEmpty] = ()
-    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+class PodStatus(pods.PodStatus):
     conditions: Annotated[tuple[PodCondition, ...], NoneAsEmpty] = ()
 
     @field_validator("conditions", mode="after")
@@ -64,20 +43,13 @@ class PodStatus(KubeModel):
         return tuple(condition for condition in conditions if condition.type == DISRUPTION_TARGET)
 
 
-class Pod(KubeModel):
-    metadata: LeanMeta
-    spec: PodSpec = PodSpec()
+class Pod(pods.Pod):
     status: PodStatus = PodStatus()
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.metadata.namespace, self.metadata.name)
 
     @property
     def uses_claims(self) -> bool:
         """Whether the pod can reference a claim at all; other pods need not be cached."""
-        extended = self.status.extended_resource_claim_status
-        return bool(self.spec.resource_claims) or bool(extended and extended.resource_claim_name)
+        return bool(self.spec.resource_claims) or bool(self.extended_claim_name)
 
     def claim_inputs(self) -> tuple[object, ...]:
         """The fields whose change makes a re-evaluation necessary (spec §8, Pod MODIFIED)."""
@@ -92,52 +64,23 @@ class Pod(KubeModel):
 # --- ResourceClaim -----------------------------------------------------------------------------------
 
 
-class DeviceAllocationResult(KubeModel):
-    driver: str
-    pool: str
-    device: str
+class DeviceRequestAllocationResult(claims.DeviceRequestAllocationResult):
+    """A result as eviction reads it: the device, and the taints its claim tolerates there."""
+
     tolerations: Annotated[tuple[DeviceToleration, ...], NoneAsEmpty] = ()
 
 
-class DeviceAllocation(KubeModel):
-    results: Annotated[tuple[DeviceAllocationResult, ...], NoneAsEmpty] = ()
+AllocationResult = claims.AllocationResult[DeviceRequestAllocationResult]
 
 
-class AllocationResult(KubeModel):
-    devices: DeviceAllocation = DeviceAllocation()
-
-
-class ConsumerReference(KubeModel):
-    api_group: str = ""
-    resource: str = ""
-    name: str = ""
-    uid: str = ""
-
+class ResourceClaim(claims.ResourceClaim[AllocationResult]):
     @property
-    def is_pod(self) -> bool:
-        # PodGroup consumers (scheduling.k8s.io/podgroups) are out of scope (spec §7).
-        return self.api_group == "" and self.resource == "pods"
-
-
-class ClaimStatus(KubeModel):
-    allocation: AllocationResult | None = None
-    reserved_for: Annotated[tuple[ConsumerReference, ...], NoneAsEmpty] = ()
-
-
-class ResourceClaim(KubeModel):
-    metadata: LeanMeta
-    status: ClaimStatus = ClaimStatus()
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.metadata.namespace, self.metadata.name)
-
-    @property
-    def results(self) -> tuple[DeviceAllocationResult, ...]:
+    def results(self) -> tuple[DeviceRequestAllocationResult, ...]:
         allocation = self.status.allocation
         return allocation.devices.results if allocation else ()
 
     def reserved_pod_names(self) -> set[str]:
+        # PodGroup consumers are out of scope (spec §7).
         return {consumer.name for consumer in self.status.reserved_for if consumer.is_pod}
 
 

@@ -1,4 +1,11 @@
-"""What every operator that watches Pods asks of a raw pod before it parses one.
+"""The Pod as the claim-reading operators see it, and what they ask of a raw pod before parsing one.
+
+A pod references claims through ``spec.resourceClaims`` (by name or from a template), learns their
+names in ``status.resourceClaimStatuses`` and, for extended resources, in
+``status.extendedResourceClaimStatus``; it runs where ``spec.nodeName`` says. That much means the
+same to every operator that watches Pods, so it is modelled here once. What only one operator reads
+(resourceclaim's phase, devicetaint's ``DisruptionTarget`` condition) costs memory in every cached
+pod, so that operator subclasses :class:`PodStatus` and names it in its own :class:`Pod`.
 
 Most pods of a cluster use no DRA at all, and every operator that watches Pods receives each of
 their events. A pod can reference a ResourceClaim only through ``spec.resourceClaims`` (immutable
@@ -11,7 +18,49 @@ event small and plain pods out of the caches (issue #23).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from operators.core.models import KubeModel, LeanObject, NoneAsEmpty
+
+
+class PodResourceClaim(KubeModel):
+    """One ``spec.resourceClaims[]`` entry: a claim by name, or one generated from a template."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(KubeModel):
+    """One ``status.resourceClaimStatuses[]`` entry; no claim name means "not needed"."""
+
+    name: str
+    resource_claim_name: str | None = None
+
+
+class PodExtendedResourceClaimStatus(KubeModel):
+    resource_claim_name: str = ""
+
+
+class PodSpec(KubeModel):
+    node_name: str = ""
+    resource_claims: Annotated[tuple[PodResourceClaim, ...], NoneAsEmpty] = ()
+
+
+class PodStatus(KubeModel):
+    resource_claim_statuses: Annotated[tuple[PodResourceClaimStatus, ...], NoneAsEmpty] = ()
+    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+
+
+class Pod(LeanObject):
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+    @property
+    def extended_claim_name(self) -> str:
+        """Name of the claim kube-scheduler created for extended resources, or ``""``."""
+        extended = self.status.extended_resource_claim_status
+        return extended.resource_claim_name if extended is not None else ""
 
 
 def pod_may_use_claims(body: Mapping[str, Any]) -> bool:

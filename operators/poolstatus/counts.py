@@ -70,7 +70,7 @@ def held_devices(claim: ResourceClaim) -> tuple[Held, ...]:
         return ()
     return tuple(
         Held(sys.intern(r.driver), sys.intern(r.pool), sys.intern(r.device), r.consumed_capacity or None)
-        for r in allocation.devices.results or ()
+        for r in allocation.devices.results
         if not r.admin_access
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from operators.core.models import KubeModel, ObjectMeta
-from operators.dra import slices, taintrules
+from operators.dra import claims, slices, taintrules
 from operators.dra.quantity import Quantity
 
 
@@ -82,10 +82,14 @@ class ResourceSlice(slices.ResourceSlice[Device]):
     spec: ResourceSliceSpec
 
 
-# ResourceClaim (resource.k8s.io/v1) ----------------------------------------------------
+# ResourceClaim (resource.k8s.io/v1): the shared allocation with the counted result ----------
 
 
-class DeviceRequestAllocationResult(KubeModel):
+class DeviceRequestAllocationResult(claims.DeviceRequestAllocationResult):
+    """A result as counted: whether it only observes its device, and what capacity it consumes."""
+
+    # A result that names no device (the API refuses one) counts nothing, rather than hiding the
+    # other results of its claim.
     driver: str = ""
     pool: str = ""
     device: str = ""
@@ -93,19 +97,13 @@ class DeviceRequestAllocationResult(KubeModel):
     consumed_capacity: dict[str, Quantity] | None = None
 
 
-class DeviceAllocationResult(KubeModel):
-    results: tuple[DeviceRequestAllocationResult, ...] | None = None
-
-
-class AllocationResult(KubeModel):
-    devices: DeviceAllocationResult = DeviceAllocationResult()
-
-
 class ResourceClaimStatus(KubeModel):
-    allocation: AllocationResult | None = None
+    # Counting reads no consumers, and every claim of the cluster is cached.
+    allocation: claims.AllocationResult[DeviceRequestAllocationResult] | None = None
 
 
 class ResourceClaim(KubeModel):
+    # Not the shared claim: its lean metadata would cost every cached claim more than these keys.
     metadata: NameMeta = NameMeta()
     status: ResourceClaimStatus = ResourceClaimStatus()
 

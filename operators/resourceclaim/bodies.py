@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.dra.api import GROUP, VERSION
+from operators.dra.pods import PodResourceClaim
 
 from .constants import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
-from .models import Pod, PodClaimEntry, ResourceClaimTemplate
+from .models import Pod, ResourceClaimTemplate
 from .naming import claim_generate_name
 
 
-def generated_claim(pod: Pod, entry: PodClaimEntry, template: ResourceClaimTemplate) -> dict[str, Any]:
+def generated_claim(pod: Pod, entry: PodResourceClaim, template: ResourceClaimTemplate) -> dict[str, Any]:
     """The claim created for a template entry (7.2), and nothing else.
 
     No ``blockOwnerDeletion``: upstream dropped it in 1.35, and setting it would need the

@@ -26,6 +26,7 @@ from collections.abc import Generator
 from typing import Any
 
 from operators.core.reconcile import Done, Retry
+from operators.dra.claims import ConsumerReference
 
 from .bodies import (
     has_delete_protection,
@@ -35,7 +36,7 @@ from .bodies import (
     without_delete_protection,
 )
 from .cache import ClusterCache
-from .models import ConsumerReference, ResourceClaim
+from .models import ResourceClaim
 from .plan import (
     Action,
     DeleteClaim,

@@ -3,7 +3,10 @@
 Only the fields the operator reads are modelled; everything else is ignored on parsing.
 Explicit JSON ``null`` values are treated like absent fields, because Go serialises some
 empty pointers that way (``creationTimestamp: null`` inside templates, for example) and a
-watch handler must never fail on such input.
+watch handler must never fail on such input. The Pod and the ResourceClaim are the shared
+projections of :mod:`operators.dra`, which read only a null list as empty, so they are read with
+that rule applied below their spec and status; the pod adds its phase, the claim keeps only
+whether it is allocated.
 
 A ResourceClaim also keeps its raw body (without ``managedFields``): section 8 writes
 claims back with full-object PUTs carrying the cached ``resourceVersion``, and those must
@@ -19,8 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
+from pydantic.alias_generators import to_snake
 
 from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
+from operators.dra import claims, pods
 
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 
@@ -31,63 +36,60 @@ class _Projection(KubeModel):
     @model_validator(mode="before")
     @classmethod
     def _null_means_absent(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            return {key: value for key, value in data.items() if value is not None}
+        return _without_nulls(data)
+
+
+# Where the shared projections nest objects of their own, each read with its nulls as absent
+# (a list field, entry by entry); the metadata keeps the shared rule.
+_Nesting = Mapping[str, "_Nesting"]
+
+
+def _both_spellings(nesting: _Nesting) -> _Nesting:
+    """The nesting under the API's names and the Python ones, which the models accept too."""
+    return {
+        spelling: _both_spellings(inner)
+        for key, inner in nesting.items()
+        for spelling in (key, to_snake(key))
+    }
+
+
+_POD_NESTING = _both_spellings(
+    {
+        "spec": {"resourceClaims": {}},
+        "status": {"resourceClaimStatuses": {}, "extendedResourceClaimStatus": {}},
+    }
+)
+_CLAIM_NESTING = _both_spellings({"status": {"reservedFor": {}}})
+
+
+def _without_nulls(data: Any, nesting: _Nesting | None = None) -> Any:
+    if not isinstance(data, Mapping):
         return data
+    kept = {key: value for key, value in data.items() if value is not None}
+    if not nesting:
+        return kept
+    for key, inner in nesting.items():
+        value = kept.get(key)
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            kept[key] = [_without_nulls(entry, inner) for entry in value]
+        else:
+            kept[key] = _without_nulls(value, inner)
+    return kept
 
 
-class PodClaimEntry(_Projection):
-    """One ``spec.resourceClaims[]`` entry."""
-
-    name: str
-    resource_claim_name: str | None = None
-    resource_claim_template_name: str | None = None
-
-
-class PodSpec(_Projection):
-    node_name: str = ""
-    resource_claims: tuple[PodClaimEntry, ...] = ()
-
-
-class PodClaimStatus(_Projection):
-    """One ``status.resourceClaimStatuses[]`` entry; no claim name means "not needed"."""
-
-    name: str
-    resource_claim_name: str | None = None
-
-
-class ExtendedResourceClaimStatus(_Projection):
-    resource_claim_name: str = ""
-
-
-class PodStatus(_Projection):
+class PodStatus(pods.PodStatus):
     phase: str = ""
-    resource_claim_statuses: tuple[PodClaimStatus, ...] = ()
-    extended_resource_claim_status: ExtendedResourceClaimStatus | None = None
 
 
-class Pod(_Projection):
-    metadata: LeanMeta
-    spec: PodSpec = PodSpec()
+class Pod(pods.Pod):
     status: PodStatus = PodStatus()
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or ""
-
-    @property
-    def uid(self) -> str:
-        return self.metadata.uid
-
-    @property
-    def extended_claim_name(self) -> str:
-        """Name of the claim kube-scheduler created for extended resources, or ``""``."""
-        extended = self.status.extended_resource_claim_status
-        return extended.resource_claim_name if extended is not None else ""
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        return _without_nulls(data, _POD_NESTING)
 
 
 class ExactDeviceRequest(_Projection):
@@ -114,19 +116,9 @@ class ResourceClaimSpec(_Projection):
         )
 
 
-class ConsumerReference(_Projection):
-    """One ``status.reservedFor[]`` entry."""
-
-    api_group: str = ""
-    resource: str = ""
-    name: str = ""
-    uid: str = ""
-
-
-class ResourceClaimStatus(_Projection):
+class ResourceClaimStatus(claims.ResourceClaimStatus[bool]):
     # Only the presence of the allocation matters, so its content is not kept.
     allocation: bool = False
-    reserved_for: tuple[ConsumerReference, ...] = ()
 
     @field_validator("allocation", mode="before")
     @classmethod
@@ -149,7 +141,7 @@ class ClaimMeta(LeanMeta):
         return {key: annotations[key] for key in READ_ANNOTATIONS if key in annotations}
 
 
-class ResourceClaim(_Projection):
+class ResourceClaim(claims.ResourceClaim[bool]):
     metadata: ClaimMeta
     # Of the spec only whether it asks for admin access is read (a metric label); keeping the
     # parsed requests would cost four models per cached claim.
@@ -160,6 +152,7 @@ class ResourceClaim(_Projection):
     @model_validator(mode="before")
     @classmethod
     def _summarise_spec(cls, data: Any) -> Any:
+        data = _without_nulls(data, _CLAIM_NESTING)
         if isinstance(data, Mapping) and "spec" in data and "admin_access" not in data:
             spec = ResourceClaimSpec.model_validate(data["spec"] or {})
             data = {**data, "admin_access": spec.asks_for_admin_access}
@@ -180,18 +173,6 @@ class ResourceClaim(_Projection):
             # they are by far the largest part of a cached object.
             body = {**body, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
         return claim.model_copy(update={"raw_json": json.dumps(body, separators=(",", ":"))})
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or ""
-
-    @property
-    def uid(self) -> str:
-        return self.metadata.uid
 
     @property
     def is_allocated(self) -> bool:

@@ -20,11 +20,12 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from operators.core.reconcile import Done, GiveUp, Retry
+from operators.dra.pods import PodResourceClaim
 
 from .bodies import generated_claim, pod_status_apply, reserved_for_pod
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
-from .models import Pod, PodClaimEntry, ResourceClaim
+from .models import Pod, ResourceClaim
 from .plan import (
     Action,
     ApplyPodStatus,
@@ -71,7 +72,7 @@ def create_failed_error(status_message: str) -> str:
     return f"create ResourceClaim : {status_message}"
 
 
-def unsupported_error(pod: Pod, entry: PodClaimEntry) -> str:
+def unsupported_error(pod: Pod, entry: PodResourceClaim) -> str:
     return f"checking for claim before creating it: {unsupported_message(pod, entry)}"
 
 
@@ -89,7 +90,7 @@ def not_owner_error(claim: ResourceClaim, pod: Pod) -> str:
     )
 
 
-def event_message(entry: PodClaimEntry, failure: EntryFailure) -> str:
+def event_message(entry: PodResourceClaim, failure: EntryFailure) -> str:
     return f"PodResourceClaim {entry.name}: {failure.text}"
 
 
@@ -137,7 +138,7 @@ def sync_pod(cache: ClusterCache, namespace: str, name: str) -> Plan:
 
 
 def _handle_entry(
-    cache: ClusterCache, pod: Pod, entry: PodClaimEntry, new_mappings: dict[str, str]
+    cache: ClusterCache, pod: Pod, entry: PodResourceClaim, new_mappings: dict[str, str]
 ) -> Generator[Action, Reply, EntryFailure | None]:
     """Section 7.1; a new mapping is added to ``new_mappings``."""
     resolution = resolve_entry(pod, entry)

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from operators.core.models import OwnerReference
+from operators.dra.claims import ConsumerReference
+from operators.dra.pods import PodResourceClaim
 
 from .constants import SCHEDULING_API_GROUP, TERMINAL_POD_PHASES
-from .models import ConsumerReference, Pod, PodClaimEntry, ResourceClaim, ResourceClaimSpec
+from .models import Pod, ResourceClaim, ResourceClaimSpec
 
 ClaimLookup = Callable[[str, str], ResourceClaim | None]
 """``(namespace, name) -> claim or None``: how routing and syncs read the claim cache."""
@@ -58,7 +60,7 @@ class Resolution:
     """True for template entries: the named claim must be controlled by the pod (D2)."""
 
 
-def resolve_entry(pod: Pod, entry: PodClaimEntry) -> Resolution:
+def resolve_entry(pod: Pod, entry: PodResourceClaim) -> Resolution:
     """D1: which claim a pod claim entry stands for."""
     if entry.resource_claim_name is not None:
         return Resolution(Resolved.NAMED, entry.resource_claim_name)
@@ -76,7 +78,7 @@ def not_created_message(pod: Pod) -> str:
     return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
 
 
-def unsupported_message(pod: Pod, entry: PodClaimEntry) -> str:
+def unsupported_message(pod: Pod, entry: PodResourceClaim) -> str:
     return (
         f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{entry.name}": '
         "none of the supported fields are set"
@@ -111,7 +113,7 @@ def is_reserved_for_pod(claim: ResourceClaim, pod_uid: str) -> bool:
 
 def is_pod_consumer(consumer: ConsumerReference) -> bool:
     """D5: other entries are unknown kinds that another component owns; never touched."""
-    return consumer.api_group == "" and consumer.resource == "pods"
+    return consumer.is_pod
 
 
 def admin_access_label(spec: ResourceClaimSpec) -> str:
