@@ -68,7 +68,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
     )
     controller = BindingAttacherController(runtime)
     runtime.controller = controller
-    controller.observe_policy(
+    controller.upsert_policy(
         {
             "metadata": {"name": "fabric", "uid": "u1", "generation": 1, "resourceVersion": "1"},
             "spec": {

@@ -136,7 +136,7 @@ class BindingAttacherController:
 
     # -- watch side ----------------------------------------------------------------------------------
 
-    def observe_claim(self, body: Mapping[str, Any]) -> None:
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
         keep_test_annotations = self.settings.enable_test_actions
         claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
         if claim is None:
@@ -147,18 +147,18 @@ class BindingAttacherController:
         if self.index.for_claim(uid) or self._relevant(claim):
             self.runtime.queue.add(claim_key(claim))
 
-    def forget_claim(self, body: Mapping[str, Any]) -> None:
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid", ""))
         claim = self.cache.remove(uid)
         if claim is not None and self.index.for_claim(uid):
             self.runtime.queue.add(claim_key(claim))
 
-    def observe_policy(self, body: Mapping[str, Any]) -> None:
+    def upsert_policy(self, body: Mapping[str, Any]) -> None:
         state = self.book.observe(body)
         for sibling in self.book.same_driver(state.driver) or [state]:
             self.runtime.queue.add(PolicyKey(sibling.name))
 
-    def forget_policy(self, body: Mapping[str, Any]) -> None:
+    def delete_policy(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
         state = self.book.forget(name)
         if state is None:
@@ -169,7 +169,7 @@ class BindingAttacherController:
             self.runtime.queue.add(PolicyKey(sibling.name))
         self._readiness_changed(state.driver)
 
-    def observe_record(self, body: Mapping[str, Any]) -> None:
+    def upsert_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
         if record is None or not put_record(self.index, record):
             return
@@ -178,7 +178,7 @@ class BindingAttacherController:
         if record.status.phase in (Phase.DETACHED, Phase.FAILED):
             self._wake_waiters(record)
 
-    def forget_record(self, body: Mapping[str, Any]) -> None:
+    def delete_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
         if record is None:
             return
