@@ -14,7 +14,7 @@ from operators.bindingattacher.models import (
     NodeSource,
     ResourceClaim,
 )
-from operators.bindingattacher.nodes import NodeResolution
+from operators.bindingattacher.selection import NodeResolution
 from operators.core.conditions import format_time
 
 T0 = datetime(2026, 8, 1, 10, 0, 0, tzinfo=UTC)
@@ -162,7 +162,7 @@ def attach_request(
 ) -> Any:
     """An AttachRequest built the way the runtime builds it, from a claim and its record."""
     from operators.bindingattacher.actions.base import Operation
-    from operators.bindingattacher.requests import build_request
+    from operators.bindingattacher.calls import build_request
 
     the_claim = claim([result(device)], timestamp=timestamp, uid=uid, annotations=annotations)
     return build_request(

@@ -19,9 +19,9 @@ from typing import Any
 
 from operators.core.recent import RecentKeys
 
+from .calls import TEST_ANNOTATION_PREFIX
 from .ledger import LedgerIndex
 from .models import DeviceAttachment, ResourceClaim
-from .requests import TEST_ANNOTATION_PREFIX
 
 
 @dataclass(frozen=True, order=True)

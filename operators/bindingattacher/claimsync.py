@@ -25,8 +25,10 @@ from operators.core.reconcile import Interrupt, Requeue
 
 from .actions import Outcome as CallOutcomeKind
 from .cache import ClaimCache, ClaimKey
+from .decide import RuntimeFacts, claim_ref, observe_record, observe_result, pods_needed
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
 from .identity import AllocationIdentity, DeviceKey, attachment_key
+from .kube import StatusWriteError, write_kind
 from .ledger import LedgerIndex, new_record
 from .models import (
     DeviceAttachment,
@@ -37,9 +39,7 @@ from .models import (
     Reported,
     ResourceClaim,
 )
-from .notify import claim_ref
-from .observation import RuntimeFacts, observe_record, observe_result, pods_needed
-from .policybook import PolicyBook
+from .policy import PolicyBook
 from .selection import (
     OurResult,
     SelectionRules,
@@ -49,7 +49,6 @@ from .selection import (
     select,
 )
 from .statemachine import CallResult, advance, after_attach, after_detach, start
-from .statuswriter import StatusWriteError, write_kind
 from .steps_exec import Plan, StepExecutor
 
 log = logging.getLogger(__name__)

@@ -40,22 +40,18 @@ from .cache import (
     put_record,
     record_claim_key,
 )
+from .calls import CallTracker
 from .claimsync import ClaimSync
 from .identity import DeviceKey
-from .inflight import CallTracker
-from .inventory import InventoryMirror
+from .kube import InventoryMirror, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
 from .ledger import LedgerIndex
-from .ledgerio import LedgerWriter
-from .lookups import Lookups
 from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
-from .policybook import PolicyBook
+from .policy import PolicyBook
 from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings
-from .statuswriter import StatusWriter
 from .steps_exec import StepExecutor
-from .taintrules import TaintRules
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime

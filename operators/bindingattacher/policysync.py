@@ -36,10 +36,10 @@ from operators.dra.durations import parse_go_duration
 from . import ledger, policy
 from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
-from .inventory import InventoryMirror
+from .kube import InventoryMirror
 from .ledger import LedgerIndex
 from .models import API_VERSION, ActionKind, DeviceAttachPolicy
-from .policybook import PolicyBook, PolicyState
+from .policy import PolicyBook, PolicyState
 from .settings import BindingAttacherSettings
 
 log = logging.getLogger(__name__)

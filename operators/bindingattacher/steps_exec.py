@@ -29,22 +29,17 @@ from operators.core.conditions import parse_time
 from operators.core.events import WARNING, EventRecorder
 from operators.core.workqueue import WorkQueue
 
-from . import ledger, metrics, notify
+from . import decide, ledger, metrics
 from .actions import CallOutcome, Operation, invoke
 from .cache import ClaimKey
-from .deadlines import attach_call_timeout
+from .calls import CallTracker, build_request
+from .decide import FailureStreaks
 from .identity import DeviceKey
-from .inflight import CallTracker
-from .ledgerio import LedgerWriter
-from .lookups import Lookups
+from .kube import LedgerWriter, Lookups, StatusWriter, TaintRules
 from .models import DeviceAttachment, Phase, Reported, ResourceClaim, WaitingFor
-from .policybook import PolicyState
+from .policy import PolicyState
 from .policysync import policy_ref
-from .requests import build_request
-from .statemachine import CallResult, Effect, Event, Outcome, Step
-from .statuswriter import StatusWriter
-from .streaks import FailureStreaks
-from .taintrules import TaintRules
+from .statemachine import CallResult, Effect, Event, Outcome, Step, attach_call_timeout
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +327,7 @@ class StepExecutor:
 
     async def forbidden(self, claim: ResourceClaim, driver: str, err: ApiError) -> None:
         message = f"status.devices entries of driver {driver} were refused ({err.status}): {err.message}"
-        self.events.record(notify.claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
+        self.events.record(decide.claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
         self.on_forbidden(driver)
 
     async def policy_event(self, policy: PolicyState, reason: str, message: str) -> None:
@@ -342,9 +337,9 @@ class StepExecutor:
         """Post the Events collected during the sync (once; Events are diagnostics)."""
         pending, plan.events = plan.events, []
         for event, record, detail in pending:
-            text = notify.message(event, record, detail)
-            for target in notify.targets(event, record, claim, self.max_pod_events):
-                self.events.record(target, notify.event_type(event), event.value, text[:1024])
+            text = decide.message(event, record, detail)
+            for target in decide.targets(event, record, claim, self.max_pod_events):
+                self.events.record(target, decide.event_type(event), event.value, text[:1024])
 
     def _streak(self, record: DeviceAttachment, step: Step, policy: PolicyState, plan: Plan) -> None:
         """Make a claim that keeps failing on one device visible (Warning Event and metric)."""

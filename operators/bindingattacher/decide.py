@@ -1,4 +1,6 @@
-"""Building the state machine's :class:`~.steps.Observation` from what the reconciler holds.
+"""The pure side of a claim sync: observations, Event texts and failure streaks.
+
+Observations: building the state machine's :class:`~.steps.Observation` from what the reconciler holds.
 
 The reconciler has the claim projection (or None when the claim is confirmed gone), the
 ledger index, the policy settings, the consumer pods it read with point GETs, and a few facts
@@ -9,29 +11,52 @@ them, so the rules of which fact means what live in one tested place:
   record started waiting (its creation for a new one);
 * a sibling's failure counts only when *we* wrote it for the same allocation identity;
 * the device is busy while another record holds it or an older one waits for it (§13.3).
+
+Events of the attacher (spec §17): which object, which type, which words.
+
+Messages name the device (``driver/pool/device``), the node and the ``attachmentKey``, and for
+failures repeat the message that also went into the claim's condition, so a user reading
+``kubectl describe`` on the claim, the pod or the record sees the same story. Outcome events
+also go to the consumer pods (at most ``--max-pod-events``); an Event about a claim that is
+gone is posted on the ledger record instead.
+
+Claims that keep failing on the same device (the livelock the default policy used to allow).
+
+When an attach fails, kube-scheduler deallocates the claim and schedules it again; nothing
+stops it from picking the same device, so without a taint (``onFailure.taintDevice``) the
+pod can fail on one device forever while others are free. Each failed round is a new
+attachment identity (a new allocation), so the ledger cannot see the repetition; this memory
+does. It is bounded and in memory only: after a restart the count starts again, which only
+delays the report by a few rounds.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .identity import AllocationIdentity
+from operators.core.events import NORMAL, WARNING, ObjectRef
+
+from .identity import AllocationIdentity, DeviceKey
 from .ledger import LedgerIndex, forgotten, identity_state
-from .models import DeviceAttachment, Phase, Pod, Reported, ResourceClaim
-from .nodes import NodeResolution, node_wait_deadline, resolve, single_node
+from .models import API_VERSION, DeviceAttachment, Phase, Pod, Reported, ResourceClaim
 from .policy import PolicySettings
 from .selection import (
+    NodeResolution,
     OurResult,
     allocation_in_use,
     entry_state,
     foreign_failure,
+    node_wait_deadline,
     own_failure_shown,
     pod_consumers,
+    resolve,
     shown_failure,
+    single_node,
 )
-from .steps import IdentityState, Observation
+from .statemachine import Event, IdentityState, Observation
 
 WAITING_PHASES = frozenset({Phase.PENDING, Phase.ATTACHING, Phase.FAILED})
 FAILURE_HORIZON = timedelta(seconds=5)
@@ -194,3 +219,113 @@ def observe_record(
         retries=facts.retries,
         forget=forgotten(record),
     )
+
+
+WARNINGS = frozenset(
+    {
+        Event.ATTACH_RETRYING,
+        Event.ATTACH_FAILED,
+        Event.ATTACH_TIMEOUT,
+        Event.NODE_NOT_DETERMINED,
+        Event.ATTACH_ABANDONED,
+        Event.DETACH_FAILED,
+        Event.ATTACHMENT_FORGOTTEN,
+        Event.REPEATED_FAILURE,
+    }
+)
+POD_EVENTS = frozenset(
+    {
+        Event.ATTACHED,
+        Event.ATTACH_FAILED,
+        Event.ATTACH_TIMEOUT,
+        Event.NODE_NOT_DETERMINED,
+        Event.REPEATED_FAILURE,
+    }
+)
+RECORD_EVENTS = frozenset({Event.ATTACHMENT_FORGOTTEN})
+
+_WHAT = {
+    Event.ATTACH_STARTED: "attach started",
+    Event.ATTACH_RETRYING: "attach failed and is retried",
+    Event.ATTACHED: "attached",
+    Event.ATTACH_FAILED: "attach failed",
+    Event.ATTACH_TIMEOUT: "attach timed out",
+    Event.NODE_NOT_DETERMINED: "the target node could not be determined",
+    Event.WAITING_FOR_DETACH: "waiting for the detach of a previous attachment of this device",
+    Event.ATTACH_ABANDONED: "attach abandoned",
+    Event.DETACHED: "detached",
+    Event.DETACH_FAILED: "detach keeps failing",
+    Event.ATTACHMENT_FORGOTTEN: "record forgotten without a detach (dra-operators.io/forget)",
+    Event.REPEATED_FAILURE: "attach keeps failing on the same device",
+}
+
+
+def event_type(event: Event) -> str:
+    return WARNING if event in WARNINGS else NORMAL
+
+
+def claim_ref(claim: ResourceClaim) -> ObjectRef:
+    meta = claim.metadata
+    return ObjectRef("resource.k8s.io/v1", "ResourceClaim", meta.name, meta.namespace, meta.uid)
+
+
+def record_ref(record: DeviceAttachment) -> ObjectRef:
+    meta = record.metadata
+    return ObjectRef(API_VERSION, "DeviceAttachment", meta.name, meta.namespace, meta.uid)
+
+
+def pod_refs(claim: ResourceClaim, limit: int) -> list[ObjectRef]:
+    namespace = claim.metadata.namespace
+    return [ObjectRef("v1", "Pod", c.name, namespace, c.uid) for c in pod_consumers(claim)[:limit]]
+
+
+def message(event: Event, record: DeviceAttachment, detail: str = "") -> str:
+    spec = record.spec
+    parts = [
+        f"{_WHAT[event]}: device {DeviceKey.of_record(record)}",
+        f"claim {spec.claim.name}",
+        f"node {spec.node or '(none)'}",
+        f"attachment {record.metadata.name}",
+    ]
+    if event is Event.DETACHED and record.status.detach_reason:
+        parts.append(f"reason {record.status.detach_reason.value}")
+    text = ", ".join(parts)
+    return f"{text}: {detail}" if detail else text
+
+
+def targets(
+    event: Event, record: DeviceAttachment, claim: ResourceClaim | None, max_pod_events: int
+) -> Sequence[ObjectRef]:
+    if claim is None or event in RECORD_EVENTS:
+        return [record_ref(record)]
+    refs = [claim_ref(claim)]
+    if event in POD_EVENTS:
+        refs += pod_refs(claim, max_pod_events)
+    return refs
+
+
+REPORT_EVERY = 3
+"""A streak is reported at this many failed rounds and again at each multiple of it."""
+MEMORY = 4096
+
+
+class FailureStreaks:
+    def __init__(self, report_every: int = REPORT_EVERY, limit: int = MEMORY) -> None:
+        self.report_every = report_every
+        self.limit = limit
+        self._counts: OrderedDict[tuple[str, DeviceKey], int] = OrderedDict()
+
+    def failed(self, claim_uid: str, device: DeviceKey) -> int | None:
+        """Count one failed round; the streak's length when it is due to be reported."""
+        key = (claim_uid, device)
+        count = self._counts.pop(key, 0) + 1
+        self._counts[key] = count
+        while len(self._counts) > self.limit:
+            self._counts.popitem(last=False)
+        return count if count % self.report_every == 0 else None
+
+    def succeeded(self, claim_uid: str, device: DeviceKey) -> None:
+        self._counts.pop((claim_uid, device), None)
+
+    def __len__(self) -> int:
+        return len(self._counts)
