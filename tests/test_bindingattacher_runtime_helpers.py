@@ -10,8 +10,7 @@ import pytest
 from bindingattacher_builders import ATTACH_FAILED, ATTACHED, FABRIC, NIC, claim, record, result
 from pydantic import ValidationError
 
-from operators.bindingattacher.claimsync import expected_reported
-from operators.bindingattacher.decide import event_type, message, targets
+from operators.bindingattacher.decide import event_type, expected_reported, message, targets
 from operators.bindingattacher.identity import DeviceKey, taint_rule_name
 from operators.bindingattacher.kube import EXPIRES_ANNOTATION, expired, rule_body, write_kind
 from operators.bindingattacher.models import (

@@ -15,8 +15,9 @@ Module map (all of them free of kopf and of Kubernetes API calls):
   the node selector).
 - ``statemachine``: the per-record state machine as pure transitions, what it observes
   (``Observation``) and answers (``Step``), the attach deadline and backoff.
-- ``decide``: builds an ``Observation`` from the claim, the ledger and runtime facts; Event
-  texts; failure streaks.
+- ``decide``: the pure steps of a claim sync: the ``Observation`` from the claim, the ledger
+  and runtime facts, the transition a record takes, what the claim will show, Event texts,
+  failure streaks.
 - ``devicestatus``: the ``status.devices`` entries this attacher owns, and the apply body.
 - ``ledger``: ``DeviceAttachment`` manifests and the in-memory ledger index.
 - ``policy``: validation of ``DeviceAttachPolicy`` into status conditions, and the book of
@@ -30,9 +31,11 @@ Runtime side:
   ``API_CALLS``; ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
 - ``cache``: claim projections and the ledger index overlay.
-- ``claimsync``: one claim's records, calls and status entries; ``steps_exec`` executes steps.
+- ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
+  ``Result``): its records, their action calls, its ``status.devices`` entries.
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
-- ``kube``: every API call of a claim sync (status apply, ledger writes, point reads, failure
-  taints, the Test action's inventory mirror); ``calls``: action requests and calls in
-  flight; ``metrics``.
+- ``kube``: the API layer of a claim sync (status apply, ledger writes, point reads, failure
+  taints) and the Test action's inventory mirror; a write built on stale data answers a
+  ``Requeue`` that the pipeline returns; ``calls``: action requests, one action call, and the
+  calls in flight; ``metrics``.
 """

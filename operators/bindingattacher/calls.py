@@ -34,19 +34,24 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from operators.dra.pools import visible_devices
 
-from .actions import AttachResult, CallOutcome, Outcome
+from . import metrics
+from .actions import AttachResult, CallOutcome, Outcome, invoke
 from .actions.base import AttachRequest, ClaimRef, DeviceInfo, NodeInfo, Operation, PodRef, PolicyRef
-from .identity import record_key
-from .models import ActionDevice, DeviceAttachment, Node, ResourceClaim, ResourceSlice
+from .identity import DeviceKey, record_key
+from .models import ActionDevice, DeviceAttachment, Node, Phase, ResourceClaim, ResourceSlice
+from .policy import PolicyState
 from .selection import pod_consumers
+from .statemachine import CallResult, Event, Step, attach_call_timeout
 
 if TYPE_CHECKING:
     from operators.core.runtime import Spawn
+
+    from .kube import Lookups
 
 
 TEST_ANNOTATION_PREFIX = "test.dra-operators.io/"
@@ -163,6 +168,10 @@ class _Call:
     started: float = field(default_factory=time.monotonic)
 
 
+RETRY_EVENT_SECONDS = 60.0
+DETACH_FAILED_EVENT_SECONDS = 3600.0
+
+
 class CallTracker:
     def __init__(self, max_total: int, spawn: Spawn) -> None:
         self.max_total = max_total
@@ -246,6 +255,38 @@ class CallTracker:
         if call is not None and call.task is not None and not call.task.done():
             call.task.cancel()
 
+    def settle(self, name: str, before: Phase, step: Step, result: CallResult | None) -> None:
+        """Update the record's runtime facts once ``step`` (built from ``result``, if any) is
+        persisted: the outcome is consumed, and a retried call counts towards its backoff."""
+        runtime = self.runtime(name)
+        if result is not None:
+            self.consume(name)
+        if step.status.phase is not before:
+            runtime.retries = 0
+            runtime.retry_at = None
+            runtime.last_in_progress = False
+        elif result is not None and result is not CallResult.SUCCEEDED and step.requeue_after is not None:
+            runtime.retries += 1
+            runtime.retry_at = datetime.now(UTC) + timedelta(seconds=step.requeue_after)
+            runtime.last_in_progress = result is CallResult.IN_PROGRESS
+
+    def throttled(self, name: str, events: tuple[Event, ...]) -> list[Event]:
+        """``events`` without the repeated retry and detach-failure Events of one record."""
+        runtime = self.runtime(name)
+        now = time.monotonic()
+        kept = []
+        for event in events:
+            if event is Event.ATTACH_RETRYING:
+                if now - runtime.last_retry_event < RETRY_EVENT_SECONDS:
+                    continue
+                runtime.last_retry_event = now
+            if event is Event.DETACH_FAILED:
+                if now - runtime.last_detach_failed_event < DETACH_FAILED_EVENT_SECONDS:
+                    continue
+                runtime.last_detach_failed_event = now
+            kept.append(event)
+        return kept
+
     def forget(self, name: str) -> None:
         self.cancel(name)
         self._runtime.pop(name, None)
@@ -264,3 +305,57 @@ class CallTracker:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._calls.clear()
+
+
+async def run_call(
+    lookups: Lookups,
+    record: DeviceAttachment,
+    operation: Operation,
+    claim: ResourceClaim | None,
+    policy: PolicyState,
+    *,
+    with_test_annotations: bool,
+) -> CallOutcome:
+    """One action call for ``record``: read what the request needs, call, count and log it."""
+    settings = policy.settings
+    action = policy.action
+    assert settings is not None
+    assert action is not None
+    node = await lookups.node(record.spec.node)
+    spec = record.spec
+    device = None
+    if settings.spec.device_info:
+        device = await lookups.device(spec.driver, spec.pool, spec.device)
+    if operation is Operation.DETACH:
+        grace = settings.detach_grace_period.total_seconds()
+        if grace > 0:
+            await asyncio.sleep(grace)
+        timeout = settings.action_timeout.total_seconds()
+    else:
+        timeout = attach_call_timeout(settings.action_timeout, spec.deadline, datetime.now(UTC))
+    request = build_request(
+        operation,
+        record,
+        timeout_seconds=timeout,
+        claim=claim,
+        node=node,
+        device=device,
+        policy_generation=policy.generation,
+        with_test_annotations=with_test_annotations,
+    )
+    outcome = await invoke(action, operation, request, timeout)
+    labels = {"driver": spec.driver, "action_kind": policy.action_kind, "operation": operation.lower()}
+    metrics.action_calls.labels(**labels, result=outcome.metric_result).inc()
+    metrics.action_call_duration.labels(**labels).observe(outcome.duration_seconds)
+    for warning in outcome.warnings:
+        log.warning("%s: %s", record.metadata.name, warning)
+    log.info(
+        "%s %s of %s: %s %s",
+        operation.lower(),
+        record.metadata.name,
+        DeviceKey.of_record(record),
+        outcome.result.outcome.value,
+        outcome.result.message,
+        extra={"object": f"claim {spec.claim.namespace}/{spec.claim.name}"},
+    )
+    return outcome

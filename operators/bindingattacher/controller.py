@@ -6,7 +6,7 @@ Unreadable objects are logged with their reference and skipped.
 
 Work side, one queue with three kinds of keys:
 
-* :class:`~.cache.ClaimKey` -> :class:`~.claimsync.ClaimSync` (records, calls, status entries);
+* :class:`~.cache.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
 * :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
 * :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
   claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
@@ -41,17 +41,16 @@ from .cache import (
     record_claim_key,
 )
 from .calls import CallTracker
-from .claimsync import ClaimSync
 from .identity import DeviceKey
-from .kube import InventoryMirror, LedgerWriter, Lookups, StatusWriter, TaintRules
+from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
 from .ledger import LedgerIndex
 from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
+from .pipeline import ClaimPipeline
 from .policy import PolicyBook
 from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings
-from .steps_exec import StepExecutor
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -89,23 +88,29 @@ class BindingAttacherController:
             self._readiness_changed,
             self._namespace_problem,
         )
-        self.executor = StepExecutor(
-            ledger_writer=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
+        self.kube = Kube(
             # Live reads go through the reader's token bucket, like the runtime's listings, so
             # they never wait behind (or delay) the controller's writes.
-            writer=StatusWriter(client, runtime.reader, self.cache, settings.enable_test_actions),
+            claims=StatusWriter(client, runtime.reader, self.cache, settings.enable_test_actions),
+            ledger=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
             lookups=Lookups(runtime.reader),
+            taints=TaintRules(client, runtime.field_manager),
+        )
+        runtime.events.on_dropped = metrics.events_dropped.inc
+        self.claims = ClaimPipeline(
+            cache=self.cache,
+            index=self.index,
+            book=self.book,
+            kube=self.kube,
             calls=self.calls,
             events=runtime.events,
-            taints=TaintRules(client, runtime.field_manager),
-            queue=runtime.queue,
+            wake=runtime.queue.add,
+            namespace=settings.namespace,
             max_pod_events=settings.max_pod_events,
             test_actions=settings.enable_test_actions,
             on_forbidden=self._forbidden,
             on_allowed=self._allowed,
         )
-        runtime.events.on_dropped = metrics.events_dropped.inc
-        self.claims = ClaimSync(self.cache, self.index, self.book, self.executor, settings.namespace)
         metrics.bind(self)
         if runtime.own_namespace is not None:
             runtime.own_namespace.subscribe(self._namespace_changed)
@@ -246,11 +251,9 @@ class BindingAttacherController:
 
     async def sync(self, key: object) -> Result:
         if isinstance(key, ClaimKey):
-            await self.claims.sync(key)
+            return await self.claims.sync(key)
         elif isinstance(key, PolicyKey):
-            again = await self.policies.sync(key.name)
-            if again is not None:
-                return Requeue(again, "policy re-evaluation due")
+            return await self.policies.sync(key.name)
         elif isinstance(key, SweepKey):
             await self._sweep()
             return Requeue(self.settings.resync_seconds, "periodic sweep")
@@ -262,7 +265,7 @@ class BindingAttacherController:
         for claim in self.cache:
             if self._relevant(claim):
                 self.runtime.queue.add(claim_key(claim))
-        await self.executor.taints.sweep()
+        await self.kube.taints.sweep()
 
     # -- metrics snapshot ------------------------------------------------------------------------
 

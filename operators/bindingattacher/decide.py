@@ -33,13 +33,15 @@ delays the report by a few rounds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from operators.core.events import NORMAL, WARNING, ObjectRef
 
-from .identity import AllocationIdentity, DeviceKey
+from .actions import CallOutcome, Operation
+from .identity import AllocationIdentity, DeviceKey, attachment_key
 from .ledger import LedgerIndex, forgotten, identity_state
 from .models import API_VERSION, DeviceAttachment, Phase, Pod, Reported, ResourceClaim
 from .policy import PolicySettings
@@ -56,7 +58,17 @@ from .selection import (
     shown_failure,
     single_node,
 )
-from .statemachine import Event, IdentityState, Observation
+from .statemachine import (
+    CallResult,
+    Event,
+    IdentityState,
+    MachineSettings,
+    Observation,
+    Step,
+    advance,
+    after_attach,
+    after_detach,
+)
 
 WAITING_PHASES = frozenset({Phase.PENDING, Phase.ATTACHING, Phase.FAILED})
 FAILURE_HORIZON = timedelta(seconds=5)
@@ -329,3 +341,53 @@ class FailureStreaks:
 
     def __len__(self) -> int:
         return len(self._counts)
+
+
+def expected_reported(record: DeviceAttachment, report_progress: bool) -> Reported | None:
+    """What the claim shows for ``record`` once its entry has been applied."""
+    status = record.status
+    if status.phase is Phase.ATTACHED:
+        return Reported.READY
+    if status.failure is not None and (status.phase is Phase.FAILED or status.detach_reason is not None):
+        return Reported.FAILURE
+    if status.phase in (Phase.PENDING, Phase.ATTACHING) and report_progress:
+        return Reported.PROGRESS
+    return None
+
+
+def record_step(
+    record: DeviceAttachment,
+    obs: Observation,
+    machine: MachineSettings,
+    finished: tuple[Operation, CallOutcome] | None,
+) -> tuple[Step, CallResult | None]:
+    """The step of an existing record: re-evaluated, or the answer to its finished call."""
+    if finished is None:
+        return advance(record.status, obs, machine), None
+    operation, outcome = finished
+    result = CallResult(outcome.result.outcome.value)
+    if operation is Operation.DETACH:
+        return after_detach(record.status, obs, machine, result, message=outcome.result.message), result
+    step = after_attach(
+        record.status,
+        obs,
+        machine,
+        result,
+        message=outcome.result.message,
+        data=dict(outcome.result.data) if outcome.result.data is not None else None,
+        retry_after_seconds=outcome.result.retry_after_seconds,
+    )
+    return step, result
+
+
+def would_be_name(claim: ResourceClaim, ours: OurResult) -> str:
+    """The name of the record ``ours`` gets for the claim's current allocation."""
+    allocation = claim.status.allocation
+    assert allocation is not None
+    assert allocation.allocation_timestamp is not None
+    identity = AllocationIdentity.of(claim.metadata.uid, allocation.allocation_timestamp)
+    return attachment_key(identity, ours.key)
+
+
+def entry_device(entry: Mapping[str, Any]) -> DeviceKey:
+    return DeviceKey(entry["driver"], entry["pool"], entry["device"], entry.get("shareID") or "")

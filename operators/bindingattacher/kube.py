@@ -19,8 +19,9 @@ Writes of ``DeviceAttachment`` records (spec §8, §13.2), always against the fr
 
 Every answer of the API server is put into the ledger index at once, so the next decision
 never waits for the watch. A conflict or an unexpected "already exists" re-reads the record
-and raises :class:`~operators.core.reconcile.Interrupt`, so the claim is reconciled again from
-the fresh record instead of retrying a write built on stale data.
+and answers a :class:`~operators.core.reconcile.Requeue`, which the claim sync returns: the
+claim is reconciled again from the fresh record instead of retrying a write built on stale
+data.
 
 Point reads of objects the attacher does not watch (spec §6, §15.3).
 
@@ -68,7 +69,7 @@ from pydantic import ValidationError
 from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.models import parse_or_skip
-from operators.core.reconcile import Interrupt, Requeue
+from operators.core.reconcile import Requeue
 
 from . import metrics
 from .cache import ClaimCache, project_claim, put_record
@@ -164,6 +165,9 @@ class StatusWriter:
 
 
 class LedgerWriter:
+    """Record writes. A write built on a stale record answers a :class:`Requeue` instead of the
+    stored record: the record was re-read into the index, and the claim is synced again from it."""
+
     def __init__(self, client: KubeClient, index: LedgerIndex, namespace: str, field_manager: str) -> None:
         self.client = client
         self.index = index
@@ -177,31 +181,34 @@ class LedgerWriter:
     def path(self, name: str) -> str:
         return f"{self.collection}/{name}"
 
-    def _store(self, body: Any) -> DeviceAttachment:
+    def _store(self, body: Any) -> DeviceAttachment | Requeue:
         try:
             record = DeviceAttachment.model_validate(body)
         except ValidationError as err:
-            raise Interrupt(Requeue(5.0, f"the API server returned an unreadable record: {err}")) from err
+            return Requeue(5.0, f"the API server returned an unreadable record: {err}")
         put_record(self.index, record)
         return self.index.get(record.metadata.name) or record
 
-    async def _refresh(self, name: str, why: str, err: ApiError) -> Interrupt:
+    async def _refresh(self, name: str, why: str, err: ApiError) -> Requeue:
         try:
-            self._store(await self.client.get(self.path(name)))
+            stored = self._store(await self.client.get(self.path(name)))
         except ApiError as read:
             if not read.not_found:
                 raise
             self.index.remove(name)
-        return Interrupt(Requeue(0.0, f"record {name}: {why} ({err.reason})"))
+        else:
+            if isinstance(stored, Requeue):
+                return stored
+        return Requeue(0.0, f"record {name}: {why} ({err.reason})")
 
-    async def create(self, record: DeviceAttachment) -> DeviceAttachment:
+    async def create(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
         try:
             body = await self.client.create(
                 self.collection, manifest(record), fieldManager=self.field_manager
             )
         except ApiError as err:
             if err.conflict:
-                raise await self._refresh(record.metadata.name, "exists already", err) from err
+                return await self._refresh(record.metadata.name, "exists already", err)
             raise
         return self._store(body)
 
@@ -218,7 +225,7 @@ class LedgerWriter:
         )
         return body
 
-    async def update(self, record: DeviceAttachment) -> DeviceAttachment:
+    async def update(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
         try:
             body = await self.client.replace(
                 self.path(record.metadata.name),
@@ -227,35 +234,38 @@ class LedgerWriter:
             )
         except ApiError as err:
             if err.conflict or err.not_found:
-                raise await self._refresh(record.metadata.name, "changed meanwhile", err) from err
+                return await self._refresh(record.metadata.name, "changed meanwhile", err)
             raise
         return self._store(body)
 
-    async def finish(self, record: DeviceAttachment) -> None:
+    async def finish(self, record: DeviceAttachment) -> Requeue | None:
         """Store the final status without our finalizer, then delete the record."""
         name = record.metadata.name
         current = record
         if FINALIZER in record.metadata.finalizers and record.metadata.resource_version:
             remaining = tuple(f for f in record.metadata.finalizers if f != FINALIZER)
             try:
-                current = self._store(
-                    await self.client.replace(
-                        self.path(name), self._body(record, remaining), fieldManager=self.field_manager
-                    )
+                body = await self.client.replace(
+                    self.path(name), self._body(record, remaining), fieldManager=self.field_manager
                 )
             except ApiError as err:
                 if err.not_found:
                     self.index.remove(name)
-                    return
+                    return None
                 if err.conflict:
-                    raise await self._refresh(name, "changed meanwhile", err) from err
+                    return await self._refresh(name, "changed meanwhile", err)
                 raise
+            stored = self._store(body)
+            if isinstance(stored, Requeue):
+                return stored
+            current = stored
         try:
             await self.client.delete(self.path(name), uid=current.metadata.uid or None)
         except ApiError as err:
             if not err.not_found and not err.conflict:
                 raise
         self.index.remove(name)
+        return None
 
 
 log = logging.getLogger(__name__)
@@ -488,3 +498,13 @@ class InventoryMirror:
         for task in self._writers.values():
             task.cancel()
         await asyncio.gather(*self._writers.values(), return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The API calls of a claim sync, by what they touch."""
+
+    claims: StatusWriter
+    ledger: LedgerWriter
+    lookups: Lookups
+    taints: TaintRules
