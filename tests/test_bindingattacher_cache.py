@@ -1,4 +1,4 @@
-"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.cache),
+"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.kube),
 and the status writer's live read, which keeps the cache honest about deleted claims."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from typing import Any, cast
 import pytest
 from bindingattacher_builders import claim, record, result
 
-from operators.bindingattacher.cache import (
+from operators.bindingattacher.kube import (
     ClaimCache,
     ClaimKey,
+    StatusWriter,
     claim_key,
     has_binding_conditions,
     newer,
@@ -18,7 +19,6 @@ from operators.bindingattacher.cache import (
     put_record,
     record_claim_key,
 )
-from operators.bindingattacher.kube import StatusWriter
 from operators.bindingattacher.ledger import LedgerIndex
 from operators.core.client import ApiError, KubeClient
 

@@ -8,8 +8,8 @@ from typing import Any, cast
 from bindingattacher_builders import FABRIC
 
 from operators.bindingattacher import policy
-from operators.bindingattacher.cache import PolicyKey
 from operators.bindingattacher.controller import BindingAttacherController
+from operators.bindingattacher.kube import PolicyKey
 from operators.bindingattacher.settings import BindingAttacherSettings
 from operators.core.client import KubeClient
 from operators.core.conditions import Condition

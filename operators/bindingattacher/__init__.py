@@ -30,11 +30,11 @@ Runtime side:
 - ``operator``: the ``DEFINITION`` (the watches of claims, policies and ledger records) and
   ``API_CALLS``; ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
-- ``cache``: claim projections and the ledger index overlay.
 - ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
   ``Result``): its records, their action calls, its ``status.devices`` entries.
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
-- ``kube``: the API layer of a claim sync (status apply, ledger writes, point reads, failure
+- ``kube``: the caches a sync reads (claim projections, the ledger index overlay, work-queue
+  keys) and its API layer (status apply, ledger writes, point reads, failure
   taints) and the Test action's inventory mirror; a write built on stale data answers a
   ``Requeue`` that the pipeline returns; ``calls``: action requests, one action call, and the
   calls in flight; ``metrics``.

@@ -1,14 +1,14 @@
 """The binding attacher's I/O layer: watch events in, reconciles and API calls out.
 
 Watch side (synchronous, on the event loop, no API calls): claims, policies and ledger
-records are parsed into :mod:`.cache` / :mod:`.policybook` and the affected keys are queued.
+records are parsed into :mod:`.kube` / :mod:`.policy` and the affected keys are queued.
 Unreadable objects are logged with their reference and skipped.
 
 Work side, one queue with three kinds of keys:
 
-* :class:`~.cache.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
-* :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
-* :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
+* :class:`~.kube.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
+* :class:`~.kube.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
+* :class:`~.kube.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
   claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
   runs when the queue opens, i.e. after the initial listing of every watched kind, so no
   detach is ever decided from a cache that is still filling (spec §16.2).
@@ -29,20 +29,25 @@ from operators.core.reconcile import Done, Requeue, Result
 from . import metrics
 from .actions import close_action
 from .actions.testaction import TestAction
-from .cache import (
+from .calls import CallTracker
+from .identity import DeviceKey
+from .kube import (
     ClaimCache,
     ClaimKey,
+    InventoryMirror,
+    Kube,
+    LedgerWriter,
+    Lookups,
     PolicyKey,
+    StatusWriter,
     SweepKey,
+    TaintRules,
     claim_key,
     has_binding_conditions,
     project_claim,
     put_record,
     record_claim_key,
 )
-from .calls import CallTracker
-from .identity import DeviceKey
-from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
 from .ledger import LedgerIndex
 from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim

@@ -1,6 +1,6 @@
 """The pure side of a claim sync: observations, Event texts and failure streaks.
 
-Observations: building the state machine's :class:`~.steps.Observation` from what the reconciler holds.
+Observations: building the state machine's :class:`~.statemachine.Observation` from what the reconciler holds.
 
 The reconciler has the claim projection (or None when the claim is confirmed gone), the
 ledger index, the policy settings, the consumer pods it read with point GETs, and a few facts

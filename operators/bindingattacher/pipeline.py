@@ -47,7 +47,6 @@ from operators.core.reconcile import Done, Requeue, Result
 from . import ledger, metrics
 from .actions import CallOutcome, Operation
 from .actions import Outcome as CallOutcomeKind
-from .cache import ClaimCache, ClaimKey
 from .calls import CallTracker, run_call
 from .decide import (
     FailureStreaks,
@@ -66,7 +65,7 @@ from .decide import (
 )
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
 from .identity import AllocationIdentity, DeviceKey
-from .kube import Kube, StatusWriteError, write_kind
+from .kube import ClaimCache, ClaimKey, Kube, StatusWriteError, write_kind
 from .ledger import LedgerIndex, new_record
 from .models import (
     DeviceAttachment,

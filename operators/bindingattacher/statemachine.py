@@ -26,7 +26,7 @@ claim projection, the record, the policy and a few facts the runtime keeps, such
 call is in flight), never from in-flight memory alone, so a restarted attacher reaches the same
 decision as the one that died.
 
-The functions return a :class:`~.steps.Step`: the record status to persist, and the effects to run in
+The functions return a :class:`Step`: the record status to persist, and the effects to run in
 this order: persist the record (create or update), then cancel, call, write the claim status,
 emit events. Persisting first makes the record an intent log: it is durable before the call it
 describes starts. Readiness is the exception (``Step.report_first``): it describes no call, so
