@@ -18,7 +18,7 @@ from bindingattacher_builders import ATTACHED, FABRIC, claim_body, result, spawn
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
-from operators.bindingattacher.actions.noop import NoopAction
+from operators.bindingattacher.actions.factory import NoopAction
 from operators.bindingattacher.calls import CallTracker
 from operators.bindingattacher.decide import record_step
 from operators.bindingattacher.kube import (
