@@ -1,4 +1,4 @@
-"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.kube),
+"""Claim projections, the claim cache and the ledger index overlay (operators.bindingattacher.cache),
 and the status writer's live read, which keeps the cache honest about deleted claims."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from typing import Any, cast
 import pytest
 from bindingattacher_builders import claim, record, result
 
-from operators.bindingattacher.kube import (
+from operators.bindingattacher.cache import (
     ClaimCache,
     ClaimKey,
-    StatusWriter,
     claim_key,
     has_binding_conditions,
     newer,
@@ -19,6 +18,7 @@ from operators.bindingattacher.kube import (
     put_record,
     record_claim_key,
 )
+from operators.bindingattacher.kube import StatusWriter
 from operators.bindingattacher.ledger import LedgerIndex
 from operators.core.client import ApiError, KubeClient
 

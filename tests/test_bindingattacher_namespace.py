@@ -8,8 +8,8 @@ from typing import Any, cast
 from bindingattacher_builders import FABRIC
 
 from operators.bindingattacher import policy
+from operators.bindingattacher.cache import PolicyKey
 from operators.bindingattacher.controller import BindingAttacherController
-from operators.bindingattacher.kube import PolicyKey
 from operators.bindingattacher.settings import BindingAttacherSettings
 from operators.core.client import KubeClient
 from operators.core.conditions import Condition
@@ -86,7 +86,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
         'namespace "dra-operators" does not exist (it holds the DeviceAttachment ledger)'
     )
     assert "kubectl create namespace dra-operators" in message
-    state = controller.book.get("fabric")
+    state = controller.cache.policies.get("fabric")
     assert state is not None
     assert not state.ready
     assert state.not_ready_message == message  # the text of the claims' AttachPolicyNotReady Event

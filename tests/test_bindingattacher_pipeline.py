@@ -19,27 +19,22 @@ from bindingattacher_builders import ATTACHED, FABRIC, claim_body, result, spawn
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
 from operators.bindingattacher.actions.factory import NoopAction
+from operators.bindingattacher.cache import ClaimKey, ClusterCache, PolicyKey, claim_key, project_claim
 from operators.bindingattacher.calls import CallTracker
+from operators.bindingattacher.controller import BindingAttacherController
 from operators.bindingattacher.decide import record_step
-from operators.bindingattacher.kube import (
-    ClaimCache,
-    ClaimKey,
-    Kube,
-    LedgerWriter,
-    Lookups,
-    StatusWriter,
-    TaintRules,
-    claim_key,
-    project_claim,
-)
-from operators.bindingattacher.ledger import LedgerIndex
+from operators.bindingattacher.kube import Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from operators.bindingattacher.models import DeviceAttachment, DeviceAttachPolicy, Phase, Reported
 from operators.bindingattacher.pipeline import FORBIDDEN_RETRY_SECONDS, ClaimPipeline
-from operators.bindingattacher.policy import PolicyBook
+from operators.bindingattacher.settings import BindingAttacherSettings
 from operators.bindingattacher.statemachine import CallResult, MachineSettings, Observation
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder, ObjectRef
+from operators.core.health import Health
+from operators.core.namespace import NamespaceState, Presence
 from operators.core.reconcile import Done, Requeue
+from operators.core.runtime import Runtime
+from operators.core.workqueue import WorkQueue
 
 POLICY = {
     "metadata": {"name": "fabric", "uid": "policy-uid", "generation": 1, "resourceVersion": "1"},
@@ -129,11 +124,9 @@ class World:
         body = claim_body([result()], timestamp=datetime.now(UTC).replace(microsecond=0))
         self.server = Server(body)
         client = cast(KubeClient, self.server)
-        self.cache = ClaimCache()
-        self.cache.put(project_claim(body, False))
-        self.index = LedgerIndex()
-        self.book = PolicyBook()
-        state = self.book.observe(POLICY)
+        self.cache = ClusterCache()
+        self.cache.claims.put(project_claim(body, False))
+        state = self.cache.policies.observe(POLICY)
         verdict = policy.validate(
             DeviceAttachPolicy.model_validate(POLICY), test_actions_enabled=False, taint_rules_served=True
         )
@@ -148,11 +141,9 @@ class World:
         self.forbidden: list[str] = []
         self.pipeline = ClaimPipeline(
             cache=self.cache,
-            index=self.index,
-            book=self.book,
             kube=Kube(
-                claims=StatusWriter(client, client, self.cache, False),
-                ledger=LedgerWriter(client, self.index, "dra-operators", "test"),
+                claims=StatusWriter(client, client, self.cache.claims, False),
+                ledger=LedgerWriter(client, self.cache.records, "dra-operators", "test"),
                 lookups=Lookups(client),
                 taints=TaintRules(client, "test"),
             ),
@@ -165,7 +156,7 @@ class World:
             on_forbidden=self.forbidden.append,
             on_allowed=lambda driver: None,
         )
-        claim = self.cache.get(body["metadata"]["uid"])
+        claim = self.cache.claims.get(body["metadata"]["uid"])
         assert claim is not None
         self.key: ClaimKey = claim_key(claim)
 
@@ -240,7 +231,7 @@ async def test_a_refused_status_write_requeues_and_tells_the_policy() -> None:
 
 async def test_policies_not_yet_evaluated_hold_the_claim() -> None:
     w = World()
-    state = w.book.get("fabric")
+    state = w.cache.policies.get("fabric")
     assert state is not None
     state.evaluated_generation = None
     outcome = await w.pipeline.sync(w.key)
@@ -272,3 +263,71 @@ async def _started_record(w: World) -> DeviceAttachment:
     await w.pipeline.sync(w.key)
     await w.calls.close()
     return w.record()
+
+
+class ClusterServer(Server):
+    """The claim and ledger paths, plus what a policy sync and the Events use."""
+
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        if path.endswith("/selfsubjectaccessreviews"):
+            return {"status": {"allowed": True}}
+        if path.endswith("/events"):
+            return body
+        return await super().create(path, body, **params)
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
+        return {"metadata": {**body["metadata"], "resourceVersion": "2"}}
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+        if "/deviceattachpolicies/" in path:
+            return body
+        return await super().apply(path, body, field_manager, force)
+
+
+async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result() -> None:
+    body = claim_body([result()], timestamp=datetime.now(UTC).replace(microsecond=0))
+    server = ClusterServer(body)
+    kube = cast(KubeClient, server)
+    namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
+    namespace.update(Presence.PRESENT)
+    runtime = Runtime(
+        name="bindingattacher",
+        settings=BindingAttacherSettings(namespace="dra-operators"),
+        client=kube,
+        reader=kube,
+        events=EventRecorder(kube, "dra-operators-bindingattacher"),
+        health=Health(),
+        queue=WorkQueue("bindingattacher-pipeline-unit"),
+        field_manager="dra-operators-bindingattacher",
+        own_namespace=namespace,
+    )
+    controller = BindingAttacherController(runtime)
+    runtime.controller = controller
+    controller.upsert_policy(POLICY)
+    policy_result = await controller.sync(PolicyKey("fabric"))
+    assert isinstance(policy_result, Requeue), "the policy is looked at again (authorization recheck)"
+    controller.upsert_claim(body)
+    key = ClaimKey("team-a", "trainer-0-gpu", body["metadata"]["uid"])
+    assert controller.cache.claims.get(key.uid) is not None
+    runtime.queue.open()
+    queued = set()
+    while len(runtime.queue):
+        taken = await runtime.queue.get()
+        queued.add(taken)
+        runtime.queue.done(taken)
+    assert key in queued
+
+    assert isinstance(await controller.sync(key), Requeue)
+    (name,) = server.records
+    assert controller.cache.records.get(name) is not None, "our own write is in the cache at once"
+    assert (await asyncio.wait_for(runtime.queue.get(), 2)) == key, "the finished call wakes the claim"
+    runtime.queue.done(key)
+    await controller.sync(key)
+    stored = DeviceAttachment.model_validate(server.records[name])
+    assert (stored.status.phase, stored.status.reported) == (Phase.ATTACHED, Reported.READY)
+
+    controller.upsert_record(server.records[name])
+    server.claim["metadata"]["resourceVersion"] = "99999"
+    controller.delete_claim(server.claim)
+    assert controller.cache.claims.get(key.uid) is None
+    await runtime.events.drain(1.0)

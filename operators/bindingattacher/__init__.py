@@ -33,8 +33,9 @@ Runtime side:
 - ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
   ``Result``): its records, their action calls, its ``status.devices`` entries.
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
-- ``kube``: the caches a sync reads (claim projections, the ledger index overlay, work-queue
-  keys) and its API layer (status apply, ledger writes, point reads, failure
+- ``cache``: the ``ClusterCache`` every sync reads (claim projections, the ledger index, the
+  policy book) and the work-queue keys.
+- ``kube``: the API layer of a claim sync (status apply, ledger writes, point reads, failure
   taints) and the Test action's inventory mirror; a write built on stale data answers a
   ``Requeue`` that the pipeline returns; ``calls``: action requests, one action call, and the
   calls in flight; ``metrics``.

@@ -1,14 +1,14 @@
 """The binding attacher's I/O layer: watch events in, reconciles and API calls out.
 
 Watch side (synchronous, on the event loop, no API calls): claims, policies and ledger
-records are parsed into :mod:`.kube` / :mod:`.policy` and the affected keys are queued.
+records are parsed into :mod:`.cache` and the affected keys are queued.
 Unreadable objects are logged with their reference and skipped.
 
 Work side, one queue with three kinds of keys:
 
-* :class:`~.kube.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
-* :class:`~.kube.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
-* :class:`~.kube.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
+* :class:`~.cache.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
+* :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
+* :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
   claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
   runs when the queue opens, i.e. after the initial listing of every watched kind, so no
   detach is ever decided from a cache that is still filling (spec §16.2).
@@ -29,30 +29,23 @@ from operators.core.reconcile import Done, Requeue, Result
 from . import metrics
 from .actions import close_action
 from .actions.testaction import TestAction
-from .calls import CallTracker
-from .identity import DeviceKey
-from .kube import (
-    ClaimCache,
+from .cache import (
     ClaimKey,
-    InventoryMirror,
-    Kube,
-    LedgerWriter,
-    Lookups,
+    ClusterCache,
     PolicyKey,
-    StatusWriter,
     SweepKey,
-    TaintRules,
     claim_key,
     has_binding_conditions,
     project_claim,
     put_record,
     record_claim_key,
 )
+from .calls import CallTracker
+from .identity import DeviceKey
+from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
-from .ledger import LedgerIndex
 from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
-from .policy import PolicyBook
 from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings
@@ -75,17 +68,15 @@ class BindingAttacherController:
         assert isinstance(settings, BindingAttacherSettings)
         self.settings = settings
         client = runtime.client
-        self.cache = ClaimCache()
-        self.index = LedgerIndex()
-        self.book = PolicyBook()
+        self.cache = ClusterCache()
         self.calls = CallTracker(settings.max_concurrent_actions, runtime.spawn)
         self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn)
         self.taint_rules_served = False
         self.policies = PolicySync(
             client,
             settings,
-            self.book,
-            self.index,
+            self.cache.policies,
+            self.cache.records,
             runtime.events,
             self.mirror,
             runtime.field_manager,
@@ -96,16 +87,14 @@ class BindingAttacherController:
         self.kube = Kube(
             # Live reads go through the reader's token bucket, like the runtime's listings, so
             # they never wait behind (or delay) the controller's writes.
-            claims=StatusWriter(client, runtime.reader, self.cache, settings.enable_test_actions),
-            ledger=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
+            claims=StatusWriter(client, runtime.reader, self.cache.claims, settings.enable_test_actions),
+            ledger=LedgerWriter(client, self.cache.records, settings.namespace, runtime.field_manager),
             lookups=Lookups(runtime.reader),
             taints=TaintRules(client, runtime.field_manager),
         )
         runtime.events.on_dropped = metrics.events_dropped.inc
         self.claims = ClaimPipeline(
             cache=self.cache,
-            index=self.index,
-            book=self.book,
             kube=self.kube,
             calls=self.calls,
             events=runtime.events,
@@ -147,37 +136,37 @@ class BindingAttacherController:
         claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
         if claim is None:
             return
-        if not self.cache.put(claim):
+        if not self.cache.claims.put(claim):
             return
         uid = claim.metadata.uid
-        if self.index.for_claim(uid) or self._relevant(claim):
+        if self.cache.records.for_claim(uid) or self._relevant(claim):
             self.runtime.queue.add(claim_key(claim))
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid", ""))
-        claim = self.cache.remove(uid)
-        if claim is not None and self.index.for_claim(uid):
+        claim = self.cache.claims.remove(uid)
+        if claim is not None and self.cache.records.for_claim(uid):
             self.runtime.queue.add(claim_key(claim))
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
-        state = self.book.observe(body)
-        for sibling in self.book.same_driver(state.driver) or [state]:
+        state = self.cache.policies.observe(body)
+        for sibling in self.cache.policies.same_driver(state.driver) or [state]:
             self.runtime.queue.add(PolicyKey(sibling.name))
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
-        state = self.book.forget(name)
+        state = self.cache.policies.forget(name)
         if state is None:
             return
         if state.action is not None:
             self.runtime.spawn(close_action(state.action), f"close-action-{name}")
-        for sibling in self.book.same_driver(state.driver):
+        for sibling in self.cache.policies.same_driver(state.driver):
             self.runtime.queue.add(PolicyKey(sibling.name))
         self._readiness_changed(state.driver)
 
     def upsert_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
-        if record is None or not put_record(self.index, record):
+        if record is None or not put_record(self.cache.records, record):
             return
         self.runtime.queue.add(record_claim_key(record))
         self.runtime.queue.add_after(PolicyKey(record.spec.policy.name), RECORD_COUNTS_DELAY)
@@ -188,7 +177,7 @@ class BindingAttacherController:
         record = self._parse_record(body)
         if record is None:
             return
-        self.index.remove(record.metadata.name)
+        self.cache.records.remove(record.metadata.name)
         self.runtime.queue.add(record_claim_key(record))
         self.runtime.queue.add(PolicyKey(record.spec.policy.name))
         self._wake_waiters(record)
@@ -201,23 +190,23 @@ class BindingAttacherController:
 
     def _wake_waiters(self, record: DeviceAttachment) -> None:
         """Records waiting for this device (spec §13.3) are re-checked at once."""
-        for other in self.index.for_device(DeviceKey.of_record(record)):
+        for other in self.cache.records.for_device(DeviceKey.of_record(record)):
             if other.metadata.name != record.metadata.name and other.status.phase is Phase.PENDING:
                 self.runtime.queue.add(record_claim_key(other))
 
     def _relevant(self, claim: ResourceClaim) -> bool:
         if not has_binding_conditions(claim):
             return False
-        drivers = self.book.drivers()
+        drivers = self.cache.policies.drivers()
         allocation = claim.status.allocation
         return allocation is not None and any(r.driver in drivers for r in allocation.devices.results)
 
     def _readiness_changed(self, driver: str) -> None:
-        for claim in self.cache:
+        for claim in self.cache.claims:
             allocation = claim.status.allocation
             if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
                 self.runtime.queue.add(claim_key(claim))
-        for record in self.index.all():
+        for record in self.cache.records.all():
             if record.spec.driver == driver:
                 self.runtime.queue.add(record_claim_key(record))
 
@@ -227,19 +216,19 @@ class BindingAttacherController:
 
     def _namespace_changed(self) -> None:
         """Every policy's Ready depends on the ledger's namespace; their syncs re-queue the claims."""
-        for state in self.book.all():
+        for state in self.cache.policies.all():
             self.runtime.queue.add(PolicyKey(state.name))
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the
         permission was restored, so the policy is re-checked now, not at its 5-minute recheck."""
-        owner = self.book.owner(driver)
+        owner = self.cache.policies.owner(driver)
         if owner is not None and owner.authorized is False:
             self.policies.recheck_authorization(owner)
             self.runtime.queue.add(PolicyKey(owner.name))
 
     def _forbidden(self, driver: str) -> None:
-        owner = self.book.owner(driver)
+        owner = self.cache.policies.owner(driver)
         if owner is None:
             return
         self.policies.recheck_authorization(owner)
@@ -265,9 +254,9 @@ class BindingAttacherController:
         return Done()
 
     async def _sweep(self) -> None:
-        for record in self.index.all():
+        for record in self.cache.records.all():
             self.runtime.queue.add(record_claim_key(record))
-        for claim in self.cache:
+        for claim in self.cache.claims:
             if self._relevant(claim):
                 self.runtime.queue.add(claim_key(claim))
         await self.kube.taints.sweep()
@@ -276,7 +265,7 @@ class BindingAttacherController:
 
     def record_phases(self) -> Iterable[tuple[str, str, int]]:
         counts: dict[tuple[str, str], int] = {}
-        for record in self.index.all():
+        for record in self.cache.records.all():
             key = (record.spec.driver, record.status.phase.value)
             counts[key] = counts.get(key, 0) + 1
         return [(driver, phase, n) for (driver, phase), n in counts.items()]
@@ -285,11 +274,11 @@ class BindingAttacherController:
         return [(driver, op, n) for (driver, op), n in self.calls.counts().items()]
 
     def policy_readiness(self) -> Iterable[tuple[str, str, bool]]:
-        return [(s.name, s.driver, s.ready) for s in self.book.all() if s.evaluated]
+        return [(s.name, s.driver, s.ready) for s in self.cache.policies.all() if s.evaluated]
 
     def test_action_calls(self) -> Iterable[tuple[str, str, int]]:
         totals: dict[tuple[str, str], int] = {}
-        for state in self.book.all():
+        for state in self.cache.policies.all():
             if isinstance(state.action, TestAction):
                 for key, count in state.action.calls.items():
                     totals[key] = totals.get(key, 0) + count

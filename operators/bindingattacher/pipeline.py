@@ -47,6 +47,7 @@ from operators.core.reconcile import Done, Requeue, Result
 from . import ledger, metrics
 from .actions import CallOutcome, Operation
 from .actions import Outcome as CallOutcomeKind
+from .cache import ClaimKey, ClusterCache
 from .calls import CallTracker, run_call
 from .decide import (
     FailureStreaks,
@@ -65,8 +66,8 @@ from .decide import (
 )
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
 from .identity import AllocationIdentity, DeviceKey
-from .kube import ClaimCache, ClaimKey, Kube, StatusWriteError, write_kind
-from .ledger import LedgerIndex, new_record
+from .kube import Kube, StatusWriteError, write_kind
+from .ledger import new_record
 from .models import (
     DeviceAttachment,
     DeviceAttachmentStatus,
@@ -77,7 +78,7 @@ from .models import (
     ResourceClaim,
     WaitingFor,
 )
-from .policy import PolicyBook, PolicyState
+from .policy import PolicyState
 from .selection import (
     OurResult,
     SelectionRules,
@@ -153,9 +154,7 @@ class ClaimPipeline:
     def __init__(
         self,
         *,
-        cache: ClaimCache,
-        index: LedgerIndex,
-        book: PolicyBook,
+        cache: ClusterCache,
         kube: Kube,
         calls: CallTracker,
         events: EventRecorder,
@@ -167,8 +166,6 @@ class ClaimPipeline:
         on_allowed: Callable[[str], None],
     ) -> None:
         self.cache = cache
-        self.index = index
-        self.book = book
         self.kube = kube
         self.calls = calls
         self.events = events
@@ -193,8 +190,8 @@ class ClaimPipeline:
 
     async def sync(self, key: ClaimKey) -> Result:
         # 1. read
-        claim = self.cache.get(key.uid)
-        records = self.index.for_claim(key.uid)
+        claim = self.cache.claims.get(key.uid)
+        records = self.cache.records.for_claim(key.uid)
         if claim is None and not records:
             self.forget_claim(key.uid)
             return Done()
@@ -203,12 +200,12 @@ class ClaimPipeline:
         drivers = {r.spec.driver for r in records}
         if claim is not None and claim.status.allocation is not None:
             drivers |= {r.driver for r in claim.status.allocation.devices.results}
-        if not self.book.settled(drivers):
+        if not self.cache.policies.settled(drivers):
             return Requeue(POLICIES_PENDING_RETRY_SECONDS, "waiting for the evaluation of a policy")
         ours: tuple[OurResult, ...] = ()
         managed: tuple[OurResult, ...] = ()
         if claim is not None:
-            rules = self.book.rules()
+            rules = self.cache.policies.rules()
             selection = select(claim, rules)
             ours = selection.ours
             # Existing records are driven whether or not their policy is Ready now (spec §5), so
@@ -220,7 +217,7 @@ class ClaimPipeline:
         run = Run(key)
         # 2. records, then results of ours without one
         for record in records:
-            current = self.index.get(record.metadata.name)
+            current = self.cache.records.get(record.metadata.name)
             if current is not None and (stop := await self._drive(current, claim, managed, pods, run)):
                 return stop
         if claim is not None:
@@ -277,7 +274,7 @@ class ClaimPipeline:
 
     def _deadline(self, claim: ResourceClaim, ours: OurResult, now: datetime) -> datetime:
         """The attach deadline a new record would get (now when unknown, which reads the pods)."""
-        policy = self.book.owner(ours.result.driver)
+        policy = self.cache.policies.owner(ours.result.driver)
         allocation = claim.status.allocation
         if (
             policy is None
@@ -331,7 +328,7 @@ class ClaimPipeline:
         pods: Sequence[Pod],
         run: Run,
     ) -> Result | None:
-        policy = self.book.for_record(record)
+        policy = self.cache.policies.for_record(record)
         if policy is None or policy.settings is None:
             log.info(
                 "record %s waits for an accepted policy for driver %s",
@@ -354,7 +351,7 @@ class ClaimPipeline:
             slot_free=self.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
             failure_shown=self._failure_shown(record),
         )
-        obs = observe_record(record, claim, ours, self.index, settings, facts)
+        obs = observe_record(record, claim, ours, self.cache.records, settings, facts)
         machine = settings.machine_settings(probe_supported=policy.probe_supported)
         step, result = record_step(record, obs, machine, self.calls.outcome(name))
         return await self._execute(record, step, claim, policy, run, result=result)
@@ -370,9 +367,9 @@ class ClaimPipeline:
         allocation = claim.status.allocation
         assert allocation is not None
         assert allocation.allocation_timestamp is not None
-        if self.index.get(would_be_name(claim, ours)) is not None:
+        if self.cache.records.get(would_be_name(claim, ours)) is not None:
             return None
-        policy = self.book.owner(ours.result.driver)
+        policy = self.cache.policies.owner(ours.result.driver)
         if policy is None or policy.settings is None or policy.action is None or not policy.ready:
             return None
         settings = policy.settings
@@ -393,7 +390,7 @@ class ClaimPipeline:
             pods=pods,
             slot_free=self.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
         )
-        obs = observe_result(claim, ours, all_ours, self.index, settings, facts, would_be=would_be)
+        obs = observe_result(claim, ours, all_ours, self.cache.records, settings, facts, would_be=would_be)
         step = start(obs, settings.machine_settings(probe_supported=policy.probe_supported))
         if step is None:
             return None
@@ -513,14 +510,14 @@ class ClaimPipeline:
 
     async def _write_statuses(self, claim: ResourceClaim, run: Run) -> ResourceClaim | Result:
         by_driver: dict[str, list[DeviceAttachment]] = {}
-        for record in self.index.for_claim(claim.metadata.uid):
+        for record in self.cache.records.for_claim(claim.metadata.uid):
             readiness = run.readiness.get(record.metadata.name)
             record = readiness.updated if readiness is not None else record
             by_driver.setdefault(record.spec.driver, []).append(record)
         now = utcnow()
         held = self.calls.just_started(PROGRESS_GRACE_SECONDS)
         for driver, records in sorted(by_driver.items()):
-            policy = self.book.for_record(records[0])
+            policy = self.cache.policies.for_record(records[0])
             if policy is None or policy.settings is None:
                 continue
             conditions = policy.settings.condition_settings(policy.name)
@@ -572,7 +569,7 @@ class ClaimPipeline:
         self, record: DeviceAttachment, expected: Reported | None, claim: ResourceClaim
     ) -> Result | None:
         """Remember in the record what the claim now shows for it."""
-        current = self.index.get(record.metadata.name) or record
+        current = self.cache.records.get(record.metadata.name) or record
         # Progress is not persisted: no decision depends on it (spec §11.3 allows batching it
         # with the next transition, which then records what it writes itself).
         if expected is None or expected is Reported.PROGRESS or current.status.reported is expected:
