@@ -149,10 +149,8 @@ class World:
             ),
             calls=self.calls,
             events=cast(EventRecorder, self.events),
+            settings=BindingAttacherSettings(namespace="dra-operators"),
             wake=lambda key: self.woken.set(),
-            namespace="dra-operators",
-            max_pod_events=10,
-            test_actions=False,
             on_forbidden=self.forbidden.append,
             on_allowed=lambda driver: None,
         )

@@ -98,10 +98,8 @@ class BindingAttacherController:
             kube=self.kube,
             calls=self.calls,
             events=runtime.events,
+            settings=settings,
             wake=runtime.queue.add,
-            namespace=settings.namespace,
-            max_pod_events=settings.max_pod_events,
-            test_actions=settings.enable_test_actions,
             on_forbidden=self._forbidden,
             on_allowed=self._allowed,
         )

@@ -87,6 +87,7 @@ from .selection import (
     pod_consumers,
     select,
 )
+from .settings import BindingAttacherSettings
 from .statemachine import CallResult, Effect, Event, Outcome, Step, start
 
 log = logging.getLogger(__name__)
@@ -158,10 +159,8 @@ class ClaimPipeline:
         kube: Kube,
         calls: CallTracker,
         events: EventRecorder,
+        settings: BindingAttacherSettings,
         wake: Callable[[ClaimKey], None],
-        namespace: str,
-        max_pod_events: int,
-        test_actions: bool,
         on_forbidden: Callable[[str], None],
         on_allowed: Callable[[str], None],
     ) -> None:
@@ -169,10 +168,8 @@ class ClaimPipeline:
         self.kube = kube
         self.calls = calls
         self.events = events
+        self.settings = settings
         self.wake = wake
-        self.namespace = namespace
-        self.max_pod_events = max_pod_events
-        self.test_actions = test_actions
         self.on_forbidden = on_forbidden
         self.on_allowed = on_allowed
         self.streaks = FailureStreaks()
@@ -382,7 +379,7 @@ class ClaimPipeline:
             policy_uid=policy.uid,
             policy_generation=policy.generation,
             deadline=settings.attach_deadline(stamp),
-            namespace=self.namespace,
+            namespace=self.settings.namespace,
             status=DeviceAttachmentStatus(),
         )
         facts = RuntimeFacts(
@@ -474,7 +471,12 @@ class ClaimPipeline:
     ) -> None:
         async def call() -> CallOutcome:
             return await run_call(
-                self.kube.lookups, record, operation, claim, policy, with_test_annotations=self.test_actions
+                self.kube.lookups,
+                record,
+                operation,
+                claim,
+                policy,
+                with_test_annotations=self.settings.enable_test_actions,
             )
 
         self.calls.start(
@@ -620,7 +622,7 @@ class ClaimPipeline:
         pending, run.events = run.events, []
         for event, record, detail in pending:
             text = message(event, record, detail)
-            for target in targets(event, record, claim, self.max_pod_events):
+            for target in targets(event, record, claim, self.settings.max_pod_events):
                 self.events.record(target, event_type(event), event.value, text[:1024])
 
 
