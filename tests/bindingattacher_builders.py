@@ -14,7 +14,7 @@ from operators.bindingattacher.models import (
     NodeSource,
     ResourceClaim,
 )
-from operators.bindingattacher.nodes import NodeResolution
+from operators.bindingattacher.selection import NodeResolution
 from operators.core.conditions import format_time
 
 T0 = datetime(2026, 8, 1, 10, 0, 0, tzinfo=UTC)
@@ -86,6 +86,13 @@ def entry(
 
 def claim(
     results: Sequence[dict[str, Any]] | None = None,
+    **options: Any,
+) -> ResourceClaim:
+    return ResourceClaim.model_validate(claim_body(results, **options))
+
+
+def claim_body(
+    results: Sequence[dict[str, Any]] | None = None,
     *,
     node: str | None = "node-a",
     timestamp: datetime | None = T0,
@@ -95,7 +102,8 @@ def claim(
     generation: int = 1,
     allocated: bool = True,
     annotations: dict[str, str] | None = None,
-) -> ResourceClaim:
+) -> dict[str, Any]:
+    """A claim as the API server shows it."""
     status: dict[str, Any] = {
         "reservedFor": [{"resource": "pods", "name": f"pod-{i}", "uid": u} for i, u in enumerate(reserved)],
         "devices": list(devices),
@@ -109,19 +117,19 @@ def claim(
         if timestamp is not None:
             allocation["allocationTimestamp"] = format_time(timestamp)
         status["allocation"] = allocation
-    return ResourceClaim.model_validate(
-        {
-            "metadata": {
-                "name": "trainer-0-gpu",
-                "namespace": "team-a",
-                "uid": uid,
-                "generation": generation,
-                "resourceVersion": "48213",
-                "annotations": annotations or {},
-            },
-            "status": status,
-        }
-    )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": "trainer-0-gpu",
+            "namespace": "team-a",
+            "uid": uid,
+            "generation": generation,
+            "resourceVersion": "48213",
+            "annotations": annotations or {},
+        },
+        "status": status,
+    }
 
 
 def record(
@@ -162,7 +170,7 @@ def attach_request(
 ) -> Any:
     """An AttachRequest built the way the runtime builds it, from a claim and its record."""
     from operators.bindingattacher.actions.base import Operation
-    from operators.bindingattacher.requests import build_request
+    from operators.bindingattacher.calls import build_request
 
     the_claim = claim([result(device)], timestamp=timestamp, uid=uid, annotations=annotations)
     return build_request(

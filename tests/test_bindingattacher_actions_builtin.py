@@ -8,8 +8,7 @@ from bindingattacher_builders import T0, attach_request
 
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
 from operators.bindingattacher.actions.calls import invoke
-from operators.bindingattacher.actions.factory import BuildContext, build_action
-from operators.bindingattacher.actions.noop import NoopAction
+from operators.bindingattacher.actions.factory import BuildContext, NoopAction, build_action
 from operators.bindingattacher.actions.testaction import TestAction, TestParameters
 from operators.bindingattacher.models import ActionSpec
 

@@ -7,15 +7,15 @@ from typing import Any
 
 from bindingattacher_builders import CLAIM_UID, FABRIC, attach_request, claim, record, result
 
-from operators.bindingattacher.actions import document
+from operators.bindingattacher.actions import calls
 from operators.bindingattacher.actions.base import AttachResult, Operation, Outcome, PermanentActionError
 from operators.bindingattacher.actions.calls import invoke
+from operators.bindingattacher.calls import build_request, published_device
 from operators.bindingattacher.models import ActionDevice, DetachReason, DeviceAttachmentStatus, Node, Phase
-from operators.bindingattacher.requests import build_request, published_device
 
 
 def test_request_document_matches_the_spec_shape() -> None:
-    doc = document.request_document(attach_request())
+    doc = calls.request_document(attach_request())
     assert doc["apiVersion"] == "dra-operators.io/v1alpha1"
     assert doc["kind"] == "AttachRequest"
     assert doc["operation"] == "Attach"
@@ -56,7 +56,7 @@ def test_detach_request_carries_previous_data_and_reason() -> None:
     request = build_request(
         Operation.DETACH, record(status=status), timeout_seconds=60, node=node, device=device
     )
-    doc = document.request_document(request)
+    doc = calls.request_document(request)
     assert doc["deadline"] is None
     assert doc["attempt"] == 2
     assert doc["previousData"] == {"port": 7}
@@ -107,30 +107,30 @@ def test_test_annotations_reach_the_request_only_when_enabled() -> None:
         Operation.ATTACH, record(the_claim), timeout_seconds=1, claim=the_claim, with_test_annotations=True
     )
     assert dict(with_annotations.claim.annotations) == {"test.dra-operators.io/attach-outcome": "Fail"}
-    assert "annotations" not in document.request_document(with_annotations)["claim"]
+    assert "annotations" not in calls.request_document(with_annotations)["claim"]
     without = build_request(Operation.ATTACH, record(the_claim), timeout_seconds=1, claim=the_claim)
     assert dict(without.claim.annotations) == {}
 
 
 def test_response_parsing() -> None:
-    ok = document.parse_response_bytes(b'{"outcome": "Succeeded", "message": "done", "data": {"port": 7}}')
+    ok = calls.parse_response_bytes(b'{"outcome": "Succeeded", "message": "done", "data": {"port": 7}}')
     assert ok.result == AttachResult(Outcome.SUCCEEDED, "done", {"port": 7})
-    assert document.parse_response_bytes(b"").result.outcome is Outcome.SUCCEEDED
-    assert document.parse_response_bytes(b"{}").result.outcome is Outcome.SUCCEEDED
-    bad_json = document.parse_response_bytes(b"{not json")
+    assert calls.parse_response_bytes(b"").result.outcome is Outcome.SUCCEEDED
+    assert calls.parse_response_bytes(b"{}").result.outcome is Outcome.SUCCEEDED
+    bad_json = calls.parse_response_bytes(b"{not json")
     assert bad_json.result.outcome is Outcome.TRANSIENT_ERROR
     assert "invalid JSON" in bad_json.result.message
-    assert document.parse_response_bytes(b'{"outcome": "Maybe"}').result.outcome is Outcome.TRANSIENT_ERROR
-    assert document.parse_response_bytes(b"[1]").result.outcome is Outcome.TRANSIENT_ERROR
-    retry = document.parse_response_bytes(b'{"outcome": "InProgress", "retryAfterSeconds": 3}')
+    assert calls.parse_response_bytes(b'{"outcome": "Maybe"}').result.outcome is Outcome.TRANSIENT_ERROR
+    assert calls.parse_response_bytes(b"[1]").result.outcome is Outcome.TRANSIENT_ERROR
+    retry = calls.parse_response_bytes(b'{"outcome": "InProgress", "retryAfterSeconds": 3}')
     assert retry.result.retry_after_seconds == 3
-    long = document.parse_response({"message": "m" * 3000})
+    long = calls.parse_response({"message": "m" * 3000})
     assert len(long.result.message) == 1024
-    big = document.parse_response({"data": {"blob": "x" * 9000}})
+    big = calls.parse_response({"data": {"blob": "x" * 9000}})
     assert big.result.data is None
     assert big.warnings
     assert "8192" in big.warnings[0]
-    not_object = document.parse_response({"data": [1, 2]})
+    not_object = calls.parse_response({"data": [1, 2]})
     assert not_object.result.data is None
 
 

@@ -142,3 +142,25 @@ async def test_sub_objects_must_match_the_kind() -> None:
     mixed = ActionSpec.model_validate({"kind": "Noop", "python": {"entryPoint": "fabric"}})
     with pytest.raises(ActionConfigError, match="must not set python"):
         await build_action(mixed, CONTEXT)
+
+
+class SubclassedAction(api.BaseAction):
+    """A third-party action written on the base class: attach only, close inherited."""
+
+    async def attach(self, request: api.AttachRequest) -> api.AttachResult:
+        return api.AttachResult(api.Outcome.SUCCEEDED, "attached")
+
+
+async def test_an_action_on_the_base_class_is_called_like_any_other() -> None:
+    action = SubclassedAction()
+    assert isinstance(action, api.AttachAction)
+    assert not supports_probe(action)
+    request = attach_request()
+    attached = await invoke(action, Operation.ATTACH, request, 5)
+    assert (attached.result.outcome, attached.result.message) == (api.Outcome.SUCCEEDED, "attached")
+    probed = await invoke(action, Operation.PROBE, request, 5)
+    assert probed.result.outcome is api.Outcome.SUCCEEDED, "without a probe, the attach is repeated"
+    detached = await invoke(action, Operation.DETACH, request, 5)
+    assert detached.result.outcome is api.Outcome.TRANSIENT_ERROR
+    assert detached.result.message.startswith("NotImplementedError")
+    await close_action(action)

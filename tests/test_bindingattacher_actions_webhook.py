@@ -272,7 +272,7 @@ async def test_insecure_http_is_flagged_in_the_description() -> None:
 
 
 def test_request_body_is_json() -> None:
-    from operators.bindingattacher.actions.document import encode_request
+    from operators.bindingattacher.actions.calls import encode_request
 
     assert json.loads(encode_request(attach_request()))["kind"] == "AttachRequest"
 

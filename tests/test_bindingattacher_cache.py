@@ -18,8 +18,8 @@ from operators.bindingattacher.cache import (
     put_record,
     record_claim_key,
 )
+from operators.bindingattacher.kube import StatusWriter
 from operators.bindingattacher.ledger import LedgerIndex
-from operators.bindingattacher.statuswriter import StatusWriter
 from operators.core.client import ApiError, KubeClient
 
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from bindingattacher_builders import T0
 
-from operators.bindingattacher import deadlines
+from operators.bindingattacher import statemachine as deadlines
 from operators.bindingattacher.models import WaitingFor
 from operators.dra.durations import format_seconds, parse_go_duration
 

@@ -25,14 +25,19 @@ from bindingattacher_builders import (
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
+from operators.bindingattacher.calls import CallTracker
+from operators.bindingattacher.decide import RuntimeFacts, observe_record, pods_needed
 from operators.bindingattacher.devicestatus import ConditionSettings, desired_entries
-from operators.bindingattacher.inflight import CallTracker
 from operators.bindingattacher.ledger import LedgerIndex
 from operators.bindingattacher.models import DeviceAttachmentStatus, DeviceAttachPolicy, Phase
-from operators.bindingattacher.observation import RuntimeFacts, observe_record, pods_needed
 from operators.bindingattacher.policy import PolicySettings
-from operators.bindingattacher.statemachine import CallResult, MachineSettings, after_attach, start
-from operators.bindingattacher.steps import Observation
+from operators.bindingattacher.statemachine import (
+    CallResult,
+    MachineSettings,
+    Observation,
+    after_attach,
+    start,
+)
 
 SETTINGS = ConditionSettings(policy_name="fabric")
 NOW = T0 + timedelta(seconds=1)

@@ -7,7 +7,7 @@ import asyncio
 from bindingattacher_builders import spawn
 
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
-from operators.bindingattacher.inflight import CallTracker
+from operators.bindingattacher.calls import CallTracker
 
 
 def _outcome(message: str = "") -> CallOutcome:

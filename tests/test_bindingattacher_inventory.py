@@ -7,7 +7,7 @@ from typing import Any
 
 from bindingattacher_builders import spawn
 
-from operators.bindingattacher.inventory import InventoryMirror
+from operators.bindingattacher.kube import InventoryMirror
 from operators.core.client import ApiError
 
 

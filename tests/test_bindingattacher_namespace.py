@@ -68,7 +68,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
     )
     controller = BindingAttacherController(runtime)
     runtime.controller = controller
-    controller.observe_policy(
+    controller.upsert_policy(
         {
             "metadata": {"name": "fabric", "uid": "u1", "generation": 1, "resourceVersion": "1"},
             "spec": {
@@ -86,7 +86,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
         'namespace "dra-operators" does not exist (it holds the DeviceAttachment ledger)'
     )
     assert "kubectl create namespace dra-operators" in message
-    state = controller.book.get("fabric")
+    state = controller.cache.policies.get("fabric")
     assert state is not None
     assert not state.ready
     assert state.not_ready_message == message  # the text of the claims' AttachPolicyNotReady Event

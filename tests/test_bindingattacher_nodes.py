@@ -12,7 +12,7 @@ from operators.bindingattacher.models import (
     NodeSource,
     Pod,
 )
-from operators.bindingattacher.nodes import (
+from operators.bindingattacher.selection import (
     NodeResolution,
     Resolution,
     node_wait_deadline,

@@ -6,7 +6,7 @@ from typing import Any
 
 from bindingattacher_builders import FABRIC, record
 
-from operators.bindingattacher.policybook import PolicyBook
+from operators.bindingattacher.policy import PolicyBook
 
 
 def _policy(name: str, created: str, driver: str = FABRIC, **meta: Any) -> dict[str, Any]:

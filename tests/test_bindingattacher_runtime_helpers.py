@@ -10,8 +10,9 @@ import pytest
 from bindingattacher_builders import ATTACH_FAILED, ATTACHED, FABRIC, NIC, claim, record, result
 from pydantic import ValidationError
 
-from operators.bindingattacher.claimsync import expected_reported
+from operators.bindingattacher.decide import event_type, expected_reported, message, targets
 from operators.bindingattacher.identity import DeviceKey, taint_rule_name
+from operators.bindingattacher.kube import EXPIRES_ANNOTATION, expired, rule_body, write_kind
 from operators.bindingattacher.models import (
     AttachFailure,
     DetachReason,
@@ -20,12 +21,9 @@ from operators.bindingattacher.models import (
     Phase,
     Reported,
 )
-from operators.bindingattacher.notify import event_type, message, targets
 from operators.bindingattacher.policysync import _capped, own_inventory
 from operators.bindingattacher.settings import BindingAttacherSettings
-from operators.bindingattacher.statuswriter import write_kind
-from operators.bindingattacher.steps import Event
-from operators.bindingattacher.taintrules import EXPIRES_ANNOTATION, expired, rule_body
+from operators.bindingattacher.statemachine import Event
 
 
 def _with(phase: Phase, **status: object) -> DeviceAttachmentStatus:

@@ -8,6 +8,7 @@ from typing import Any
 from bindingattacher_builders import ATTACH_FAILED, ATTACH_TIMEOUT, ATTACHED, FABRIC, T0, claim, result
 
 from operators.bindingattacher import ledger, policy
+from operators.bindingattacher.decide import RuntimeFacts, observe_record, observe_result
 from operators.bindingattacher.devicestatus import desired_entries
 from operators.bindingattacher.models import (
     DetachReason,
@@ -21,7 +22,6 @@ from operators.bindingattacher.models import (
     ResourceClaim,
     WaitingFor,
 )
-from operators.bindingattacher.observation import RuntimeFacts, observe_record, observe_result
 from operators.bindingattacher.policy import PolicySettings
 from operators.bindingattacher.selection import SelectionRules, select
 from operators.bindingattacher.statemachine import (

@@ -15,8 +15,7 @@ from operators.bindingattacher.models import (
     TaintDevice,
     WaitingFor,
 )
-from operators.bindingattacher.nodes import NodeResolution
-from operators.bindingattacher.selection import EntryState
+from operators.bindingattacher.selection import EntryState, NodeResolution
 from operators.bindingattacher.statemachine import (
     CallResult,
     Effect,

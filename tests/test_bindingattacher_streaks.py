@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from operators.bindingattacher.decide import FailureStreaks
 from operators.bindingattacher.identity import DeviceKey
-from operators.bindingattacher.streaks import FailureStreaks
 
 pytestmark = pytest.mark.unit
 

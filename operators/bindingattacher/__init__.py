@@ -10,31 +10,33 @@ operator namespace; detach is driven from that ledger.
 Module map (all of them free of kopf and of Kubernetes API calls):
 
 - ``models``: typed projections of claims, slices, pods, nodes and the two project CRDs.
-- ``durations``: Go-style duration strings.
 - ``identity``: allocation identity, ``attachmentKey`` and device keys.
-- ``selection``: which claim results are ours.
-- ``nodes``: target-node resolution, honouring ``bindsToNode`` through the node selector.
-- ``deadlines``: the attach deadline anchored at ``allocationTimestamp``, call budgets, backoff.
-- ``steps``: what the state machine observes (``Observation``) and answers (``Step``).
-- ``statemachine``: the per-record state machine as pure transitions.
-- ``observation``: builds an ``Observation`` from the claim, the ledger and runtime facts.
+- ``selection``: which claim results are ours, and the target node (``bindsToNode`` through
+  the node selector).
+- ``statemachine``: the per-record state machine as pure transitions, what it observes
+  (``Observation``) and answers (``Step``), the attach deadline and backoff.
+- ``decide``: the pure steps of a claim sync: the ``Observation`` from the claim, the ledger
+  and runtime facts, the transition a record takes, what the claim will show, Event texts,
+  failure streaks.
 - ``devicestatus``: the ``status.devices`` entries this attacher owns, and the apply body.
 - ``ledger``: ``DeviceAttachment`` manifests and the in-memory ledger index.
-- ``policy``: validation of ``DeviceAttachPolicy`` into status conditions.
-- ``requests``: the request document handed to actions.
+- ``policy``: validation of ``DeviceAttachPolicy`` into status conditions, and the book of
+  policy states the reconciler reads.
 - ``actions``: the attach-action adapters (Python entry point, webhook, exec, noop, test).
 - ``api``: the stable public API for third-party Python actions.
 
-Runtime side (the rest talks to the API through the core client):
+Runtime side:
 
 - ``operator``: the ``DEFINITION`` (the watches of claims, policies and ledger records) and
   ``API_CALLS``; ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
-- ``cache`` / ``policybook``: claim projections, the ledger index overlay, policy states.
-- ``claimsync``: one claim's records, calls and status entries; ``steps_exec`` executes steps.
+- ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
+  ``Result``): its records, their action calls, its ``status.devices`` entries.
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.
-- ``statuswriter`` (server-side apply per driver), ``ledgerio`` (record writes),
-  ``inflight`` (action calls as tasks), ``lookups`` (pods, nodes, slices), ``inventory``
-  (Test action mirror), ``taintrules`` (failure taints), ``notify`` (Events,
-  posted behind the reconcile by ``EventRecorder.record``), ``metrics``.
+- ``cache``: the ``ClusterCache`` every sync reads (claim projections, the ledger index, the
+  policy book) and the work-queue keys.
+- ``kube``: the API layer of a claim sync (status apply, ledger writes, point reads, failure
+  taints) and the Test action's inventory mirror; a write built on stale data answers a
+  ``Requeue`` that the pipeline returns; ``calls``: action requests, one action call, and the
+  calls in flight; ``metrics``.
 """

@@ -1,4 +1,8 @@
-"""The in-memory views the reconciler reads: claim projections and the ledger, fed by the watches.
+"""The attacher's ``ClusterCache``: its in-memory view of what it watches, read by every sync.
+
+Claim projections (:class:`ClaimCache`), the ledger records (:class:`~.ledger.LedgerIndex`) and
+the policies with what their last evaluation decided (:class:`~.policy.PolicyBook`), fed by the
+watch callbacks and by the answers of our own writes; and the work-queue keys.
 
 Concurrency contract: watch callbacks and workers run on one event loop. Callbacks replace
 entries synchronously; a worker reads a snapshot, awaits its API calls, and writes the
@@ -19,9 +23,10 @@ from typing import Any
 
 from operators.core.recent import RecentKeys
 
+from .calls import TEST_ANNOTATION_PREFIX
 from .ledger import LedgerIndex
 from .models import DeviceAttachment, ResourceClaim
-from .requests import TEST_ANNOTATION_PREFIX
+from .policy import PolicyBook
 
 
 @dataclass(frozen=True, order=True)
@@ -151,3 +156,12 @@ def put_record(index: LedgerIndex, record: DeviceAttachment) -> bool:
         return False
     index.put(record)
     return True
+
+
+class ClusterCache:
+    """What the attacher watches: claims, ledger records and policies."""
+
+    def __init__(self) -> None:
+        self.claims = ClaimCache()
+        self.records = LedgerIndex()
+        self.policies = PolicyBook()

@@ -1,12 +1,12 @@
 """The binding attacher's I/O layer: watch events in, reconciles and API calls out.
 
 Watch side (synchronous, on the event loop, no API calls): claims, policies and ledger
-records are parsed into :mod:`.cache` / :mod:`.policybook` and the affected keys are queued.
+records are parsed into :mod:`.cache` and the affected keys are queued.
 Unreadable objects are logged with their reference and skipped.
 
 Work side, one queue with three kinds of keys:
 
-* :class:`~.cache.ClaimKey` -> :class:`~.claimsync.ClaimSync` (records, calls, status entries);
+* :class:`~.cache.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
 * :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
 * :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
   claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
@@ -30,8 +30,8 @@ from . import metrics
 from .actions import close_action
 from .actions.testaction import TestAction
 from .cache import (
-    ClaimCache,
     ClaimKey,
+    ClusterCache,
     PolicyKey,
     SweepKey,
     claim_key,
@@ -40,22 +40,15 @@ from .cache import (
     put_record,
     record_claim_key,
 )
-from .claimsync import ClaimSync
+from .calls import CallTracker
 from .identity import DeviceKey
-from .inflight import CallTracker
-from .inventory import InventoryMirror
+from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
-from .ledger import LedgerIndex
-from .ledgerio import LedgerWriter
-from .lookups import Lookups
 from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
-from .policybook import PolicyBook
+from .pipeline import ClaimPipeline
 from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings
-from .statuswriter import StatusWriter
-from .steps_exec import StepExecutor
-from .taintrules import TaintRules
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -75,17 +68,15 @@ class BindingAttacherController:
         assert isinstance(settings, BindingAttacherSettings)
         self.settings = settings
         client = runtime.client
-        self.cache = ClaimCache()
-        self.index = LedgerIndex()
-        self.book = PolicyBook()
+        self.cache = ClusterCache()
         self.calls = CallTracker(settings.max_concurrent_actions, runtime.spawn)
         self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn)
         self.taint_rules_served = False
         self.policies = PolicySync(
             client,
             settings,
-            self.book,
-            self.index,
+            self.cache.policies,
+            self.cache.records,
             runtime.events,
             self.mirror,
             runtime.field_manager,
@@ -93,23 +84,25 @@ class BindingAttacherController:
             self._readiness_changed,
             self._namespace_problem,
         )
-        self.executor = StepExecutor(
-            ledger_writer=LedgerWriter(client, self.index, settings.namespace, runtime.field_manager),
+        self.kube = Kube(
             # Live reads go through the reader's token bucket, like the runtime's listings, so
             # they never wait behind (or delay) the controller's writes.
-            writer=StatusWriter(client, runtime.reader, self.cache, settings.enable_test_actions),
+            claims=StatusWriter(client, runtime.reader, self.cache.claims, settings.enable_test_actions),
+            ledger=LedgerWriter(client, self.cache.records, settings.namespace, runtime.field_manager),
             lookups=Lookups(runtime.reader),
+            taints=TaintRules(client, runtime.field_manager),
+        )
+        runtime.events.on_dropped = metrics.events_dropped.inc
+        self.claims = ClaimPipeline(
+            cache=self.cache,
+            kube=self.kube,
             calls=self.calls,
             events=runtime.events,
-            taints=TaintRules(client, runtime.field_manager),
-            queue=runtime.queue,
-            max_pod_events=settings.max_pod_events,
-            test_actions=settings.enable_test_actions,
+            settings=settings,
+            wake=runtime.queue.add,
             on_forbidden=self._forbidden,
             on_allowed=self._allowed,
         )
-        runtime.events.on_dropped = metrics.events_dropped.inc
-        self.claims = ClaimSync(self.cache, self.index, self.book, self.executor, settings.namespace)
         metrics.bind(self)
         if runtime.own_namespace is not None:
             runtime.own_namespace.subscribe(self._namespace_changed)
@@ -136,53 +129,53 @@ class BindingAttacherController:
 
     # -- watch side ----------------------------------------------------------------------------------
 
-    def observe_claim(self, body: Mapping[str, Any]) -> None:
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
         keep_test_annotations = self.settings.enable_test_actions
         claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
         if claim is None:
             return
-        if not self.cache.put(claim):
+        if not self.cache.claims.put(claim):
             return
         uid = claim.metadata.uid
-        if self.index.for_claim(uid) or self._relevant(claim):
+        if self.cache.records.for_claim(uid) or self._relevant(claim):
             self.runtime.queue.add(claim_key(claim))
 
-    def forget_claim(self, body: Mapping[str, Any]) -> None:
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid", ""))
-        claim = self.cache.remove(uid)
-        if claim is not None and self.index.for_claim(uid):
+        claim = self.cache.claims.remove(uid)
+        if claim is not None and self.cache.records.for_claim(uid):
             self.runtime.queue.add(claim_key(claim))
 
-    def observe_policy(self, body: Mapping[str, Any]) -> None:
-        state = self.book.observe(body)
-        for sibling in self.book.same_driver(state.driver) or [state]:
+    def upsert_policy(self, body: Mapping[str, Any]) -> None:
+        state = self.cache.policies.observe(body)
+        for sibling in self.cache.policies.same_driver(state.driver) or [state]:
             self.runtime.queue.add(PolicyKey(sibling.name))
 
-    def forget_policy(self, body: Mapping[str, Any]) -> None:
+    def delete_policy(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
-        state = self.book.forget(name)
+        state = self.cache.policies.forget(name)
         if state is None:
             return
         if state.action is not None:
             self.runtime.spawn(close_action(state.action), f"close-action-{name}")
-        for sibling in self.book.same_driver(state.driver):
+        for sibling in self.cache.policies.same_driver(state.driver):
             self.runtime.queue.add(PolicyKey(sibling.name))
         self._readiness_changed(state.driver)
 
-    def observe_record(self, body: Mapping[str, Any]) -> None:
+    def upsert_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
-        if record is None or not put_record(self.index, record):
+        if record is None or not put_record(self.cache.records, record):
             return
         self.runtime.queue.add(record_claim_key(record))
         self.runtime.queue.add_after(PolicyKey(record.spec.policy.name), RECORD_COUNTS_DELAY)
         if record.status.phase in (Phase.DETACHED, Phase.FAILED):
             self._wake_waiters(record)
 
-    def forget_record(self, body: Mapping[str, Any]) -> None:
+    def delete_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
         if record is None:
             return
-        self.index.remove(record.metadata.name)
+        self.cache.records.remove(record.metadata.name)
         self.runtime.queue.add(record_claim_key(record))
         self.runtime.queue.add(PolicyKey(record.spec.policy.name))
         self._wake_waiters(record)
@@ -195,23 +188,23 @@ class BindingAttacherController:
 
     def _wake_waiters(self, record: DeviceAttachment) -> None:
         """Records waiting for this device (spec §13.3) are re-checked at once."""
-        for other in self.index.for_device(DeviceKey.of_record(record)):
+        for other in self.cache.records.for_device(DeviceKey.of_record(record)):
             if other.metadata.name != record.metadata.name and other.status.phase is Phase.PENDING:
                 self.runtime.queue.add(record_claim_key(other))
 
     def _relevant(self, claim: ResourceClaim) -> bool:
         if not has_binding_conditions(claim):
             return False
-        drivers = self.book.drivers()
+        drivers = self.cache.policies.drivers()
         allocation = claim.status.allocation
         return allocation is not None and any(r.driver in drivers for r in allocation.devices.results)
 
     def _readiness_changed(self, driver: str) -> None:
-        for claim in self.cache:
+        for claim in self.cache.claims:
             allocation = claim.status.allocation
             if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
                 self.runtime.queue.add(claim_key(claim))
-        for record in self.index.all():
+        for record in self.cache.records.all():
             if record.spec.driver == driver:
                 self.runtime.queue.add(record_claim_key(record))
 
@@ -221,19 +214,19 @@ class BindingAttacherController:
 
     def _namespace_changed(self) -> None:
         """Every policy's Ready depends on the ledger's namespace; their syncs re-queue the claims."""
-        for state in self.book.all():
+        for state in self.cache.policies.all():
             self.runtime.queue.add(PolicyKey(state.name))
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the
         permission was restored, so the policy is re-checked now, not at its 5-minute recheck."""
-        owner = self.book.owner(driver)
+        owner = self.cache.policies.owner(driver)
         if owner is not None and owner.authorized is False:
             self.policies.recheck_authorization(owner)
             self.runtime.queue.add(PolicyKey(owner.name))
 
     def _forbidden(self, driver: str) -> None:
-        owner = self.book.owner(driver)
+        owner = self.cache.policies.owner(driver)
         if owner is None:
             return
         self.policies.recheck_authorization(owner)
@@ -250,29 +243,27 @@ class BindingAttacherController:
 
     async def sync(self, key: object) -> Result:
         if isinstance(key, ClaimKey):
-            await self.claims.sync(key)
+            return await self.claims.sync(key)
         elif isinstance(key, PolicyKey):
-            again = await self.policies.sync(key.name)
-            if again is not None:
-                return Requeue(again, "policy re-evaluation due")
+            return await self.policies.sync(key.name)
         elif isinstance(key, SweepKey):
             await self._sweep()
             return Requeue(self.settings.resync_seconds, "periodic sweep")
         return Done()
 
     async def _sweep(self) -> None:
-        for record in self.index.all():
+        for record in self.cache.records.all():
             self.runtime.queue.add(record_claim_key(record))
-        for claim in self.cache:
+        for claim in self.cache.claims:
             if self._relevant(claim):
                 self.runtime.queue.add(claim_key(claim))
-        await self.executor.taints.sweep()
+        await self.kube.taints.sweep()
 
     # -- metrics snapshot ------------------------------------------------------------------------
 
     def record_phases(self) -> Iterable[tuple[str, str, int]]:
         counts: dict[tuple[str, str], int] = {}
-        for record in self.index.all():
+        for record in self.cache.records.all():
             key = (record.spec.driver, record.status.phase.value)
             counts[key] = counts.get(key, 0) + 1
         return [(driver, phase, n) for (driver, phase), n in counts.items()]
@@ -281,11 +272,11 @@ class BindingAttacherController:
         return [(driver, op, n) for (driver, op), n in self.calls.counts().items()]
 
     def policy_readiness(self) -> Iterable[tuple[str, str, bool]]:
-        return [(s.name, s.driver, s.ready) for s in self.book.all() if s.evaluated]
+        return [(s.name, s.driver, s.ready) for s in self.cache.policies.all() if s.evaluated]
 
     def test_action_calls(self) -> Iterable[tuple[str, str, int]]:
         totals: dict[tuple[str, str], int] = {}
-        for state in self.book.all():
+        for state in self.cache.policies.all():
             if isinstance(state.action, TestAction):
                 for key, count in state.action.calls.items():
                     totals[key] = totals.get(key, 0) + count

@@ -32,8 +32,8 @@ from .models import (
     PolicyReference,
     ResourceClaim,
 )
-from .nodes import NodeResolution
-from .steps import IdentityState
+from .selection import NodeResolution
+from .statemachine import IdentityState
 
 KIND = "DeviceAttachment"
 PLURAL = "deviceattachments"

@@ -30,16 +30,16 @@ from operators.core.client import MERGE_PATCH, ApiError, KubeClient
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
-from operators.core.reconcile import Interrupt, Requeue
+from operators.core.reconcile import Done, Requeue, Result
 from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
 from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
-from .inventory import InventoryMirror
+from .kube import InventoryMirror
 from .ledger import LedgerIndex
 from .models import API_VERSION, ActionKind, DeviceAttachPolicy
-from .policybook import PolicyBook, PolicyState
+from .policy import PolicyBook, PolicyState
 from .settings import BindingAttacherSettings
 
 log = logging.getLogger(__name__)
@@ -101,11 +101,11 @@ class PolicySync:
         self.readiness_changed = readiness_changed
         self.namespace_problem = namespace_problem
 
-    async def sync(self, name: str) -> float | None:
-        """Reconcile one policy; returns when to look again (seconds), or None."""
+    async def sync(self, name: str) -> Result:
+        """Reconcile one policy; the result says when to look again."""
         state = self.book.get(name)
         if state is None:
-            return None
+            return Done()
         generation = state.generation
         verdict = await self._evaluate(state)
         authorized = await self._authorize(state)
@@ -120,11 +120,13 @@ class PolicySync:
         state.ready = ready.status == TRUE
         state.not_ready_message = ready.message or ready.reason
         state.evaluated_generation = generation
-        await self._finalizer(state, verdict.accepted)
+        if stop := await self._finalizer(state, verdict.accepted):
+            return stop
         await self._write_status(state, (accepted, authorized, ready))
         if was != (True, state.ready):
             self.readiness_changed(state.driver)
-        return RECHECK_SECONDS if authorized.status == TRUE else UNAUTHORIZED_RECHECK_SECONDS
+        again = RECHECK_SECONDS if authorized.status == TRUE else UNAUTHORIZED_RECHECK_SECONDS
+        return Requeue(again, "policy re-evaluation due")
 
     # -- evaluation ----------------------------------------------------------------------------
 
@@ -254,34 +256,36 @@ class PolicySync:
 
     # -- finalizer and status --------------------------------------------------------------------
 
-    async def _finalizer(self, state: PolicyState, accepted: bool) -> None:
+    async def _finalizer(self, state: PolicyState, accepted: bool) -> Requeue | None:
         has = policy.FINALIZER in state.finalizers
         if not state.deleting and accepted and not has:
-            await self._set_finalizers(state, (*state.finalizers, policy.FINALIZER))
-        elif state.deleting and has and not self._referenced(state.name):
-            await self._set_finalizers(state, tuple(f for f in state.finalizers if f != policy.FINALIZER))
+            return await self._set_finalizers(state, (*state.finalizers, policy.FINALIZER))
+        if state.deleting and has and not self._referenced(state.name):
+            removed = tuple(f for f in state.finalizers if f != policy.FINALIZER)
+            if stop := await self._set_finalizers(state, removed):
+                return stop
             if state.action is not None:
                 await close_action(state.action)
                 state.action = None
+        return None
 
     def _referenced(self, name: str) -> bool:
         return any(r.spec.policy.name == name for r in self.index.all())
 
-    async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> None:
+    async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> Requeue | None:
         body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": state.resource_version}}
         try:
             updated = await self.client.patch(f"{POLICIES_PATH}/{state.name}", body, content_type=MERGE_PATCH)
         except ApiError as err:
             if err.conflict:
-                raise Interrupt(
-                    Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
-                ) from err
+                return Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
             if err.not_found:
-                return
+                return None
             raise
         meta = updated.get("metadata") or {}
         state.finalizers = tuple(meta.get("finalizers") or ())
         state.resource_version = str(meta.get("resourceVersion", state.resource_version))
+        return None
 
     async def _write_status(self, state: PolicyState, conditions: tuple[Condition, ...]) -> None:
         now = format_time(datetime.now(UTC))

@@ -1,11 +1,32 @@
-"""The per-device state machine (spec §9) as pure, level-triggered transitions.
+"""The per-device state machine, its vocabulary, and the deadlines it keeps.
+
+Deadlines: deadlines, call budgets and backoff (spec §3.5 and §12).
+
+All attach deadlines are anchored at ``allocationTimestamp``, the start of kube-scheduler's
+claim clock, because that is the earliest deadline the attacher can face: a second pod joining
+an allocated claim only gets the remaining time. The attach deadline ends a safety margin
+before the scheduler's, so a failure written at the deadline reaches the scheduler's next poll
+and the pod's message names our reason (``AttachTimeout``) instead of a generic timeout.
+
+Backoff is exponential with ±20 % jitter. The random source is a parameter so that the
+functions stay deterministic under test.
+
+The vocabulary of the per-device state machine: what it observes and what it asks for.
+
+:class:`Observation` gathers, per record, everything the transitions in
+:mod:`.statemachine` decide on; :class:`Step` is their answer: the record status to persist
+plus :class:`Effect`s, :class:`Event`s and metric hints. Keeping these plain frozen values
+apart from the transitions lets the runtime build observations and execute steps without
+knowing the rules in between.
+
+The per-device state machine (spec §9) as pure, level-triggered transitions.
 
 One machine runs per ledger record. Every decision is taken from what is observed now (the
 claim projection, the record, the policy and a few facts the runtime keeps, such as whether a
 call is in flight), never from in-flight memory alone, so a restarted attacher reaches the same
 decision as the one that died.
 
-The functions return a :class:`~.steps.Step`: the record status to persist, and the effects to run in
+The functions return a :class:`Step`: the record status to persist, and the effects to run in
 this order: persist the record (create or update), then cancel, call, write the claim status,
 emit events. Persisting first makes the record an intent log: it is durable before the call it
 describes starts. Readiness is the exception (``Step.report_first``): it describes no call, so
@@ -30,9 +51,14 @@ Ordering rules from the spec that are easy to miss:
 
 from __future__ import annotations
 
-from datetime import datetime
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from . import deadlines
+from operators.dra.durations import format_seconds
+
 from .models import (
     AttachFailure,
     DetachReason,
@@ -44,19 +70,214 @@ from .models import (
     TaintDevice,
     WaitingFor,
 )
-from .nodes import RECHECK_SECONDS, NodeResolution, Resolution
-from .selection import EntryState
-from .steps import (
-    DETACH_FAILED_AFTER,
-    CallResult,
-    Effect,
-    Event,
-    IdentityState,
-    MachineSettings,
-    Observation,
-    Outcome,
-    Step,
-)
+from .selection import RECHECK_SECONDS, EntryState, NodeResolution, Resolution
+
+MIN_CALL_BUDGET = timedelta(seconds=1)
+"""No attach call starts with less budget than this; the record fails with AttachTimeout."""
+
+JITTER = 0.2
+
+
+def attach_deadline(
+    allocation_timestamp: datetime, binding_timeout: timedelta, safety_margin: timedelta
+) -> datetime:
+    return allocation_timestamp + binding_timeout - safety_margin
+
+
+def scheduler_deadline(allocation_timestamp: datetime, binding_timeout: timedelta) -> datetime:
+    return allocation_timestamp + binding_timeout
+
+
+def remaining(deadline: datetime, now: datetime) -> timedelta:
+    return max(deadline - now, timedelta(0))
+
+
+def can_start_attach(deadline: datetime, now: datetime) -> bool:
+    return deadline - now >= MIN_CALL_BUDGET
+
+
+def attach_call_timeout(action_timeout: timedelta, deadline: datetime, now: datetime) -> float:
+    """Seconds an attach or probe call may take: the action timeout, cut to the remaining budget."""
+    return min(action_timeout, remaining(deadline, now)).total_seconds()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    initial: float
+    factor: float
+    maximum: float
+
+    def delay(self, retries: int, rand: Callable[[], float] = random.random) -> float:
+        """Delay before retry number ``retries`` (0 for the first retry), jittered by ±20 %."""
+        base = min(self.initial * self.factor ** max(retries, 0), self.maximum)
+        return base * (1 - JITTER + 2 * JITTER * rand())
+
+
+ATTACH_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
+IN_PROGRESS = Backoff(initial=2.0, factor=1.5, maximum=15.0)
+DETACH_RETRY = Backoff(initial=5.0, factor=2.0, maximum=300.0)
+STATUS_WRITE = Backoff(initial=0.5, factor=2.0, maximum=10.0)
+LEDGER_WRITE = Backoff(initial=0.5, factor=2.0, maximum=30.0)
+
+
+def in_progress_backoff(retry_after_seconds: float | None) -> Backoff:
+    """``InProgress`` polls start at the action's ``retryAfterSeconds`` when it gives one."""
+    if retry_after_seconds is None or retry_after_seconds <= 0:
+        return IN_PROGRESS
+    return Backoff(
+        initial=retry_after_seconds, factor=IN_PROGRESS.factor, maximum=max(retry_after_seconds, 15.0)
+    )
+
+
+def bounded_delay(delay: float, deadline: datetime, now: datetime) -> float:
+    """A retry delay that never sleeps past the deadline (the deadline check then fires)."""
+    return max(min(delay, remaining(deadline, now).total_seconds()), 0.0)
+
+
+def timeout_message(
+    waiting_for: WaitingFor,
+    *,
+    waited: timedelta,
+    max_attaches: int | None = None,
+    previous_key: str | None = None,
+    last_error: str = "",
+) -> str:
+    """The failure message for ``AttachTimeout``; it names what was being waited for (§12.1)."""
+    after = format_seconds(waited)
+    if waiting_for is WaitingFor.SLOT:
+        limit = f" (maxAttaches={max_attaches})" if max_attaches is not None else ""
+        return f"timed out after {after} waiting for a free attach slot{limit}"
+    if waiting_for is WaitingFor.PREVIOUS_DETACH:
+        previous = f" {previous_key}" if previous_key else ""
+        return f"timed out waiting for detach of previous attachment{previous} of this device"
+    if waiting_for is WaitingFor.NODE:
+        return f"timed out after {after} waiting for the target node"
+    message = "the attach did not complete before the attach deadline"
+    return f"{message}: {last_error}" if last_error else message
+
+
+class IdentityState(enum.StrEnum):
+    LIVE = "Live"
+    DEALLOCATED = "Deallocated"
+    REALLOCATED = "Reallocated"
+    CLAIM_DELETED = "ClaimDeleted"
+
+
+class Effect(enum.StrEnum):
+    CANCEL_CALL = "CancelCall"
+    CALL_ATTACH = "CallAttach"
+    CALL_PROBE = "CallProbe"
+    CALL_DETACH = "CallDetach"
+    WRITE_STATUS = "WriteStatus"
+    """Recompute and apply the driver's entries on the claim (devicestatus.desired_entries)."""
+    TAINT_DEVICE = "TaintDevice"
+    DELETE_RECORD = "DeleteRecord"
+    """Remove the ``dra-operators.io/detach`` finalizer and delete the record."""
+
+
+class Event(enum.StrEnum):
+    ATTACH_STARTED = "AttachStarted"
+    ATTACH_RETRYING = "AttachRetrying"
+    ATTACHED = "Attached"
+    ATTACH_FAILED = "AttachFailed"
+    ATTACH_TIMEOUT = "AttachTimeout"
+    NODE_NOT_DETERMINED = "NodeNotDetermined"
+    WAITING_FOR_DETACH = "WaitingForDetach"
+    ATTACH_ABANDONED = "AttachAbandoned"
+    DETACHED = "Detached"
+    DETACH_FAILED = "DetachFailed"
+    ATTACHMENT_FORGOTTEN = "AttachmentForgotten"
+    REPEATED_FAILURE = "RepeatedAttachFailure"
+
+
+class Outcome(enum.StrEnum):
+    """Final outcome of an attachment identity: the ``outcome`` label of ``attachments_total``."""
+
+    READY = "ready"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    NODE_NOT_DETERMINED = "node_not_determined"
+    ABANDONED = "abandoned"
+    ADOPTED = "adopted"
+
+
+class CallResult(enum.StrEnum):
+    """The outcome of one action call as the machine sees it (a call timeout is TRANSIENT_ERROR)."""
+
+    SUCCEEDED = "Succeeded"
+    IN_PROGRESS = "InProgress"
+    TRANSIENT_ERROR = "TransientError"
+    PERMANENT_ERROR = "PermanentError"
+
+
+DETACH_FAILED_AFTER = 5
+"""Consecutive detach failures before the first ``DetachFailed`` event."""
+
+
+@dataclass(frozen=True)
+class MachineSettings:
+    """The policy settings the transitions depend on."""
+
+    reasons: ReasonsSpec = field(default_factory=ReasonsSpec)
+    attach_backoff: Backoff = ATTACH_RETRY
+    detach_backoff: Backoff = DETACH_RETRY
+    permanent_detach_retry: float = 3600.0
+    taint_device: TaintDevice = TaintDevice.NEVER
+    probe_supported: bool = False
+    rand: Callable[[], float] = field(default=random.random, compare=False)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything observed for one record (or would-be record) at ``now``."""
+
+    now: datetime
+    deadline: datetime
+    """The identity's ``attachDeadline``."""
+    identity: IdentityState = IdentityState.LIVE
+    node: NodeResolution | None = None
+    """Fresh resolution, or None once the record has a node (it never changes afterwards)."""
+    entry: EntryState = EntryState.ABSENT
+    entry_failure: AttachFailure | None = None
+    """Our True failure condition as the claim shows it (adoption after a restart)."""
+    previous_detach_pending: bool = False
+    slot_free: bool = True
+    foreign_failure: bool = False
+    failure_shown: bool = False
+    """The claim showed a True failure condition for this identity at some point."""
+    sibling_failure_reported: bool = False
+    """Another of our records of the same identity has written its failure."""
+    allocation_in_use: bool = False
+    """A consumer pod in ``reservedFor`` is bound (``spec.nodeName`` set)."""
+    claim_deleting: bool = False
+    call_in_flight: bool = False
+    retry_at: datetime | None = None
+    last_in_progress: bool = False
+    """The last attach or probe answered InProgress, so the next call is a probe."""
+    retries: int = 0
+    """Consecutive retries of the current operation, for backoff."""
+    forget: bool = False
+    """The record carries ``dra-operators.io/forget: "true"``."""
+
+
+@dataclass(frozen=True)
+class Step:
+    status: DeviceAttachmentStatus
+    effects: frozenset[Effect] = frozenset()
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None
+    node: NodeResolution | None = None
+    """A newly resolved node to record in ``spec.node``/``spec.nodeSource``."""
+    outcome: Outcome | None = None
+    budget_exhausted: WaitingFor | None = None
+    """Set when the attach deadline was reached; the label of ``budget_exhausted_total``."""
+    message: str = ""
+    """Explanation for logs and events (for failures, the condition message)."""
+    report_first: bool = False
+    """Persist the record only after the claim write, together with ``reported``. Only for
+    readiness: the scheduler waits for the claim, not for the ledger, and a crash between the
+    two writes leaves an ``Attaching`` record whose repeated attach is idempotent (same key)."""
+
 
 __all__ = [
     "CallResult",
@@ -149,7 +370,7 @@ def _fail(
 
 def _timeout_message(status: DeviceAttachmentStatus, obs: Observation) -> str:
     waited = obs.now - status.last_transition_time if status.last_transition_time else obs.now - obs.deadline
-    return deadlines.timeout_message(status.waiting_for, waited=waited, last_error=status.last_error)
+    return timeout_message(status.waiting_for, waited=waited, last_error=status.last_error)
 
 
 def _attach(status: DeviceAttachmentStatus, obs: Observation, *, node: NodeResolution | None = None) -> Step:
@@ -222,7 +443,7 @@ def start(obs: Observation, settings: MachineSettings) -> Step | None:
         return Step(status, outcome=Outcome.ADOPTED)
     if obs.claim_deleting:
         return None
-    if not deadlines.can_start_attach(obs.deadline, obs.now):
+    if not can_start_attach(obs.deadline, obs.now):
         if obs.allocation_in_use:
             return None
         message = "the attach deadline had passed before the attach could start"
@@ -334,7 +555,7 @@ def _pending_or_attaching(
         blocker = _what_blocks(obs)
         if blocker is not None:
             return _wait(status, obs, blocker, node=resolved)
-        if not deadlines.can_start_attach(obs.deadline, obs.now):
+        if not can_start_attach(obs.deadline, obs.now):
             return _fail(status, obs, settings, FailureKind.TIMEOUT, _timeout_message(status, obs))
         return _attach(status, obs, node=resolved)
     # Attaching: a call is running, backing off, or due again.
@@ -344,7 +565,7 @@ def _pending_or_attaching(
         return Step(status, requeue_after=(obs.retry_at - obs.now).total_seconds())
     if obs.foreign_failure or not obs.slot_free:
         return Step(status, requeue_after=min(_until_deadline(obs), 2.0))
-    if not deadlines.can_start_attach(obs.deadline, obs.now):
+    if not can_start_attach(obs.deadline, obs.now):
         return _fail(status, obs, settings, FailureKind.TIMEOUT, _timeout_message(status, obs))
     probe = settings.probe_supported and (obs.last_in_progress or status.data is not None)
     if probe:
@@ -400,16 +621,16 @@ def after_attach(
             status = status.model_copy(update={"last_error": message})
         return _fail(status, obs, settings, FailureKind.TIMEOUT, _timeout_message(status, obs))
     if result is CallResult.IN_PROGRESS:
-        delay = deadlines.in_progress_backoff(retry_after_seconds).delay(obs.retries, settings.rand)
+        delay = in_progress_backoff(retry_after_seconds).delay(obs.retries, settings.rand)
         return Step(
             status.model_copy(update=updates),
-            requeue_after=deadlines.bounded_delay(delay, obs.deadline, obs.now),
+            requeue_after=bounded_delay(delay, obs.deadline, obs.now),
         )
     delay = settings.attach_backoff.delay(obs.retries, settings.rand)
     return Step(
         status.model_copy(update={"last_error": message or "transient error"}),
         events=(Event.ATTACH_RETRYING,),
-        requeue_after=deadlines.bounded_delay(delay, obs.deadline, obs.now),
+        requeue_after=bounded_delay(delay, obs.deadline, obs.now),
         message=message,
     )
 

@@ -1,8 +1,9 @@
 """Attach-action adapters behind one interface (spec §10).
 
-``base`` defines the contract, ``document`` the wire form, ``calls`` runs a call with a timeout
-and maps exceptions onto outcomes, and ``factory`` builds the adapter a policy asks for:
-``python`` (entry points), ``webhook`` (HTTPS), ``execcommand`` (a local command), ``noop`` and
+``base`` defines the contract and :class:`~.base.BaseAction`, the one class every adapter
+derives from; ``calls`` runs a call with a timeout, maps exceptions onto outcomes and holds the
+wire form of requests and responses; ``factory`` builds the adapter a policy asks for: a
+Python entry point, ``webhook`` (HTTPS), ``execcommand`` (a local command), Noop and
 ``testaction``. These are I/O adapters, so they are async, but none of them talks to the
 Kubernetes API.
 """
@@ -14,6 +15,7 @@ from .base import (
     AttachAction,
     AttachRequest,
     AttachResult,
+    BaseAction,
     Operation,
     Outcome,
     PermanentActionError,
@@ -29,6 +31,7 @@ __all__ = [
     "AttachAction",
     "AttachRequest",
     "AttachResult",
+    "BaseAction",
     "BuildContext",
     "BuiltAction",
     "CallOutcome",

@@ -154,6 +154,27 @@ class AttachAction(Protocol):
     async def detach(self, request: AttachRequest) -> AttachResult: ...
 
 
+class BaseAction:
+    """The base class of an action, and the one seam the attacher calls through.
+
+    Small on purpose, like an HTTP client's transport base class: a subclass implements
+    ``attach`` and ``detach``; one that can poll a running attach adds ``probe`` (and may switch
+    it off with ``probe_enabled``); ``close`` releases what the instance holds (connections,
+    processes) and is called when the policy's next generation replaces it or the policy goes.
+    The built-in actions derive from it. A third-party action may too, or may satisfy
+    :class:`AttachAction` by duck typing: the attacher calls both the same way.
+    """
+
+    async def attach(self, request: AttachRequest) -> AttachResult:
+        raise NotImplementedError
+
+    async def detach(self, request: AttachRequest) -> AttachResult:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release what the instance holds; nothing by default."""
+
+
 def supports_probe(action: object) -> bool:
     """Whether the action has a probe; built-ins may switch it off with ``probe_enabled``."""
     enabled = getattr(action, "probe_enabled", None)

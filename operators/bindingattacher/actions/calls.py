@@ -1,4 +1,13 @@
-"""Running one action call with a timeout, and mapping whatever happens onto an outcome.
+"""Calling an action: the wire form of requests and responses, and one call with a timeout.
+
+Wire form: requests and responses (spec §10.2), shared by the webhook and exec adapters.
+
+Responses come from code the attacher does not control, so parsing never raises: anything
+malformed becomes a ``TransientError`` with an explanation, an oversized ``data`` object is
+dropped (with a warning the caller turns into an Event), and messages are cut to the length
+that conditions and events use.
+
+Running one action call with a timeout, and mapping whatever happens onto an outcome.
 
 The attacher treats every adapter the same way: the call gets ``timeout`` seconds and is then
 cancelled, which counts as ``TransientError`` (the state machine turns it into
@@ -16,13 +25,144 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core.conditions import format_time
+
+from ..models import API_VERSION
 from .base import AttachRequest, AttachResult, Operation, Outcome, PermanentActionError, supports_probe
-from .document import Parsed, normalize, parse_response, truncate_message
+
+MAX_MESSAGE_CHARS = 1024
+MAX_DATA_BYTES = 8192
+REQUEST_KIND = "AttachRequest"
+
+
+def request_document(request: AttachRequest) -> dict[str, Any]:
+    device = request.device
+    node = request.node
+    return {
+        "apiVersion": API_VERSION,
+        "kind": REQUEST_KIND,
+        "operation": str(request.operation),
+        "attachmentKey": request.attachment_key,
+        "attempt": request.attempt,
+        "deadline": format_time(request.deadline) if request.deadline else None,
+        "timeoutSeconds": request.timeout_seconds,
+        "claim": {
+            "namespace": request.claim.namespace,
+            "name": request.claim.name,
+            "uid": request.claim.uid,
+            "generation": request.claim.generation,
+        },
+        "allocationTimestamp": format_time(request.allocation_timestamp),
+        "device": {
+            "driver": device.driver,
+            "pool": device.pool,
+            "name": device.name,
+            "shareID": device.share_id,
+            "request": device.request,
+            "adminAccess": device.admin_access,
+            "bindingConditions": list(device.binding_conditions),
+            "bindingFailureConditions": list(device.binding_failure_conditions),
+            "bindsToNode": device.binds_to_node,
+            "attributes": dict(device.attributes) if device.attributes is not None else None,
+            "capacity": dict(device.capacity) if device.capacity is not None else None,
+        },
+        "node": (
+            {
+                "name": node.name,
+                "source": node.source,
+                "providerID": node.provider_id,
+                "systemUUID": node.system_uuid,
+                "labels": dict(node.labels),
+            }
+            if node is not None
+            else None
+        ),
+        "consumers": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in request.consumers],
+        "policy": {"name": request.policy.name, "generation": request.policy.generation},
+        "previousData": dict(request.previous_data) if request.previous_data is not None else None,
+        "detachReason": request.detach_reason,
+    }
+
+
+def encode_request(request: AttachRequest) -> bytes:
+    return json.dumps(request_document(request), separators=(",", ":")).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    result: AttachResult
+    warnings: tuple[str, ...] = ()
+
+
+def truncate_message(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def transient(message: str) -> AttachResult:
+    return AttachResult(Outcome.TRANSIENT_ERROR, truncate_message(message))
+
+
+def check_data(data: object) -> tuple[Mapping[str, Any] | None, str | None]:
+    """Accept ``data`` only as a JSON object of at most 8 KiB; otherwise drop it with a warning."""
+    if data is None:
+        return None, None
+    if not isinstance(data, Mapping):
+        return None, f"action data dropped: expected a JSON object, got {type(data).__name__}"
+    try:
+        size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        return None, f"action data dropped: not JSON-serializable ({exc})"
+    if size > MAX_DATA_BYTES:
+        return None, f"action data dropped: {size} bytes exceeds the {MAX_DATA_BYTES}-byte limit"
+    return data, None
+
+
+def normalize(result: AttachResult) -> Parsed:
+    """Apply the response limits to a result, whichever adapter produced it."""
+    data, warning = check_data(result.data)
+    retry = result.retry_after_seconds
+    if retry is not None and retry < 0:
+        retry = None
+    normalized = AttachResult(result.outcome, truncate_message(result.message or ""), data, retry)
+    return Parsed(normalized, (warning,) if warning else ())
+
+
+def parse_response(document: object, *, default: Outcome = Outcome.SUCCEEDED) -> Parsed:
+    if not isinstance(document, Mapping):
+        return Parsed(transient(f"invalid response: expected a JSON object, got {type(document).__name__}"))
+    raw_outcome = document.get("outcome")
+    if raw_outcome is None:
+        outcome = default
+    else:
+        try:
+            outcome = Outcome(raw_outcome)
+        except ValueError:
+            return Parsed(transient(f"invalid response: unknown outcome {raw_outcome!r}"))
+    message = document.get("message")
+    retry = document.get("retryAfterSeconds")
+    if isinstance(retry, bool) or not isinstance(retry, int | float):
+        retry = None
+    result = AttachResult(outcome, message if isinstance(message, str) else "", document.get("data"), retry)
+    return normalize(result)
+
+
+def parse_response_bytes(body: bytes, *, default: Outcome = Outcome.SUCCEEDED) -> Parsed:
+    """Parse a body; an empty body means the default outcome with no message."""
+    if not body.strip():
+        return Parsed(AttachResult(default))
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        return Parsed(transient(f"invalid JSON in response: {exc}"))
+    return parse_response(document, default=default)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ import signal
 import tempfile
 from collections.abc import Mapping, Sequence
 
-from .base import WRITABLE_TMP_HINT, AttachRequest, AttachResult, Operation, Outcome
-from .document import encode_request, parse_response_bytes, transient, truncate_message
+from .base import WRITABLE_TMP_HINT, AttachRequest, AttachResult, BaseAction, Operation, Outcome
+from .calls import encode_request, parse_response_bytes, transient, truncate_message
 
 MAX_STDOUT_BYTES = 65536
 STDERR_LOG_BYTES = 4096
@@ -55,7 +55,7 @@ def _stderr_text(stderr: bytes, limit: int) -> str:
     return stderr[:limit].decode("utf-8", errors="replace").strip()
 
 
-class ExecAction:
+class ExecAction(BaseAction):
     probe_enabled = True
 
     def __init__(

@@ -1,4 +1,21 @@
-"""Building the action instance of an accepted policy (spec §10, §21.3 semantic checks).
+"""Building the action a policy asks for: entry points, the built-in adapters, and Noop.
+
+Python actions: loaded through the entry-point group ``dra_operators.attach_actions`` (§10.3).
+
+The policy names an entry point; the object behind it is a factory
+``factory(config, context) -> AttachAction``. Name resolution, import, construction and the
+action's own ``validate()`` all happen when the policy is accepted, so that every problem is
+reported on the policy (``UnknownEntryPoint``, ``EntryPointLoadFailed``,
+``InvalidActionConfig``) instead of surfacing later as failed attaches.
+
+``entry_points`` is a parameter so that tests and embedders can supply entry points without
+installing a distribution.
+
+Built-in ``Noop`` action (spec §10.6): reports devices ready without attaching anything.
+
+Meant for demos and for drivers that need binding conditions but have nothing to attach.
+
+Building the action instance of an accepted policy (spec §10, §21.3 semantic checks).
 
 Everything that can be wrong with an action is found here, when the policy is evaluated, and
 raised as :class:`~.base.ActionConfigError` carrying the ``Accepted=False`` reason. The result
@@ -10,22 +27,113 @@ them is the runtime's job, and keeping the I/O out makes every rule here testabl
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
+import inspect
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from operators.dra.durations import parse_go_duration
 
 from ..models import ActionKind, ActionSpec, NoopActionSpec, TestActionSpec, WebhookActionSpec
-from .base import ActionConfigError, ActionContext
+from .base import (
+    ENTRY_POINT_GROUP,
+    ActionConfigError,
+    ActionContext,
+    AttachRequest,
+    AttachResult,
+    BaseAction,
+    Outcome,
+)
 from .execcommand import RESERVED_ENV_PREFIX, ExecAction, command_problem
-from .noop import DESCRIPTION as NOOP_DESCRIPTION
-from .noop import NoopAction
-from .python import MAX_CONFIG_BYTES, EntryPoints, build_python_action, installed_entry_points
 from .testaction import InventoryListener, TestAction, TestParameters
 from .webhook import WebhookAction, WebhookSettings, check_url, secret_value, ssl_context
+
+EntryPoints = Callable[[], Iterable[importlib.metadata.EntryPoint]]
+
+MAX_CONFIG_BYTES = 16384
+
+
+def installed_entry_points() -> Iterable[importlib.metadata.EntryPoint]:
+    return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def load_factory(name: str, entry_points: EntryPoints = installed_entry_points) -> Callable[..., Any]:
+    matches = [ep for ep in entry_points() if ep.name == name and ep.group == ENTRY_POINT_GROUP]
+    if not matches:
+        raise ActionConfigError(
+            "UnknownEntryPoint",
+            f"spec.action.python.entryPoint: no entry point {name!r} in group {ENTRY_POINT_GROUP}",
+        )
+    try:
+        factory = matches[0].load()
+    except Exception as exc:
+        raise ActionConfigError(
+            "EntryPointLoadFailed",
+            f"spec.action.python.entryPoint: loading {name!r} ({matches[0].value}) failed: "
+            f"{type(exc).__name__}: {exc}",
+        ) from exc
+    if not callable(factory):
+        raise ActionConfigError(
+            "EntryPointLoadFailed", f"spec.action.python.entryPoint: {name!r} is not callable"
+        )
+    return factory  # type: ignore[no-any-return]
+
+
+async def build_python_action(
+    entry_point: str,
+    config: Mapping[str, Any],
+    context: ActionContext,
+    entry_points: EntryPoints = installed_entry_points,
+) -> object:
+    factory = load_factory(entry_point, entry_points)
+    try:
+        action = factory(config, context)
+        if inspect.isawaitable(action):
+            action = await action
+    except Exception as exc:
+        raise ActionConfigError(
+            "InvalidActionConfig",
+            f"spec.action.python: factory {entry_point!r} failed: {type(exc).__name__}: {exc}",
+        ) from exc
+    for required in ("attach", "detach"):
+        if not callable(getattr(action, required, None)):
+            raise ActionConfigError(
+                "InvalidActionConfig",
+                f"spec.action.python: {entry_point!r} built an action without {required}()",
+            )
+    validate = getattr(action, "validate", None)
+    if callable(validate):
+        try:
+            outcome = validate()
+            if inspect.isawaitable(outcome):
+                await outcome
+        except ValueError as exc:
+            raise ActionConfigError("InvalidActionConfig", f"spec.action.python.config: {exc}") from exc
+    return action
+
+
+NOOP_DESCRIPTION = "no-op action: devices are reported ready without any attachment"
+
+
+class NoopAction(BaseAction):
+    probe_enabled = False
+
+    def __init__(self, delay_seconds: float = 0.0) -> None:
+        self.delay_seconds = delay_seconds
+
+    async def attach(self, request: AttachRequest) -> AttachResult:
+        if self.delay_seconds > 0:
+            await asyncio.sleep(self.delay_seconds)
+        return AttachResult(Outcome.SUCCEEDED, data={"action": "noop"})
+
+    async def detach(self, request: AttachRequest) -> AttachResult:
+        return AttachResult(Outcome.SUCCEEDED, data={"action": "noop"})
+
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SUB_OBJECTS = {

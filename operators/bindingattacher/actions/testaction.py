@@ -30,7 +30,7 @@ from operators.core.conditions import format_time
 from operators.dra.durations import parse_go_duration
 
 from ..models import TestActionSpec
-from .base import AttachRequest, AttachResult, Operation, Outcome
+from .base import AttachRequest, AttachResult, BaseAction, Operation, Outcome
 
 ANNOTATION_PREFIX = "test.dra-operators.io/"
 ATTACH_OUTCOMES = ("Succeed", "Fail", "Transient", "InProgress", "Hang")
@@ -128,7 +128,7 @@ class InventoryEntry:
 
 
 @dataclass
-class TestAction:
+class TestAction(BaseAction):
     params: TestParameters = TestParameters()
     listener: InventoryListener | None = None
     clock: Callable[[], float] = time.monotonic

@@ -29,8 +29,16 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from .base import WRITABLE_TMP_HINT, ActionConfigError, AttachRequest, AttachResult, Operation, Outcome
-from .document import encode_request, parse_response_bytes, transient, truncate_message
+from .base import (
+    WRITABLE_TMP_HINT,
+    ActionConfigError,
+    AttachRequest,
+    AttachResult,
+    BaseAction,
+    Operation,
+    Outcome,
+)
+from .calls import encode_request, parse_response_bytes, transient, truncate_message
 
 MAX_BODY_BYTES = 65536
 TRANSIENT_STATUSES = frozenset({401, 408, 409, 423, 429})
@@ -147,7 +155,7 @@ class WebhookSettings:
     pool_size: int = 30
 
 
-class WebhookAction:
+class WebhookAction(BaseAction):
     def __init__(self, settings: WebhookSettings) -> None:
         self.settings = settings
         self.probe_enabled = settings.probe

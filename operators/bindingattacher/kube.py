@@ -1,0 +1,510 @@
+"""The attacher's API layer: every read and write of a claim sync goes through here.
+
+Claim status: server-side apply of one driver's ``status.devices`` entries on a claim (spec §11.1, §11.3).
+
+One field manager per driver (``devicestatus.field_manager``) owns exactly that driver's
+entries, so other drivers' entries and other writers' fields are never touched, and the
+body's ``metadata.uid``/``resourceVersion`` make the apply a compare-and-set on the claim
+version the decision was taken on. The answer is the new claim; it goes straight into the
+cache. A rejection is raised as :class:`StatusWriteError`, classified the way §11.3 handles it.
+
+Writes of ``DeviceAttachment`` records (spec §8, §13.2), always against the freshest version.
+
+* create: one POST carrying the first phase (the CRD has no status subresource, so the intent
+  is durable in one write);
+* update: a PUT of the whole object with its ``resourceVersion``, so a decision taken on a
+  stale record turns into a conflict;
+* finish: one PUT that removes the finalizer ``dra-operators.io/detach`` (and stores the final
+  status), then a DELETE with a UID precondition.
+
+Every answer of the API server is put into the ledger index at once, so the next decision
+never waits for the watch. A conflict or an unexpected "already exists" re-reads the record
+and answers a :class:`~operators.core.reconcile.Requeue`, which the claim sync returns: the
+claim is reconciled again from the fresh record instead of retrying a write built on stale
+data.
+
+Point reads of objects the attacher does not watch (spec §6, §15.3).
+
+Pods and Nodes are not watched: a cluster-wide pod watch is the largest memory cost of a DRA
+controller, and the attacher needs only the few pods named in a claim's ``reservedFor``. Pods
+are read when a decision depends on them (node fallback, "is a consumer bound"), with a one
+second memo that collapses the reads of one burst of syncs; Nodes are read for the action
+request with a 60 s TTL.
+
+Device details for actions come from one list of the driver's ResourceSlices with
+``fieldSelector=spec.driver=<driver>`` (a field the API server indexes), memoized for a few
+seconds, instead of a permanent watch per driver: actions read them only when a call starts.
+
+Keeping a failed device from being picked again (spec §14, ``onFailure.taintDevice``).
+
+KEP-5007 asks whoever reports a binding failure to make sure the scheduler does not choose
+the same broken device again at once. The attacher does that with a ``NoSchedule``
+DeviceTaintRule per device, named after the device key, labelled with the policy and
+annotated with an expiry; the garbage-collection sweep deletes rules whose expiry passed.
+
+Mirroring the Test action's fake backend inventory into a ConfigMap (spec §10.7).
+
+The Test action calls its listener synchronously after every change. :class:`InventoryMirror`
+keeps only the newest content per ConfigMap and writes it with server-side apply, one write in
+flight per ConfigMap: changes that arrive during a write are coalesced into the next one.
+Several policies may name the same ConfigMap: each publishes its own part (its own attachment
+keys), and the mirror writes their union, because every apply carries the whole ``data``
+of our field manager and would otherwise remove the other policy's keys.
+The mirror is what lets a test see calls made by a process it then kills, and what a
+restarted process loads back (:meth:`InventoryMirror.load`), so the counters survive restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import ValidationError
+
+from operators.core.client import ApiError, KubeClient
+from operators.core.conditions import format_time, parse_time
+from operators.core.models import parse_or_skip
+from operators.core.reconcile import Requeue
+
+from . import metrics
+from .cache import ClaimCache, project_claim, put_record
+from .calls import published_device
+from .devicestatus import WriteError, apply_body, classify_write_error, field_manager
+from .identity import DeviceKey, taint_rule_name
+from .ledger import FINALIZER, LABEL_POLICY, PLURAL, LedgerIndex, manifest
+from .models import (
+    API_VERSION,
+    ActionDevice,
+    ConsumerReference,
+    DeviceAttachment,
+    Node,
+    Pod,
+    ResourceClaim,
+    ResourceSlice,
+)
+
+if TYPE_CHECKING:
+    from operators.core.runtime import Spawn
+
+
+CLAIMS_API = "/apis/resource.k8s.io/v1"
+
+
+def claim_path(namespace: str, name: str, subresource: str = "") -> str:
+    path = f"{CLAIMS_API}/namespaces/{namespace}/resourceclaims/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+class StatusWriteError(Exception):
+    def __init__(self, kind: WriteError, error: ApiError) -> None:
+        super().__init__(f"{kind.value}: {error}")
+        self.kind = kind
+        self.error = error
+
+
+def write_kind(entries: Sequence[Mapping[str, Any]], failure_types: frozenset[str]) -> str:
+    """The ``kind`` label of ``claim_status_writes_total``: failure, ready or progress."""
+    true = {c["type"] for e in entries for c in e["conditions"] if c["status"] == "True"}
+    if true & failure_types:
+        return "failure"
+    return "ready" if true else "progress"
+
+
+class StatusWriter:
+    def __init__(
+        self, client: KubeClient, reader: KubeClient, cache: ClaimCache, keep_test_annotations: bool
+    ) -> None:
+        self.client = client
+        self.reader = reader
+        self.cache = cache
+        self.keep_test_annotations = keep_test_annotations
+
+    async def apply(
+        self, claim: ResourceClaim, driver: str, entries: Sequence[Mapping[str, Any]], kind: str
+    ) -> ResourceClaim:
+        meta = claim.metadata
+        started = time.monotonic()
+        try:
+            written = await self.client.apply(
+                claim_path(meta.namespace or "", meta.name, "status"),
+                apply_body(claim, entries),
+                field_manager(driver),
+            )
+        except ApiError as err:
+            problem = classify_write_error(err.status, err.message)
+            metrics.claim_status_writes.labels(driver=driver, kind=kind, result=problem.value).inc()
+            raise StatusWriteError(problem, err) from err
+        finally:
+            metrics.claim_status_write_duration.labels(driver=driver).observe(time.monotonic() - started)
+        metrics.claim_status_writes.labels(driver=driver, kind=kind, result="ok").inc()
+        updated = project_claim(written, self.keep_test_annotations)
+        self.cache.put(updated)
+        return self.cache.get(updated.metadata.uid) or updated
+
+    async def read(self, namespace: str, name: str, uid: str) -> ResourceClaim | None:
+        """A live read of the claim; None when it is gone or is another claim of the same name, in
+        which case the cache forgets it too (its DELETED event may have been missed or overtaken)."""
+        try:
+            body = await self.reader.get(claim_path(namespace, name))
+        except ApiError as err:
+            if err.not_found:
+                self.cache.remove(uid)
+                return None
+            raise
+        claim = project_claim(body, self.keep_test_annotations)
+        if claim.metadata.uid != uid:
+            self.cache.remove(uid)
+            return None
+        self.cache.put(claim)
+        return self.cache.get(uid) or claim
+
+
+class LedgerWriter:
+    """Record writes. A write built on a stale record answers a :class:`Requeue` instead of the
+    stored record: the record was re-read into the index, and the claim is synced again from it."""
+
+    def __init__(self, client: KubeClient, index: LedgerIndex, namespace: str, field_manager: str) -> None:
+        self.client = client
+        self.index = index
+        self.namespace = namespace
+        self.field_manager = field_manager
+
+    @property
+    def collection(self) -> str:
+        return f"/apis/{API_VERSION}/namespaces/{self.namespace}/{PLURAL}"
+
+    def path(self, name: str) -> str:
+        return f"{self.collection}/{name}"
+
+    def _store(self, body: Any) -> DeviceAttachment | Requeue:
+        try:
+            record = DeviceAttachment.model_validate(body)
+        except ValidationError as err:
+            return Requeue(5.0, f"the API server returned an unreadable record: {err}")
+        put_record(self.index, record)
+        return self.index.get(record.metadata.name) or record
+
+    async def _refresh(self, name: str, why: str, err: ApiError) -> Requeue:
+        try:
+            stored = self._store(await self.client.get(self.path(name)))
+        except ApiError as read:
+            if not read.not_found:
+                raise
+            self.index.remove(name)
+        else:
+            if isinstance(stored, Requeue):
+                return stored
+        return Requeue(0.0, f"record {name}: {why} ({err.reason})")
+
+    async def create(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
+        try:
+            body = await self.client.create(
+                self.collection, manifest(record), fieldManager=self.field_manager
+            )
+        except ApiError as err:
+            if err.conflict:
+                return await self._refresh(record.metadata.name, "exists already", err)
+            raise
+        return self._store(body)
+
+    def _body(self, record: DeviceAttachment, finalizers: tuple[str, ...]) -> dict[str, Any]:
+        body = manifest(record)
+        meta = record.metadata
+        body["metadata"].update(
+            {
+                "resourceVersion": meta.resource_version,
+                "uid": meta.uid,
+                "finalizers": list(finalizers),
+                "annotations": dict(meta.annotations),
+            }
+        )
+        return body
+
+    async def update(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
+        try:
+            body = await self.client.replace(
+                self.path(record.metadata.name),
+                self._body(record, record.metadata.finalizers),
+                fieldManager=self.field_manager,
+            )
+        except ApiError as err:
+            if err.conflict or err.not_found:
+                return await self._refresh(record.metadata.name, "changed meanwhile", err)
+            raise
+        return self._store(body)
+
+    async def finish(self, record: DeviceAttachment) -> Requeue | None:
+        """Store the final status without our finalizer, then delete the record."""
+        name = record.metadata.name
+        current = record
+        if FINALIZER in record.metadata.finalizers and record.metadata.resource_version:
+            remaining = tuple(f for f in record.metadata.finalizers if f != FINALIZER)
+            try:
+                body = await self.client.replace(
+                    self.path(name), self._body(record, remaining), fieldManager=self.field_manager
+                )
+            except ApiError as err:
+                if err.not_found:
+                    self.index.remove(name)
+                    return None
+                if err.conflict:
+                    return await self._refresh(name, "changed meanwhile", err)
+                raise
+            stored = self._store(body)
+            if isinstance(stored, Requeue):
+                return stored
+            current = stored
+        try:
+            await self.client.delete(self.path(name), uid=current.metadata.uid or None)
+        except ApiError as err:
+            if not err.not_found and not err.conflict:
+                raise
+        self.index.remove(name)
+        return None
+
+
+log = logging.getLogger(__name__)
+
+POD_MEMO_SECONDS = 1.0
+NODE_TTL_SECONDS = 60.0
+SLICE_TTL_SECONDS = 5.0
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+V = TypeVar("V")
+
+
+@dataclass
+class _Entry(Generic[V]):
+    value: V
+    at: float
+
+
+class _TtlCache(Generic[V]):
+    def __init__(self, ttl: float, limit: int = 4096) -> None:
+        self.ttl = ttl
+        self.limit = limit
+        self._entries: dict[str, _Entry[V]] = {}
+
+    def get(self, key: str) -> _Entry[V] | None:
+        entry = self._entries.get(key)
+        if entry is not None and time.monotonic() - entry.at <= self.ttl:
+            return entry
+        return None
+
+    def put(self, key: str, value: V) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = _Entry(value, time.monotonic())
+
+
+class Lookups:
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._pods: _TtlCache[Pod | None] = _TtlCache(POD_MEMO_SECONDS)
+        self._nodes: _TtlCache[Node | None] = _TtlCache(NODE_TTL_SECONDS)
+        self._slices: _TtlCache[tuple[ResourceSlice, ...]] = _TtlCache(SLICE_TTL_SECONDS, limit=256)
+
+    async def pods(self, namespace: str, consumers: Sequence[ConsumerReference]) -> list[Pod]:
+        """The consumer pods that exist with the UID the claim names (others are left out)."""
+        found = []
+        for consumer in consumers:
+            pod = await self._pod(namespace, consumer.name)
+            if pod is not None and pod.metadata.uid == consumer.uid:
+                found.append(pod)
+        return found
+
+    async def _pod(self, namespace: str, name: str) -> Pod | None:
+        key = f"{namespace}/{name}"
+        cached = self._pods.get(key)
+        if cached is not None:
+            return cached.value
+        body = await self._get_or_none(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        pod = _parse(Pod, body)
+        self._pods.put(key, pod)
+        return pod
+
+    async def node(self, name: str | None) -> Node | None:
+        """The Node for an action request; a failed read gives None (the request then lacks details)."""
+        if not name:
+            return None
+        cached = self._nodes.get(name)
+        if cached is not None:
+            return cached.value
+        try:
+            node = _parse(Node, await self._get_or_none(f"/api/v1/nodes/{name}"))
+        except ApiError as err:
+            log.warning("could not read Node %s: %s", name, err)
+            return None
+        self._nodes.put(name, node)
+        return node
+
+    async def device(self, driver: str, pool: str, device: str) -> ActionDevice | None:
+        """The device as currently published, or None (no longer published, or the read failed)."""
+        cached = self._slices.get(driver)
+        if cached is not None:
+            slices = cached.value
+        else:
+            try:
+                listing = await self.client.get(SLICES_PATH, fieldSelector=f"spec.driver={driver}")
+            except ApiError as err:
+                log.warning("could not list the ResourceSlices of %s: %s", driver, err)
+                return None
+            parsed = (_parse(ResourceSlice, item) for item in listing.get("items", []))
+            slices = tuple(s for s in parsed if s is not None)
+            self._slices.put(driver, slices)
+        return published_device(slices, driver, pool, device)
+
+    async def _get_or_none(self, path: str) -> Any:
+        try:
+            return await self.client.get(path)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+
+M = TypeVar("M", Pod, Node, ResourceSlice)
+
+
+def _parse(model: type[M], body: Any) -> M | None:
+    if body is None:
+        return None
+    return parse_or_skip(model, body, log)
+
+
+RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
+TAINT_KEY = "dra-operators.io/attach-failed"
+EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
+
+
+def rule_body(device: DeviceKey, reason: str, policy_name: str, expires: datetime) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {
+            "name": taint_rule_name(device),
+            "labels": {LABEL_POLICY: policy_name},
+            "annotations": {EXPIRES_ANNOTATION: format_time(expires)},
+        },
+        "spec": {
+            "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
+            "taint": {"key": TAINT_KEY, "value": reason[:63], "effect": "NoSchedule"},
+        },
+    }
+
+
+def expired(rule: dict[str, Any], now: datetime) -> bool:
+    stamp = ((rule.get("metadata") or {}).get("annotations") or {}).get(EXPIRES_ANNOTATION)
+    if not stamp:
+        return False
+    try:
+        return parse_time(stamp) <= now
+    except ValueError:
+        return True  # an unreadable expiry was not written by us as such; do not keep it forever
+
+
+class TaintRules:
+    def __init__(self, client: KubeClient, field_manager: str) -> None:
+        self.client = client
+        self.field_manager = field_manager
+
+    async def taint(self, device: DeviceKey, reason: str, policy_name: str, duration: timedelta) -> None:
+        body = rule_body(device, reason, policy_name, datetime.now(UTC) + duration)
+        try:
+            await self.client.create(RULES_PATH, body, fieldManager=self.field_manager)
+        except ApiError as err:
+            if not err.conflict:
+                log.warning("could not taint device %s: %s", device, err)
+
+    async def sweep(self) -> None:
+        """Delete our rules whose expiry has passed."""
+        try:
+            listing = await self.client.get(RULES_PATH, labelSelector=LABEL_POLICY)
+        except ApiError as err:
+            log.warning("could not list DeviceTaintRules: %s", err)
+            return
+        now = datetime.now(UTC)
+        for rule in listing.get("items", []):
+            if not expired(rule, now):
+                continue
+            meta = rule.get("metadata") or {}
+            try:
+                await self.client.delete(f"{RULES_PATH}/{meta.get('name')}", uid=meta.get("uid"))
+            except ApiError as err:
+                if not err.not_found and not err.conflict:
+                    log.warning("could not delete expired DeviceTaintRule %s: %s", meta.get("name"), err)
+
+
+RETRY_SECONDS = 1.0
+
+
+class InventoryMirror:
+    def __init__(self, client: KubeClient, namespace: str, field_manager: str, spawn: Spawn) -> None:
+        self._spawn = spawn
+        self.client = client
+        self.namespace = namespace
+        self.field_manager = field_manager
+        self._parts: dict[str, dict[str, dict[str, str]]] = {}
+        self._dirty: set[str] = set()
+        self._writers: dict[str, asyncio.Task[None]] = {}
+
+    def path(self, name: str) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/configmaps/{name}"
+
+    async def load(self, name: str) -> dict[str, str]:
+        try:
+            body: dict[str, Any] = await self.client.get(self.path(name))
+        except ApiError as err:
+            if err.not_found:
+                return {}
+            raise
+        return dict(body.get("data") or {})
+
+    def listener(self, name: str, owner: str) -> Any:
+        def publish(data: dict[str, str]) -> None:
+            self._parts.setdefault(name, {})[owner] = dict(data)
+            self._dirty.add(name)
+            writer = self._writers.get(name)
+            if writer is None or writer.done():
+                self._writers[name] = self._spawn(self._write(name), f"mirror-{name}")
+
+        return publish
+
+    async def _write(self, name: str) -> None:
+        while name in self._dirty:
+            self._dirty.discard(name)
+            data: dict[str, str] = {}
+            for part in self._parts.get(name, {}).values():
+                data.update(part)
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "data": data,
+            }
+            try:
+                await self.client.apply(self.path(name), body, self.field_manager)
+            except ApiError as err:
+                log.warning("could not mirror the test inventory into ConfigMap %s: %s", name, err)
+                self._dirty.add(name)
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def close(self) -> None:
+        for task in self._writers.values():
+            task.cancel()
+        await asyncio.gather(*self._writers.values(), return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The API calls of a claim sync, by what they touch."""
+
+    claims: StatusWriter
+    ledger: LedgerWriter
+    lookups: Lookups
+    taints: TaintRules
