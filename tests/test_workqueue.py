@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.reconcile import GiveUp, Interrupt, Requeue, Result, Retry
+from operators.core.reconcile import GiveUp, Requeue, Result, Retry
 from operators.core.workqueue import WorkQueue
 
 TICK = 0.5  # the longest any wait below may take; the waits end on events, not on time
@@ -180,14 +180,12 @@ async def test_a_failed_sync_is_retried_and_a_retry_request_is_not_a_failure() -
     assert queue.failures("a") == 0, "a success forgets the failures"
 
 
-async def _sync_once(queue: WorkQueue[str], result: Result | Exception) -> None:
-    """Runs one sync of key "a" that ends with ``result`` (returned, or raised if an exception)."""
+async def _sync_once(queue: WorkQueue[str], result: Result) -> None:
+    """Runs one sync of key "a" that returns ``result``."""
     synced = asyncio.Event()
 
     async def sync(key: str) -> Result:
         synced.set()
-        if isinstance(result, Exception):
-            raise result
         return result
 
     queue.add("a")
@@ -218,13 +216,6 @@ async def test_give_up_logs_and_does_not_requeue(caplog: pytest.LogCaptureFixtur
     assert "a" not in queue._waiting
     assert queue.idle()
     assert "not retrying a: the template does not exist" in caplog.text
-
-
-async def test_an_interrupt_ends_the_sync_with_its_result() -> None:
-    queue = _queue()
-    await _sync_once(queue, Interrupt(Retry("claim changed under the write", after=30)))
-    assert queue.failures("a") == 1
-    assert 29 < _due_in(queue, "a") <= 30
 
 
 @pytest.mark.parametrize("workers", [1, 50])

@@ -12,8 +12,6 @@ it (:meth:`~operators.core.workqueue.WorkQueue.run`):
 - :class:`GiveUp`: logged and forgotten. The input cannot change by itself, so only the next
   watch event re-evaluates the key.
 
-Where the decision is made deep inside a write path, far from the ``return``, the code
-raises :class:`Interrupt` carrying the result instead of threading it back by hand.
 An unexpected exception is a :class:`Retry` with a traceback in the log.
 """
 
@@ -45,19 +43,3 @@ class GiveUp:
 
 
 Result = Done | Requeue | Retry | GiveUp
-
-
-class Interrupt(Exception):
-    """Ends a sync with ``result`` from wherever the decision falls."""
-
-    def __init__(self, result: Result) -> None:
-        super().__init__(_describe(result))
-        self.result = result
-
-
-def _describe(result: Result) -> str:
-    if isinstance(result, Requeue):
-        return result.why or f"requeue after {result.after:.3f}s"
-    if isinstance(result, Done):
-        return result.reason or "done"
-    return result.error

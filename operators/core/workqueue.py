@@ -35,7 +35,7 @@ from typing import Generic, TypeVar
 
 from .metrics import WorkQueueMetrics
 from .ratelimit import TokenBucket
-from .reconcile import Done, GiveUp, Interrupt, Requeue, Result, Retry
+from .reconcile import Done, GiveUp, Requeue, Result, Retry
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,6 @@ class WorkQueue(Generic[K]):
     ) -> tuple[Result, Exception | None]:
         try:
             return (await sync(key) or Done()), None
-        except Interrupt as interrupt:
-            return interrupt.result, None
         except asyncio.CancelledError:
             raise
         except Exception as err:  # a failed sync is retried, never fatal to the worker
