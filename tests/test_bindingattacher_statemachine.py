@@ -17,13 +17,13 @@ from operators.bindingattacher.models import (
 )
 from operators.bindingattacher.selection import EntryState, NodeResolution
 from operators.bindingattacher.statemachine import (
+    AttachmentOutcome,
     CallResult,
     Effect,
     Event,
     IdentityState,
     MachineSettings,
     Observation,
-    Outcome,
     advance,
     after_attach,
     after_detach,
@@ -68,7 +68,7 @@ def test_past_deadline_fails_without_call() -> None:
     assert step.status.failure.reason == "AttachTimeout"
     assert Effect.CALL_ATTACH not in step.effects
     assert Effect.WRITE_STATUS in step.effects
-    assert step.outcome is Outcome.TIMEOUT
+    assert step.outcome is AttachmentOutcome.TIMEOUT
     assert step.events == (Event.ATTACH_TIMEOUT,)
 
 
@@ -79,7 +79,7 @@ def test_node_failure_fails_at_once_without_call() -> None:
     assert step.status.failure is not None
     assert step.status.failure.reason == "NodeNotDetermined"
     assert step.status.attempts == 0
-    assert step.outcome is Outcome.NODE_NOT_DETERMINED
+    assert step.outcome is AttachmentOutcome.NODE_NOT_DETERMINED
 
 
 def test_waits_are_pending_with_reason() -> None:
@@ -159,7 +159,7 @@ def test_deallocation_before_deadline_is_abandoned_and_detached() -> None:
     assert step.status.detach_attempts == 1
     assert step.effects == {Effect.CANCEL_CALL, Effect.CALL_DETACH}
     assert step.events == (Event.ATTACH_ABANDONED,)
-    assert step.outcome is Outcome.ABANDONED
+    assert step.outcome is AttachmentOutcome.ABANDONED
 
 
 def test_identity_gone_without_attempts_skips_detach() -> None:
@@ -257,7 +257,7 @@ def test_success_marks_attached() -> None:
     assert step.status.attached_at == NOW
     assert step.effects == {Effect.WRITE_STATUS}
     assert step.events == (Event.ATTACHED,)
-    assert step.outcome is Outcome.READY
+    assert step.outcome is AttachmentOutcome.READY
 
 
 def test_late_success_after_deadline_still_reports_readiness() -> None:

@@ -46,7 +46,7 @@ from operators.core.reconcile import Done, Requeue, Result
 
 from . import ledger, metrics
 from .actions import CallOutcome, Operation
-from .actions import Outcome as CallOutcomeKind
+from .actions import Outcome as ActionOutcome
 from .cache import ClaimKey, ClusterCache
 from .calls import CallTracker, run_call
 from .decide import (
@@ -88,7 +88,7 @@ from .selection import (
     select,
 )
 from .settings import BindingAttacherSettings
-from .statemachine import CallResult, Effect, Event, Outcome, Step, start
+from .statemachine import AttachmentOutcome, CallResult, Effect, Event, Step, start
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,9 @@ _WAITING_LABEL = {
     WaitingFor.PREVIOUS_DETACH: "previous_detach",
     WaitingFor.SLOT: "slot",
 }
-_STREAK_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMEOUT, Outcome.NODE_NOT_DETERMINED})
+_STREAK_OUTCOMES = frozenset(
+    {AttachmentOutcome.FAILED, AttachmentOutcome.TIMEOUT, AttachmentOutcome.NODE_NOT_DETERMINED}
+)
 
 
 def utcnow() -> datetime:
@@ -263,7 +265,7 @@ class ClaimPipeline:
         unsuccessful = set()
         for record in records:
             finished = self.calls.outcome(record.metadata.name)
-            if finished is not None and finished[1].result.outcome is not CallOutcomeKind.SUCCEEDED:
+            if finished is not None and finished[1].result.outcome is not ActionOutcome.SUCCEEDED:
                 unsuccessful.add(record.metadata.name)
         if not pods_needed(claim, records, deadlines, unsuccessful, now):
             return []
@@ -488,7 +490,7 @@ class ClaimPipeline:
         if step.outcome is None:
             return
         claim_uid, device = record.spec.claim.uid, DeviceKey.of_record(record)
-        if step.outcome is Outcome.READY:
+        if step.outcome is AttachmentOutcome.READY:
             self.streaks.succeeded(claim_uid, device)
             return
         if step.outcome not in _STREAK_OUTCOMES:
@@ -645,7 +647,7 @@ def _count_outcome(record: DeviceAttachment, step: Step) -> None:
         if created:
             took = max((utcnow() - parse_time(created)).total_seconds(), 0.0)
             metrics.attach_duration.labels(driver=driver, outcome=step.outcome.value).observe(took)
-        if step.outcome is Outcome.ABANDONED:
+        if step.outcome is AttachmentOutcome.ABANDONED:
             metrics.abandoned.labels(driver=driver).inc()
     if step.budget_exhausted is not None:
         label = _WAITING_LABEL.get(step.budget_exhausted, "none")

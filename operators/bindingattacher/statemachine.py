@@ -190,7 +190,7 @@ class Event(enum.StrEnum):
     REPEATED_FAILURE = "RepeatedAttachFailure"
 
 
-class Outcome(enum.StrEnum):
+class AttachmentOutcome(enum.StrEnum):
     """Final outcome of an attachment identity: the ``outcome`` label of ``attachments_total``."""
 
     READY = "ready"
@@ -268,7 +268,7 @@ class Step:
     requeue_after: float | None = None
     node: NodeResolution | None = None
     """A newly resolved node to record in ``spec.node``/``spec.nodeSource``."""
-    outcome: Outcome | None = None
+    outcome: AttachmentOutcome | None = None
     budget_exhausted: WaitingFor | None = None
     """Set when the attach deadline was reached; the label of ``budget_exhausted_total``."""
     message: str = ""
@@ -280,13 +280,13 @@ class Step:
 
 
 __all__ = [
+    "AttachmentOutcome",
     "CallResult",
     "Effect",
     "Event",
     "IdentityState",
     "MachineSettings",
     "Observation",
-    "Outcome",
     "Step",
     "advance",
     "after_attach",
@@ -300,9 +300,9 @@ _FAILURE_EVENT = {
     FailureKind.NODE: Event.NODE_NOT_DETERMINED,
 }
 _FAILURE_OUTCOME = {
-    FailureKind.FAILED: Outcome.FAILED,
-    FailureKind.TIMEOUT: Outcome.TIMEOUT,
-    FailureKind.NODE: Outcome.NODE_NOT_DETERMINED,
+    FailureKind.FAILED: AttachmentOutcome.FAILED,
+    FailureKind.TIMEOUT: AttachmentOutcome.TIMEOUT,
+    FailureKind.NODE: AttachmentOutcome.NODE_NOT_DETERMINED,
 }
 _GONE_REASON = {
     IdentityState.DEALLOCATED: DetachReason.DEALLOCATED,
@@ -428,7 +428,7 @@ def start(obs: Observation, settings: MachineSettings) -> Step | None:
         status = _moved(
             fresh, obs.now, phase=Phase.ATTACHED, attempts=1, adopted=True, reported=Reported.READY
         )
-        return Step(status, outcome=Outcome.ADOPTED)
+        return Step(status, outcome=AttachmentOutcome.ADOPTED)
     if obs.entry is EntryState.FAILED:
         failure = obs.entry_failure or AttachFailure(reason=settings.reasons.failed)
         status = _moved(
@@ -440,7 +440,7 @@ def start(obs: Observation, settings: MachineSettings) -> Step | None:
             failure=failure,
             reported=Reported.FAILURE,
         )
-        return Step(status, outcome=Outcome.ADOPTED)
+        return Step(status, outcome=AttachmentOutcome.ADOPTED)
     if obs.claim_deleting:
         return None
     if not can_start_attach(obs.deadline, obs.now):
@@ -530,7 +530,7 @@ def _identity_gone(status: DeviceAttachmentStatus, obs: Observation) -> Step:
         step.status,
         step.effects,
         events=(Event.ATTACH_ABANDONED,),
-        outcome=Outcome.ABANDONED,
+        outcome=AttachmentOutcome.ABANDONED,
         message=message,
     )
 
@@ -605,7 +605,7 @@ def after_attach(
             attached,
             frozenset({Effect.WRITE_STATUS}),
             events=(Event.ATTACHED,),
-            outcome=Outcome.READY,
+            outcome=AttachmentOutcome.READY,
             report_first=True,
         )
     if result is CallResult.PERMANENT_ERROR:
