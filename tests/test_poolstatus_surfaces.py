@@ -21,7 +21,8 @@ AUTO: dict[Surface, Mode] = {BUILTIN: "auto", PROJECT: "auto"}
 def test_paths() -> None:
     assert BUILTIN.path() == "/apis/resource.k8s.io/v1alpha3/resourcepoolstatusrequests"
     assert (
-        PROJECT.path("x", "status") == "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests/x/status"
+        PROJECT.path("x", subresource="status")
+        == "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests/x/status"
     )
     assert PROJECT.api_version == "dra-operators.io/v1alpha1"
 

@@ -13,40 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .client import ApiError, KubeClient
+from .resources import ApiResource
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ServedResource:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-    subresources: frozenset[str]
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, name: str | None = None, namespace: str | None = None, subresource: str | None = None
-    ) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None and self.namespaced:
-            root += f"/namespaces/{namespace}"
-        path = f"{root}/{self.plural}"
-        if name is not None:
-            path += f"/{name}"
-            if subresource:
-                path += f"/{subresource}"
-        return path
+class ServedResource(ApiResource):
+    kind: str = ""
+    subresources: frozenset[str] = frozenset()
 
 
 async def resources_of(client: KubeClient, group: str, version: str) -> dict[str, ServedResource]:
     """The resources of one group version, or an empty mapping when it is not served."""
-    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"  # the group version itself
     try:
         doc = await client.get(path)
     except ApiError as err:
@@ -62,11 +42,11 @@ async def resources_of(client: KubeClient, group: str, version: str) -> dict[str
             subresources.setdefault(parent, set()).add(sub)
             continue
         served[name] = ServedResource(
-            group, version, name, entry.get("kind", ""), bool(entry.get("namespaced")), frozenset()
+            group, version, name, bool(entry.get("namespaced")), kind=entry.get("kind", "")
         )
     return {
         name: ServedResource(
-            r.group, r.version, r.plural, r.kind, r.namespaced, frozenset(subresources.get(name, ()))
+            r.group, r.version, r.plural, r.namespaced, r.kind, frozenset(subresources.get(name, ()))
         )
         for name, r in served.items()
     }

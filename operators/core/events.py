@@ -30,6 +30,7 @@ from typing import Any
 
 from .client import MERGE_PATCH, ApiError, KubeClient
 from .conditions import now_rfc3339
+from .resources import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class EventRecorder:
                 if key[3] == COMBINED_PREFIX:
                     patch["message"] = message
                 await self.client.patch(
-                    f"/api/v1/namespaces/{posted.namespace}/events/{posted.name}",
+                    EVENTS.path(posted.name, namespace=posted.namespace),
                     patch,
                     content_type=MERGE_PATCH,
                 )
@@ -143,7 +144,7 @@ class EventRecorder:
                 return
             name = f"{obj.name}.{_suffix()}"[:253]
             await self.client.create(
-                f"/api/v1/namespaces/{namespace}/events",
+                EVENTS.path(namespace=namespace),
                 {
                     "apiVersion": "v1",
                     "kind": "Event",

@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from .client import ApiError, KubeClient
+from .resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from .settings import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class MetricsAuthorizer:
         if cached and cached[0] > now:
             return cached[1]
         review = await self.client.create(
-            "/apis/authentication.k8s.io/v1/tokenreviews",
+            TOKEN_REVIEWS.path(),
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
         )
         status = (review or {}).get("status") or {}
@@ -112,7 +113,7 @@ class MetricsAuthorizer:
         if user.get("extra"):
             spec["extra"] = user["extra"]
         review = await self.client.create(
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            SUBJECT_ACCESS_REVIEWS.path(),
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
         )
         if ((review or {}).get("status") or {}).get("allowed"):

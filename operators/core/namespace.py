@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import ApiError, KubeClient
+from .resources import NAMESPACES
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class NamespaceState:
 
 async def ask(client: KubeClient, name: str) -> Presence | None:
     try:
-        body = await client.get(f"/api/v1/namespaces/{name}")
+        body = await client.get(NAMESPACES.path(name))
     except ApiError as err:
         found = presence(err.status)
         if found is None:

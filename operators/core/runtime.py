@@ -74,6 +74,7 @@ from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
 from .reconcile import Result
+from .resources import LEASES, ApiResource
 from .settings import InTreeReplacementSettings, OperatorSettings
 from .workqueue import WorkQueue
 
@@ -238,8 +239,7 @@ class WatchedKind:
 
     @property
     def path(self) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        return f"{root}/{self.plural}"
+        return ApiResource(self.group, self.version, self.plural).path()
 
     def ref(self, body: Mapping[str, Any]) -> str:
         meta = body.get("metadata") or {}
@@ -806,7 +806,7 @@ async def release_lease(client: KubeClient, namespace: str, name: str, identity:
     """On a clean stop, hand the Lease over at once instead of after its 15 s, as client-go's
     ReleaseOnCancel does: no holder, and a duration of one second. Only while it still names us
     (the replace carries the read resourceVersion)."""
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+    path = LEASES.path(name, namespace=namespace)
     try:
         lease = await client.get(path)
         spec = lease.get("spec") or {}

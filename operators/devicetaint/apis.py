@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING
 
 from operators.core.discovery import ServedResource, resources_of
 from operators.dra import taintrules
-from operators.dra.api import GROUP
+from operators.dra.api import GROUP, VERSION
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
-
-CORE_VERSION = "v1"
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,6 @@ class ServedApis:
 
 async def discover(runtime: Runtime) -> ServedApis:
     """The rule version is the runtime's, found for the watch that names :data:`taintrules.VERSIONS`."""
-    core = await resources_of(runtime.client, GROUP, CORE_VERSION)
+    core = await resources_of(runtime.client, GROUP, VERSION)
     rules = runtime.served_resource(GROUP, taintrules.PLURAL)
     return ServedApis(claims_and_slices={"resourceclaims", "resourceslices"} <= core.keys(), rules=rules)
-
-
-def collection_path(version: str, plural: str) -> str:
-    return f"/apis/{GROUP}/{version}/{plural}"

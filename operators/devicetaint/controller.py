@@ -26,6 +26,7 @@ from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.events import NORMAL, ObjectRef
 from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
+from operators.core.resources import PODS
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
@@ -183,7 +184,7 @@ class DeviceTaintController:
         if decision.already_terminating:
             return EvictionResult.EVICTED
         item = decision.item
-        path = f"/api/v1/namespaces/{item.namespace}/pods/{item.name}"
+        path = PODS.path(item.name, namespace=item.namespace)
         self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
         client = self.runtime.client
         try:

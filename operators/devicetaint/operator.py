@@ -15,9 +15,8 @@ from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import InTreeReplacementSettings
 from operators.dra import taintrules
-from operators.dra.api import GROUP
+from operators.dra.api import GROUP, VERSION
 
-from .apis import CORE_VERSION
 from .controller import DEFAULT_WORKERS, DeviceTaintController
 from .podeviction import DISRUPTION_REASON
 
@@ -89,20 +88,20 @@ DEFINITION = OperatorDefinition(
     make_controller=DeviceTaintController,
     # Nothing is written onto these objects by watching them: no kopf annotation or finalizer (spec §15).
     watches=(
-        Watch("", "pods", DeviceTaintController.upsert_pod, DeviceTaintController.delete_pod, CORE_VERSION),
+        Watch("", "pods", DeviceTaintController.upsert_pod, DeviceTaintController.delete_pod),
         Watch(
             GROUP,
             "resourceclaims",
             DeviceTaintController.upsert_claim,
             DeviceTaintController.delete_claim,
-            CORE_VERSION,
+            VERSION,
         ),
         Watch(
             GROUP,
             "resourceslices",
             DeviceTaintController.upsert_slice,
             DeviceTaintController.delete_slice,
-            CORE_VERSION,
+            VERSION,
         ),
         # Optional: without a served version, ResourceSlice taints still evict.
         Watch(

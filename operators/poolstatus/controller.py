@@ -45,9 +45,6 @@ from .ttl import ttl_action
 
 log = logging.getLogger(__name__)
 
-SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
-RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
 TTL_KEY = ("ttl",)
 DISCOVERY_KEY = ("discovery",)
 # Slice events re-evaluate waiting requests at most this often (spec section 7.1).
@@ -267,7 +264,7 @@ class PoolStatusController:
 
     async def _write(self, entry: RequestEntry, result: Completed) -> Result:
         meta = entry.request.metadata
-        path = entry.surface.path(meta.name, "status")
+        path = entry.surface.path(meta.name, subresource="status")
         try:
             await self.runtime.client.patch(path, writes.status_patch(meta.resource_version, result.status))
         except ApiError as err:

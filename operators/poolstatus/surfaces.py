@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from operators.core import PROJECT_GROUP
+from operators.core.resources import ApiResource
 from operators.dra.api import GROUP
 
 Mode = Literal["auto", "on", "off"]
@@ -22,21 +23,11 @@ EXIT_AVAILABILITY_CHANGED = 3
 
 
 @dataclass(frozen=True)
-class Surface:
-    group: str
-    version: str
+class Surface(ApiResource):
+    """One API serving ResourcePoolStatusRequests: the built-in one or the project's CRD."""
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    def path(self, name: str | None = None, subresource: str | None = None) -> str:
-        path = f"/apis/{self.group}/{self.version}/{PLURAL}"
-        if name is not None:
-            path += f"/{name}"
-            if subresource:
-                path += f"/{subresource}"
-        return path
+    plural: str = PLURAL
+    namespaced: bool = False
 
 
 BUILTIN = Surface(GROUP, "v1alpha3")

@@ -33,8 +33,10 @@ from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
+from operators.core.resources import PODS
 from operators.core.runtime import Runtime
 from operators.dra import api
+from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -64,20 +66,7 @@ from .resolution import split_key
 
 log = logging.getLogger(__name__)
 
-RESOURCE_API = f"/apis/{api.GROUP}/{api.VERSION}"
 CONFIRM_KEY = "confirm-created-claims"
-
-
-def pod_path(namespace: str, name: str, subresource: str = "") -> str:
-    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    return f"{path}/{subresource}" if subresource else path
-
-
-def claim_path(namespace: str, name: str = "", subresource: str = "") -> str:
-    path = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims"
-    if name:
-        path += f"/{name}"
-    return f"{path}/{subresource}" if subresource else path
 
 
 class ResourceClaimController:
@@ -189,25 +178,29 @@ class ResourceClaimController:
         manager = self.runtime.field_manager
         result: Any
         if isinstance(action, CreateClaim):
-            result = await client.create(claim_path(action.namespace), action.body, fieldManager=manager)
+            result = await client.create(
+                RESOURCE_CLAIMS.path(namespace=action.namespace), action.body, fieldManager=manager
+            )
             # Should the watch never deliver it, the record is checked with a live GET (7.3).
             self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
         elif isinstance(action, ApplyPodStatus):
-            path = pod_path(action.namespace, action.name, "status")
+            path = PODS.path(action.name, namespace=action.namespace, subresource="status")
             # Nothing reads the returned pod: not parsing it saves a pod's worth of JSON per claim.
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, PutClaimStatus):
-            path = claim_path(action.namespace, action.name, "status")
+            path = RESOURCE_CLAIMS.path(action.name, namespace=action.namespace, subresource="status")
             result = await client.replace(path, action.body, fieldManager=manager)
         elif isinstance(action, PutClaim):
-            path = claim_path(action.namespace, action.name)
+            path = RESOURCE_CLAIMS.path(action.name, namespace=action.namespace)
             result = await client.replace(path, action.body, fieldManager=manager)
         elif isinstance(action, DeleteClaim):
-            result = await client.delete(claim_path(action.namespace, action.name), uid=action.uid)
+            result = await client.delete(
+                RESOURCE_CLAIMS.path(action.name, namespace=action.namespace), uid=action.uid
+            )
         elif isinstance(action, GetPod):
-            result = await client.get(pod_path(action.namespace, action.name))
+            result = await client.get(PODS.path(action.name, namespace=action.namespace))
         elif isinstance(action, GetClaim):
-            result = await client.get(claim_path(action.namespace, action.name))
+            result = await client.get(RESOURCE_CLAIMS.path(action.name, namespace=action.namespace))
         else:  # pragma: no cover - the Action union is exhausted above
             raise TypeError(f"unknown action {action!r}")
         return result if isinstance(result, dict) else None

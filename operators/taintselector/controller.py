@@ -29,12 +29,12 @@ from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
 from operators.core.models import UnparsableObject, log_skipped
-from operators.dra import taintrules
+from operators.dra import api, taintrules
 from operators.dra.api import GROUP
 
 from . import metrics
 from .cache import ClusterCache
-from .models import API_VERSION, KIND, PLURAL, VERSION, TaintSelector
+from .models import API_VERSION, KIND, PLURAL, SELECTORS, VERSION, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
 from .status import INVALID, needs_write, selector_status
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 4
-CORE_VERSION = "v1"
 SLICE_DEBOUNCE_SECONDS = 0.2
 RULE_DEBOUNCE_SECONDS = 0.5
 WRITE_CONCURRENCY = 32
@@ -69,7 +68,7 @@ class TaintSelectorController:
 
     async def prepare(self) -> bool:
         client = self.runtime.client
-        core = await resources_of(client, GROUP, CORE_VERSION)
+        core = await resources_of(client, GROUP, api.VERSION)
         own = await resources_of(client, PROJECT_GROUP, VERSION)
         if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
             log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
@@ -226,7 +225,7 @@ class TaintSelectorController:
             "metadata": {"name": selector.metadata.name, "uid": selector.metadata.uid},
             "status": dict(status),
         }
-        path = f"/apis/{API_VERSION}/{PLURAL}/{selector.metadata.name}/status"
+        path = SELECTORS.path(selector.metadata.name, subresource="status")
         try:
             await self.runtime.client.apply(path, body, self.runtime.field_manager)
         except ApiError as err:

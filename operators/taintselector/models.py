@@ -19,6 +19,7 @@ from pydantic import Field
 
 from operators.core import PROJECT_GROUP
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
+from operators.core.resources import ApiResource
 from operators.dra import slices, taintrules
 from operators.dra.cel import CelDevice, DeviceAttribute, DeviceCapacity
 from operators.dra.taints import DeviceTaint
@@ -27,6 +28,7 @@ VERSION = "v1alpha1"
 API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
 KIND = "DeviceTaintSelector"
 PLURAL = "devicetaintselectors"
+SELECTORS = ApiResource(PROJECT_GROUP, VERSION, PLURAL, namespaced=False)
 
 
 class DeviceId(NamedTuple):

@@ -11,10 +11,10 @@ from __future__ import annotations
 from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.core.settings import OperatorSettings
-from operators.dra import taintrules
+from operators.dra import api, taintrules
 from operators.dra.api import GROUP
 
-from .controller import CORE_VERSION, DEFAULT_WORKERS, TaintSelectorController
+from .controller import DEFAULT_WORKERS, TaintSelectorController
 from .models import PLURAL, VERSION
 
 API_CALLS: list[tuple[str, str, str]] = [
@@ -61,14 +61,14 @@ DEFINITION = OperatorDefinition(
             "resourceslices",
             TaintSelectorController.upsert_slice,
             TaintSelectorController.delete_slice,
-            CORE_VERSION,
+            api.VERSION,
         ),
         Watch(
             GROUP,
             "deviceclasses",
             TaintSelectorController.upsert_class,
             TaintSelectorController.delete_class,
-            CORE_VERSION,
+            api.VERSION,
         ),
         Watch(
             GROUP,

@@ -1,0 +1,49 @@
+"""Where a kind lives in the API: the one way every operator builds a request path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiResource:
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, name: str | None = None, *, namespace: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The collection, or one object (and its subresource); ``namespace=None`` on a namespaced
+        kind is the collection across all namespaces."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            root += f"/namespaces/{namespace}"
+        path = f"{root}/{self.plural}"
+        if name is not None:
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+
+CORE = ""
+"""The group of the core kinds (pods, nodes, namespaces, events, ...)."""
+
+PODS = ApiResource(CORE, "v1", "pods")
+NODES = ApiResource(CORE, "v1", "nodes", namespaced=False)
+NAMESPACES = ApiResource(CORE, "v1", "namespaces", namespaced=False)
+EVENTS = ApiResource(CORE, "v1", "events")
+SECRETS = ApiResource(CORE, "v1", "secrets")
+CONFIG_MAPS = ApiResource(CORE, "v1", "configmaps")
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases")
+TOKEN_REVIEWS = ApiResource("authentication.k8s.io", "v1", "tokenreviews", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = ApiResource("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
+SELF_SUBJECT_ACCESS_REVIEWS = ApiResource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", namespaced=False
+)

@@ -1,0 +1,42 @@
+"""The one way request paths are built (operators.core.resources)."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators.core.discovery import ServedResource
+from operators.core.resources import LEASES, NODES, PODS, ApiResource
+from operators.dra.api import DEVICE_TAINT_RULES, RESOURCE_CLAIMS
+
+pytestmark = pytest.mark.unit
+
+
+def test_core_kinds_live_under_api_and_the_others_under_apis() -> None:
+    assert PODS.path("p", namespace="ns") == "/api/v1/namespaces/ns/pods/p"
+    assert NODES.path("n") == "/api/v1/nodes/n"
+    assert LEASES.path("l", namespace="ns") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+    assert PODS.api_version == "v1"
+    assert RESOURCE_CLAIMS.api_version == "resource.k8s.io/v1"
+
+
+def test_a_namespaced_collection_without_a_namespace_spans_all_namespaces() -> None:
+    assert RESOURCE_CLAIMS.path() == "/apis/resource.k8s.io/v1/resourceclaims"
+    assert RESOURCE_CLAIMS.path(namespace="ns") == "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims"
+
+
+def test_subresources_and_cluster_scoped_kinds() -> None:
+    assert (
+        RESOURCE_CLAIMS.path("c", namespace="ns", subresource="status")
+        == "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"
+    )
+    # A namespace given for a cluster-scoped kind is not part of its path.
+    assert DEVICE_TAINT_RULES.path("r", namespace="ns", subresource="status") == (
+        "/apis/resource.k8s.io/v1/devicetaintrules/r/status"
+    )
+    assert ApiResource("g", "v1", "things").path(subresource="status") == "/apis/g/v1/things"
+
+
+def test_a_served_resource_builds_its_paths_the_same_way() -> None:
+    served = ServedResource("resource.k8s.io", "v1beta2", "devicetaintrules", False, "DeviceTaintRule")
+    assert served.path("r", subresource="status") == "/apis/resource.k8s.io/v1beta2/devicetaintrules/r/status"
+    assert served.api_version == "resource.k8s.io/v1beta2"
