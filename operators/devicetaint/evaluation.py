@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from operators.dra.claims import ResultWithTolerations
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
@@ -29,7 +30,7 @@ from operators.dra.taints import (
     taint_eviction_time,
 )
 
-from .models import DeviceRequestAllocationResult, DeviceTaintRule, Pod, ResourceClaim
+from .models import DeviceTaintRule, Pod, ResourceClaim
 from .pools import PoolIndex
 
 
@@ -91,7 +92,7 @@ class ClaimEntry:
 
 
 def evicting_taints(
-    result: DeviceRequestAllocationResult, pools: PoolIndex, rules: Iterable[DeviceTaintRule]
+    result: ResultWithTolerations, pools: PoolIndex, rules: Iterable[DeviceTaintRule]
 ) -> Iterator[tuple[DeviceTaint, TaintReason]]:
     """The NoExecute taints on an allocated device: its visible slice taints, then matching rules.
 
@@ -123,7 +124,7 @@ def claim_eviction(
     )
 
 
-def rule_selects(selector: DeviceTaintSelector | None, result: DeviceRequestAllocationResult) -> bool:
+def rule_selects(selector: DeviceTaintSelector | None, result: ResultWithTolerations) -> bool:
     return selector_matches(selector, result.driver, result.pool, result.device)
 
 

@@ -18,7 +18,6 @@ from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, NoneAsEmpty
 from operators.dra import claims, pods, slices, taintrules
 from operators.dra.taintrules import EVICTION_IN_PROGRESS
-from operators.dra.taints import DeviceToleration
 
 DISRUPTION_TARGET = "DisruptionTarget"
 
@@ -64,18 +63,12 @@ class Pod(pods.Pod):
 # --- ResourceClaim -----------------------------------------------------------------------------------
 
 
-class DeviceRequestAllocationResult(claims.DeviceRequestAllocationResult):
-    """A result as eviction reads it: the device, and the taints its claim tolerates there."""
-
-    tolerations: Annotated[tuple[DeviceToleration, ...], NoneAsEmpty] = ()
-
-
-AllocationResult = claims.AllocationResult[DeviceRequestAllocationResult]
+AllocationResult = claims.AllocationResult[claims.ResultWithTolerations]
 
 
 class ResourceClaim(claims.ResourceClaim[AllocationResult]):
     @property
-    def results(self) -> tuple[DeviceRequestAllocationResult, ...]:
+    def results(self) -> tuple[claims.ResultWithTolerations, ...]:
         allocation = self.status.allocation
         return allocation.devices.results if allocation else ()
 

@@ -3,7 +3,7 @@
 A claim's metadata, its consumers (``status.reservedFor``) and the shape of an allocation (devices,
 each result naming a driver, pool and device) mean the same to every operator, so they are modelled
 here once. What a result carries beyond the device it names (tolerations for eviction, admin access
-and consumed capacity for counting) differs per operator and costs memory in every cache of claims,
+and consumed capacity for counting) differs per reader and costs memory in every cache of claims,
 so each operator names its own result view: ``AllocationResult[ThatResult]``, and its claim is a
 ``ResourceClaim[AllocationResult[ThatResult]]``. An operator that only asks whether a claim is
 allocated keeps no allocation at all: its claim is a ``ResourceClaim[bool]`` whose status reads
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Annotated, Generic, TypeVar
 
 from operators.core.models import KubeModel, LeanObject, NoneAsEmpty
+
+from .taints import DeviceToleration
 
 
 class ConsumerReference(KubeModel):
@@ -37,6 +39,12 @@ class DeviceRequestAllocationResult(KubeModel):
     driver: str
     pool: str
     device: str
+
+
+class ResultWithTolerations(DeviceRequestAllocationResult):
+    """A result as eviction reads it: the device, and the taints its request tolerates there."""
+
+    tolerations: Annotated[tuple[DeviceToleration, ...], NoneAsEmpty] = ()
 
 
 ResultT = TypeVar("ResultT", bound=DeviceRequestAllocationResult)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from operators.dra.claims import AllocationResult, ResourceClaim, ResultWithTolerations
+from operators.dra.pools import visible_devices
+from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
@@ -32,6 +35,7 @@ from .errors import UsageError
 from .tables import table
 
 SELECTOR_KEYS = ("driver", "pool", "device")
+TolerationsClaim = ResourceClaim[AllocationResult[ResultWithTolerations]]
 MAX_DEVICE_ROWS = 20
 _DRY_RUN = re.compile(
     r"(\d+) published devices? selected\. (\d+) allocated devices? selected\. "
@@ -95,21 +99,12 @@ class DeviceRef:
 
 def published_devices(slices: Iterable[Mapping[str, Any]], selector: DeviceTaintSelector) -> list[DeviceRef]:
     """Matching devices of the newest generation of every pool, as the operator counts them."""
-    newest: dict[tuple[str, str], int] = {}
-    for s in slices:
-        spec = s.get("spec", {})
-        key = (spec.get("driver", ""), spec.get("pool", {}).get("name", ""))
-        newest[key] = max(newest.get(key, 0), int(spec.get("pool", {}).get("generation", 0)))
-    found = []
-    for s in slices:
-        spec = s.get("spec", {})
-        driver, pool = spec.get("driver", ""), spec.get("pool", {}).get("name", "")
-        if int(spec.get("pool", {}).get("generation", 0)) != newest[(driver, pool)]:
-            continue
-        for device in spec.get("devices") or []:
-            if selector_matches(selector, driver, pool, device.get("name", "")):
-                found.append(DeviceRef(driver, pool, device.get("name", "")))
-    return sorted(found)
+    parsed = [ResourceSlice[SliceDevice].model_validate(s) for s in slices]
+    return sorted(
+        DeviceRef(driver, pool, device)
+        for ((driver, pool), device) in visible_devices(parsed)
+        if selector_matches(selector, driver, pool, device)
+    )
 
 
 @dataclass(frozen=True)
@@ -143,35 +138,23 @@ def affected_claims(
 ) -> list[ClaimRow]:
     """Allocated claims with a result on a selected device; ``taint`` carries the effect to judge."""
     rows = []
-    for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation")
-        if not allocation:
-            continue
+    for body in claims:
+        claim = TolerationsClaim.model_validate(body)
+        allocation = claim.status.allocation
         matching = [
             r
-            for r in (allocation.get("devices") or {}).get("results") or []
-            if selector_matches(selector, r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for r in (allocation.devices.results if allocation else ())
+            if selector_matches(selector, r.driver, r.pool, r.device)
         ]
         if not matching:
             continue
-        evictions = [
-            _seconds([DeviceToleration.model_validate(t) for t in r.get("tolerations") or []], taint, now)
-            for r in matching
-        ]
-        consumers = tuple(
-            Consumer(e.get("name", ""), e.get("uid", ""))
-            for e in (claim.get("status") or {}).get("reservedFor") or []
-            if e.get("resource") == "pods" and not e.get("apiGroup")
-        )
-        meta = claim["metadata"]
+        consumers = tuple(Consumer(c.name, c.uid) for c in claim.status.reserved_for if c.is_pod)
         rows.append(
             ClaimRow(
-                meta.get("namespace", ""),
-                meta["name"],
-                tuple(
-                    DeviceRef(r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in matching
-                ),
-                _earliest(evictions),
+                claim.namespace,
+                claim.name,
+                tuple(DeviceRef(r.driver, r.pool, r.device) for r in matching),
+                _earliest(_seconds(r.tolerations, taint, now) for r in matching),
                 consumers,
             )
         )
