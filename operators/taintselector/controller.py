@@ -29,6 +29,7 @@ from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
 from operators.core.models import UnparsableObject, log_skipped
+from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
 
@@ -124,10 +125,10 @@ class TaintSelectorController:
 
     # --- Reconcile -------------------------------------------------------------------------------------
 
-    async def sync(self, name: str) -> None:
+    async def sync(self, name: str) -> Result:
         selector = self.cache.selectors.get(name)
         if selector is None or selector.metadata.deletion_timestamp is not None:
-            return
+            return Done("deleted: its rules go with it (owner references)")
         outcome = await self._evaluate(selector)
         pending: RuleDiff | None = None
         if isinstance(outcome, Invalid):
@@ -145,6 +146,7 @@ class TaintSelectorController:
         )
         if needs_write(selector.status, status):
             await self._write_status(selector, status)
+        return Done()
 
     async def _evaluate(self, selector: TaintSelector) -> Selection | Invalid:
         slices, classes = list(self.cache.slices.values()), dict(self.cache.classes)
