@@ -131,7 +131,7 @@ class StatusWriter:
         started = time.monotonic()
         try:
             written = await self.client.apply(
-                claim_path(meta.namespace or "", meta.name, "status"),
+                claim_path(meta.namespace, meta.name, "status"),
                 apply_body(claim, entries),
                 field_manager(driver),
             )
