@@ -26,15 +26,15 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
+from operators.core import PROJECT_GROUP
 from operators.core.conditions import Condition, format_time
 from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
 from operators.dra import claims, pods, slices
 
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
 
-GROUP = "dra-operators.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
 
 
 def _none_as_blank(value: Any) -> Any:
