@@ -59,7 +59,7 @@ class SweepKey:
 
 def claim_key(claim: ResourceClaim) -> ClaimKey:
     meta = claim.metadata
-    return ClaimKey(meta.namespace or "", meta.name, meta.uid)
+    return ClaimKey(meta.namespace, meta.name, meta.uid)
 
 
 def record_claim_key(record: DeviceAttachment) -> ClaimKey:
@@ -130,7 +130,7 @@ class ClaimCache:
         ):
             return False
         self._by_uid[uid] = claim
-        self._by_name[(claim.metadata.namespace or "", claim.metadata.name)] = uid
+        self._by_name[(claim.metadata.namespace, claim.metadata.name)] = uid
         return True
 
     def remove(self, uid: str) -> ResourceClaim | None:
@@ -140,7 +140,7 @@ class ClaimCache:
         self._deleted.add(uid)
         claim = self._by_uid.pop(uid, None)
         if claim is not None:
-            name = (claim.metadata.namespace or "", claim.metadata.name)
+            name = (claim.metadata.namespace, claim.metadata.name)
             if self._by_name.get(name) == uid:
                 del self._by_name[name]
         return claim

@@ -20,11 +20,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from operators.core import PROJECT_GROUP
 from operators.core.discovery import find_served
 from operators.core.events import WARNING
 from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
+from operators.dra import api
 
 from . import metrics
 from .actions import close_action
@@ -44,7 +46,7 @@ from .calls import CallTracker
 from .identity import DeviceKey
 from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .ledger import PLURAL as RECORDS
-from .models import GROUP, VERSION, DeviceAttachment, Phase, ResourceClaim
+from .models import VERSION, DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
 from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
@@ -55,8 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RESOURCE_API = "/apis/resource.k8s.io/v1"
-OWN_API = f"/apis/{GROUP}/{VERSION}"
 RECORD_COUNTS_DELAY = 10.0
 """``status.records`` of a policy is refreshed at most this often (spec §21.4)."""
 
@@ -114,16 +114,16 @@ class BindingAttacherController:
     async def prepare(self) -> bool:
         client = self.runtime.client
         needed = [
-            ("resource.k8s.io", "resourceclaims", "v1"),
-            (GROUP, POLICIES, VERSION),
-            (GROUP, RECORDS, VERSION),
+            (api.GROUP, "resourceclaims", api.VERSION),
+            (PROJECT_GROUP, POLICIES, VERSION),
+            (PROJECT_GROUP, RECORDS, VERSION),
         ]
         for group, plural, version in needed:
             if await find_served(client, group, plural, [version]) is None:
                 log.warning("%s/%s does not serve %s", group, version, plural)
                 return False
         self.taint_rules_served = (
-            await find_served(client, "resource.k8s.io", "devicetaintrules", ["v1"]) is not None
+            await find_served(client, api.GROUP, "devicetaintrules", [api.VERSION]) is not None
         )
         return True
 

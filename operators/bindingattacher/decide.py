@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from operators.core.events import NORMAL, WARNING, ObjectRef
+from operators.dra.api import GROUP, VERSION
 
 from .actions import CallOutcome, Operation
 from .identity import AllocationIdentity, DeviceKey, attachment_key
@@ -278,7 +279,7 @@ def event_type(event: Event) -> str:
 
 def claim_ref(claim: ResourceClaim) -> ObjectRef:
     meta = claim.metadata
-    return ObjectRef("resource.k8s.io/v1", "ResourceClaim", meta.name, meta.namespace, meta.uid)
+    return ObjectRef(f"{GROUP}/{VERSION}", "ResourceClaim", meta.name, meta.namespace, meta.uid)
 
 
 def record_ref(record: DeviceAttachment) -> ObjectRef:

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, format_time
+from operators.dra.api import GROUP, VERSION
 
 from .identity import AllocationIdentity, DeviceKey, record_key
 from .models import (
@@ -338,7 +339,7 @@ def apply_body(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> di
     """Server-side apply body for ``/status``; ``uid`` and ``resourceVersion`` act as preconditions."""
     meta = claim.metadata
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ResourceClaim",
         "metadata": {
             "name": meta.name,

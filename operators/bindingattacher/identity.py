@@ -22,7 +22,7 @@ from datetime import datetime
 
 from operators.core.conditions import format_time
 
-from .models import DeviceAttachment, DeviceResult
+from .models import DeviceAttachment, DeviceRequestAllocationResult
 
 KEY_PREFIX = "da-"
 KEY_HEX_DIGITS = 40
@@ -38,7 +38,7 @@ class DeviceKey:
     share_id: str = ""
 
     @classmethod
-    def of_result(cls, result: DeviceResult) -> DeviceKey:
+    def of_result(cls, result: DeviceRequestAllocationResult) -> DeviceKey:
         return cls(result.driver, result.pool, result.device, result.share_id or "")
 
     @classmethod

@@ -70,6 +70,7 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Requeue
+from operators.dra.api import GROUP, VERSION
 
 from . import metrics
 from .cache import ClaimCache, project_claim, put_record
@@ -92,7 +93,7 @@ if TYPE_CHECKING:
     from operators.core.runtime import Spawn
 
 
-CLAIMS_API = "/apis/resource.k8s.io/v1"
+CLAIMS_API = f"/apis/{GROUP}/{VERSION}"
 
 
 def claim_path(namespace: str, name: str, subresource: str = "") -> str:
@@ -131,7 +132,7 @@ class StatusWriter:
         started = time.monotonic()
         try:
             written = await self.client.apply(
-                claim_path(meta.namespace or "", meta.name, "status"),
+                claim_path(meta.namespace, meta.name, "status"),
                 apply_body(claim, entries),
                 field_manager(driver),
             )
@@ -273,7 +274,7 @@ log = logging.getLogger(__name__)
 POD_MEMO_SECONDS = 1.0
 NODE_TTL_SECONDS = 60.0
 SLICE_TTL_SECONDS = 5.0
-SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+SLICES_PATH = f"/apis/{GROUP}/{VERSION}/resourceslices"
 
 V = TypeVar("V")
 
@@ -377,14 +378,14 @@ def _parse(model: type[M], body: Any) -> M | None:
     return parse_or_skip(model, body, log)
 
 
-RULES_PATH = "/apis/resource.k8s.io/v1/devicetaintrules"
+RULES_PATH = f"/apis/{GROUP}/{VERSION}/devicetaintrules"
 TAINT_KEY = "dra-operators.io/attach-failed"
 EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
 
 
 def rule_body(device: DeviceKey, reason: str, policy_name: str, expires: datetime) -> dict[str, Any]:
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "DeviceTaintRule",
         "metadata": {
             "name": taint_rule_name(device),

@@ -27,7 +27,7 @@ from .models import (
     DeviceAttachment,
     DeviceAttachmentSpec,
     DeviceAttachmentStatus,
-    DeviceResult,
+    DeviceRequestAllocationResult,
     Phase,
     PolicyReference,
     ResourceClaim,
@@ -52,7 +52,7 @@ HOLDING_PHASES = frozenset({Phase.ATTACHING, Phase.ATTACHED, Phase.FAILED, Phase
 def new_record(
     *,
     claim: ResourceClaim,
-    result: DeviceResult,
+    result: DeviceRequestAllocationResult,
     allocation_timestamp: datetime,
     policy_name: str,
     policy_uid: str,
@@ -66,7 +66,7 @@ def new_record(
     key = attachment_key(identity, DeviceKey.of_result(result))
     spec = DeviceAttachmentSpec(
         claim=ClaimReference(
-            namespace=claim.metadata.namespace or "", name=claim.metadata.name, uid=claim.metadata.uid
+            namespace=claim.metadata.namespace, name=claim.metadata.name, uid=claim.metadata.uid
         ),
         allocation_timestamp=allocation_timestamp,
         driver=result.driver,

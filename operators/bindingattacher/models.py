@@ -1,9 +1,17 @@
 """Typed projections of the objects the binding attacher reads.
 
 Only the fields the attacher uses are modelled; everything else is ignored, so that the
-in-memory claim projection stays small (spec §15.3). Kubernetes spells a few keys with an
-upper-case acronym (``shareID``, ``providerID``, ``systemUUID``) which the camelCase alias
-generator cannot derive, so those carry explicit aliases.
+in-memory claim projection stays small (spec §15.3). The ResourceClaim and the Pod are the shared
+projections of :mod:`operators.dra`, with what only the attacher reads added here: a result's
+binding conditions, the allocation's node selector and timestamp, the drivers' device status
+entries, a pod's nominated node. Kubernetes spells a few keys with an upper-case acronym
+(``shareID``, ``providerID``, ``systemUUID``) which the camelCase alias generator cannot derive,
+so those carry explicit aliases.
+
+The attacher refuses what it always refused, where the shared projections are more lenient: a
+``null`` list of results, consumers or device entries makes a claim unparsable, and a consumer
+must name its resource, name and uid. It reads a missing or ``null`` namespace or node name as
+``""``, as the shared projections store them.
 
 Timestamps are parsed into aware datetimes and written back as RFC 3339 seconds in UTC, the
 precision the API server stores and the precision ``attachmentKey`` is computed over.
@@ -12,20 +20,38 @@ precision the API server stores and the precision ``attachmentKey`` is computed 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
+from operators.core import PROJECT_GROUP
 from operators.core.conditions import Condition, format_time
-from operators.core.models import KubeModel, ObjectMeta
-from operators.dra import slices
+from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
+from operators.dra import claims, pods, slices
 
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
 
-GROUP = "dra-operators.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
+
+
+def _none_as_blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+NoneAsBlank = BeforeValidator(_none_as_blank)
+"""A ``null`` string reads as ``""``, which every read of these fields treats as absent."""
+
+
+class AttacherMeta(LeanMeta):
+    """The metadata of a claim or pod as the attacher has always accepted it: a missing name and
+    a missing or ``null`` namespace read as ``""``, and ``null`` owner references are refused."""
+
+    name: str = ""
+    namespace: Annotated[str, NoneAsBlank] = ""
+    owner_references: tuple[OwnerReference, ...] = ()
 
 
 # --- ResourceClaim -------------------------------------------------------------------------------
@@ -46,31 +72,27 @@ class NodeSelector(KubeModel):
     node_selector_terms: tuple[NodeSelectorTerm, ...] = ()
 
 
-class DeviceResult(KubeModel):
+class DeviceRequestAllocationResult(claims.DeviceRequestAllocationResult):
     """One ``status.allocation.devices.results[]`` entry, with the scheduler's condition copies."""
 
     request: str = ""
-    driver: str
-    pool: str
-    device: str
     admin_access: bool | None = None
     share_id: str | None = Field(default=None, alias="shareID")
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
 
 
-class DeviceAllocation(KubeModel):
-    results: tuple[DeviceResult, ...] = ()
+class DeviceAllocationResult(claims.DeviceAllocationResult[DeviceRequestAllocationResult]):
+    results: tuple[DeviceRequestAllocationResult, ...] = ()
 
 
-class AllocationResult(KubeModel):
-    devices: DeviceAllocation = DeviceAllocation()
+class AllocationResult(claims.AllocationResult[DeviceRequestAllocationResult]):
+    devices: DeviceAllocationResult = DeviceAllocationResult()
     node_selector: NodeSelector | None = None
     allocation_timestamp: Timestamp | None = None
 
 
-class ConsumerReference(KubeModel):
-    api_group: str = ""
+class ConsumerReference(claims.ConsumerReference):
     resource: str
     name: str
     uid: str
@@ -85,30 +107,60 @@ class AllocatedDeviceStatus(KubeModel):
     data: dict[str, Any] | None = None
 
 
-class ClaimStatus(KubeModel):
-    allocation: AllocationResult | None = None
+class ResourceClaimStatus(claims.ResourceClaimStatus[AllocationResult]):
     reserved_for: tuple[ConsumerReference, ...] = ()
     devices: tuple[AllocatedDeviceStatus, ...] = ()
 
 
-class ResourceClaim(KubeModel):
-    metadata: ObjectMeta
-    status: ClaimStatus = ClaimStatus()
+class ClaimMeta(AttacherMeta):
+    """What a cached claim keeps beyond the lean metadata: its resourceVersion (the newer of two
+    copies wins) and the annotations that steer the Test action, the only ones kept; its labels
+    are read as they always were, and emptied by the projection."""
+
+    resource_version: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceClaim(claims.ResourceClaim[AllocationResult]):
+    metadata: ClaimMeta
+    status: ResourceClaimStatus = ResourceClaimStatus()
 
 
 # --- Pods and Nodes (point reads, spec §6) ---------------------------------------------------------
 
 
-class PodSpec(KubeModel):
-    node_name: str | None = None
+# Of a consumer pod the attacher reads only where it runs or is nominated to run, never the claims
+# it references: those keys are left unparsed (they keep their empty defaults), so that they cost
+# nothing and a malformed one cannot make a consumer pod unreadable.
 
 
-class PodStatus(KubeModel):
+def _without(data: Any, *keys: str) -> Any:
+    if not isinstance(data, Mapping):
+        return data
+    return {key: value for key, value in data.items() if key not in keys}
+
+
+class PodSpec(pods.PodSpec):
+    node_name: Annotated[str, NoneAsBlank] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _skip_claims(cls, data: Any) -> Any:
+        return _without(data, "resourceClaims")
+
+
+class PodStatus(pods.PodStatus):
     nominated_node_name: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _skip_claims(cls, data: Any) -> Any:
+        return _without(data, "resourceClaimStatuses", "extendedResourceClaimStatus")
 
-class Pod(KubeModel):
-    metadata: ObjectMeta
+
+class Pod(pods.Pod):
+    metadata: AttacherMeta
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from operators.core import metricsauth
+from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.runtime import OperatorDefinition, Watch
+from operators.dra.api import GROUP
 
 from .controller import BindingAttacherController
-from .models import GROUP, VERSION
+from .models import VERSION
 from .settings import BindingAttacherSettings
 
 DEFAULT_WORKERS: Final = 20
@@ -26,20 +27,20 @@ DEFAULT_WORKERS: Final = 20
 
 API_CALLS: Final[list[tuple[str, str, str]]] = [
     # Cluster-wide watch; live GET to confirm that a claim a record refers to is gone (13.1).
-    ("resource.k8s.io", "resourceclaims", "get"),
-    ("resource.k8s.io", "resourceclaims", "list"),
-    ("resource.k8s.io", "resourceclaims", "watch"),
+    (GROUP, "resourceclaims", "get"),
+    (GROUP, "resourceclaims", "list"),
+    (GROUP, "resourceclaims", "watch"),
     # Server-side apply of our drivers' status.devices entries (11.1)...
-    ("resource.k8s.io", "resourceclaims/status", "patch"),
+    (GROUP, "resourceclaims/status", "patch"),
     # ...which DRAResourceClaimGranularStatusAuthorization also checks per driver name, with the
     # request's verb; limited by resourceNames to the configured drivers (20).
-    ("resource.k8s.io", "resourceclaims/driver", "arbitrary-node:patch"),
+    (GROUP, "resourceclaims/driver", "arbitrary-node:patch"),
     # Device attributes for actions: a list with fieldSelector spec.driver=<driver> (6).
-    ("resource.k8s.io", "resourceslices", "list"),
+    (GROUP, "resourceslices", "list"),
     # Optional failure taints (14): create, and the sweep's list and delete of expired rules.
-    ("resource.k8s.io", "devicetaintrules", "create"),
-    ("resource.k8s.io", "devicetaintrules", "delete"),
-    ("resource.k8s.io", "devicetaintrules", "list"),
+    (GROUP, "devicetaintrules", "create"),
+    (GROUP, "devicetaintrules", "delete"),
+    (GROUP, "devicetaintrules", "list"),
     # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
     ("", "pods", "get"),
     ("", "nodes", "get"),
@@ -47,20 +48,20 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "events", "create"),
     ("", "events", "patch"),
     # Policies: watch, finalizer (merge patch), status (server-side apply).
-    ("dra-operators.io", "deviceattachpolicies", "list"),
-    ("dra-operators.io", "deviceattachpolicies", "watch"),
-    ("dra-operators.io", "deviceattachpolicies", "patch"),
-    ("dra-operators.io", "deviceattachpolicies/status", "patch"),
+    (PROJECT_GROUP, "deviceattachpolicies", "list"),
+    (PROJECT_GROUP, "deviceattachpolicies", "watch"),
+    (PROJECT_GROUP, "deviceattachpolicies", "patch"),
+    (PROJECT_GROUP, "deviceattachpolicies/status", "patch"),
     # Authorized condition: may this process write the driver's entries (21.4)?
     ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
     # The ledger. kopf watches cluster-wide, so list/watch are cluster-wide (records outside the
     # operator namespace are ignored); every write stays in the operator namespace (Role).
-    ("dra-operators.io", "deviceattachments", "list"),
-    ("dra-operators.io", "deviceattachments", "watch"),
-    ("dra-operators.io", "deviceattachments", "get"),
-    ("dra-operators.io", "deviceattachments", "create"),
-    ("dra-operators.io", "deviceattachments", "update"),
-    ("dra-operators.io", "deviceattachments", "delete"),
+    (PROJECT_GROUP, "deviceattachments", "list"),
+    (PROJECT_GROUP, "deviceattachments", "watch"),
+    (PROJECT_GROUP, "deviceattachments", "get"),
+    (PROJECT_GROUP, "deviceattachments", "create"),
+    (PROJECT_GROUP, "deviceattachments", "update"),
+    (PROJECT_GROUP, "deviceattachments", "delete"),
     # Webhook CA, client certificate and bearer token, in the operator namespace (10.4).
     ("", "secrets", "get"),
     # Test action inventory mirror (server-side apply creates it), with --enable-test-actions.
@@ -85,20 +86,20 @@ DEFINITION = OperatorDefinition(
     # watched: point reads (see .lookups).
     watches=(
         Watch(
-            "resource.k8s.io",
+            GROUP,
             "resourceclaims",
             BindingAttacherController.upsert_claim,
             BindingAttacherController.delete_claim,
         ),
         Watch(
-            GROUP,
+            PROJECT_GROUP,
             "deviceattachpolicies",
             BindingAttacherController.upsert_policy,
             BindingAttacherController.delete_policy,
             VERSION,
         ),
         Watch(
-            GROUP,
+            PROJECT_GROUP,
             "deviceattachments",
             BindingAttacherController.upsert_record,
             BindingAttacherController.delete_record,

@@ -71,7 +71,7 @@ from .ledger import new_record
 from .models import (
     DeviceAttachment,
     DeviceAttachmentStatus,
-    DeviceResult,
+    DeviceRequestAllocationResult,
     Phase,
     Pod,
     Reported,
@@ -269,7 +269,7 @@ class ClaimPipeline:
                 unsuccessful.add(record.metadata.name)
         if not pods_needed(claim, records, deadlines, unsuccessful, now):
             return []
-        return await self.kube.lookups.pods(claim.metadata.namespace or "", pod_consumers(claim))
+        return await self.kube.lookups.pods(claim.metadata.namespace, pod_consumers(claim))
 
     def _deadline(self, claim: ResourceClaim, ours: OurResult, now: datetime) -> datetime:
         """The attach deadline a new record would get (now when unknown, which reads the pods)."""
@@ -288,7 +288,7 @@ class ClaimPipeline:
         self,
         claim: ResourceClaim,
         missing_timestamp: bool,
-        blocked: Sequence[tuple[DeviceResult, SelectionRules]],
+        blocked: Sequence[tuple[DeviceRequestAllocationResult, SelectionRules]],
     ) -> None:
         allocation = claim.status.allocation
         if allocation is None:
@@ -591,7 +591,7 @@ class ClaimPipeline:
         self._post_events(run, claim)
         match err.kind:
             case WriteError.CONFLICT | WriteError.NOT_ALLOCATED | WriteError.NOT_FOUND:
-                await self.kube.claims.read(meta.namespace or "", meta.name, uid)
+                await self.kube.claims.read(meta.namespace, meta.name, uid)
                 count = self._conflicts[uid] = self._conflicts.get(uid, 0) + 1
                 if count < CONFLICTS_BEFORE_BACKOFF:
                     return Requeue(0.0, f"claim changed under the status write ({err.kind.value})")

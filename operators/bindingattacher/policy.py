@@ -359,7 +359,7 @@ def authorized_condition(
         status=FALSE,
         reason="MissingDriverPermission",
         message=(
-            f"missing rule: apiGroups [resource.k8s.io], resources [resourceclaims/driver], "
+            f"missing rule: apiGroups [{GROUP}], resources [resourceclaims/driver], "
             f"resourceNames [{driver}], verbs [arbitrary-node:patch]; grant it with "
             f"`{grant_command(driver, namespace)}`" + (f"; {detail}" if detail else "")
         ),

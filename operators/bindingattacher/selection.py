@@ -41,7 +41,7 @@ from .models import (
     AttachFailure,
     ConsumerReference,
     DeviceAttachPolicySpec,
-    DeviceResult,
+    DeviceRequestAllocationResult,
     NodeResolutionMode,
     NodeSelector,
     NodeSource,
@@ -80,7 +80,7 @@ class SelectionRules:
 
 @dataclass(frozen=True)
 class OurResult:
-    result: DeviceResult
+    result: DeviceRequestAllocationResult
     readiness_types: tuple[str, ...]
     """``R`` of spec §11.2: the managed types of ``bindingConditions``, in result order."""
     failure_types: tuple[str, ...]
@@ -94,13 +94,13 @@ class OurResult:
 @dataclass(frozen=True)
 class ClaimSelection:
     ours: tuple[OurResult, ...] = ()
-    blocked_by_policy: tuple[tuple[DeviceResult, SelectionRules], ...] = ()
+    blocked_by_policy: tuple[tuple[DeviceRequestAllocationResult, SelectionRules], ...] = ()
     """Results that would be ours if their policy were Ready (Warning ``AttachPolicyNotReady``)."""
     missing_allocation_timestamp: bool = False
     """Results exist but the allocation has no timestamp (Warning ``MissingAllocationTimestamp``)."""
 
 
-def _candidate(result: DeviceResult, rules: SelectionRules) -> OurResult | None:
+def _candidate(result: DeviceRequestAllocationResult, rules: SelectionRules) -> OurResult | None:
     if result.driver != rules.driver or not result.binding_conditions:
         return None
     if rules.pools and result.pool not in rules.pools:
@@ -117,7 +117,7 @@ def select(claim: ResourceClaim, rules_by_driver: Mapping[str, SelectionRules]) 
     if allocation is None:
         return ClaimSelection()
     ours: list[OurResult] = []
-    blocked: list[tuple[DeviceResult, SelectionRules]] = []
+    blocked: list[tuple[DeviceRequestAllocationResult, SelectionRules]] = []
     for result in allocation.devices.results:
         rules = rules_by_driver.get(result.driver)
         if rules is None:
@@ -209,7 +209,7 @@ def own_failure_shown(claim: ResourceClaim, ours: Iterable[OurResult]) -> bool:
 
 
 def pod_consumers(claim: ResourceClaim) -> tuple[ConsumerReference, ...]:
-    return tuple(c for c in claim.status.reserved_for if c.resource == "pods" and not c.api_group)
+    return tuple(c for c in claim.status.reserved_for if c.is_pod)
 
 
 def allocation_in_use(claim: ResourceClaim, pods: Sequence[Pod]) -> bool:
