@@ -45,10 +45,8 @@ from .cache import (
 from .calls import CallTracker
 from .identity import DeviceKey
 from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
-from .ledger import PLURAL as RECORDS
-from .models import VERSION, DeviceAttachment, Phase, ResourceClaim
+from .models import POLICIES, RECORDS, VERSION, DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
-from .policysync import PLURAL as POLICIES
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings
 
@@ -115,8 +113,8 @@ class BindingAttacherController:
         client = self.runtime.client
         needed = [
             (api.GROUP, "resourceclaims", api.VERSION),
-            (PROJECT_GROUP, POLICIES, VERSION),
-            (PROJECT_GROUP, RECORDS, VERSION),
+            (PROJECT_GROUP, POLICIES.plural, VERSION),
+            (PROJECT_GROUP, RECORDS.plural, VERSION),
         ]
         for group, plural, version in needed:
             if await find_served(client, group, plural, [version]) is None:

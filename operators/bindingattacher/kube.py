@@ -70,16 +70,17 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Requeue
-from operators.dra.api import GROUP, VERSION
+from operators.core.resources import CONFIG_MAPS, NODES, PODS
+from operators.dra.api import DEVICE_TAINT_RULES, GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES, VERSION
 
 from . import metrics
 from .cache import ClaimCache, project_claim, put_record
 from .calls import published_device
 from .devicestatus import WriteError, apply_body, classify_write_error, field_manager
 from .identity import DeviceKey, taint_rule_name
-from .ledger import FINALIZER, LABEL_POLICY, PLURAL, LedgerIndex, manifest
+from .ledger import FINALIZER, LABEL_POLICY, LedgerIndex, manifest
 from .models import (
-    API_VERSION,
+    RECORDS,
     ActionDevice,
     ConsumerReference,
     DeviceAttachment,
@@ -91,14 +92,6 @@ from .models import (
 
 if TYPE_CHECKING:
     from operators.core.runtime import Spawn
-
-
-CLAIMS_API = f"/apis/{GROUP}/{VERSION}"
-
-
-def claim_path(namespace: str, name: str, subresource: str = "") -> str:
-    path = f"{CLAIMS_API}/namespaces/{namespace}/resourceclaims/{name}"
-    return f"{path}/{subresource}" if subresource else path
 
 
 class StatusWriteError(Exception):
@@ -132,7 +125,7 @@ class StatusWriter:
         started = time.monotonic()
         try:
             written = await self.client.apply(
-                claim_path(meta.namespace, meta.name, "status"),
+                RESOURCE_CLAIMS.path(meta.name, namespace=meta.namespace, subresource="status"),
                 apply_body(claim, entries),
                 field_manager(driver),
             )
@@ -151,7 +144,7 @@ class StatusWriter:
         """A live read of the claim; None when it is gone or is another claim of the same name, in
         which case the cache forgets it too (its DELETED event may have been missed or overtaken)."""
         try:
-            body = await self.reader.get(claim_path(namespace, name))
+            body = await self.reader.get(RESOURCE_CLAIMS.path(name, namespace=namespace))
         except ApiError as err:
             if err.not_found:
                 self.cache.remove(uid)
@@ -177,7 +170,7 @@ class LedgerWriter:
 
     @property
     def collection(self) -> str:
-        return f"/apis/{API_VERSION}/namespaces/{self.namespace}/{PLURAL}"
+        return RECORDS.path(namespace=self.namespace)
 
     def path(self, name: str) -> str:
         return f"{self.collection}/{name}"
@@ -274,7 +267,6 @@ log = logging.getLogger(__name__)
 POD_MEMO_SECONDS = 1.0
 NODE_TTL_SECONDS = 60.0
 SLICE_TTL_SECONDS = 5.0
-SLICES_PATH = f"/apis/{GROUP}/{VERSION}/resourceslices"
 
 V = TypeVar("V")
 
@@ -324,7 +316,7 @@ class Lookups:
         cached = self._pods.get(key)
         if cached is not None:
             return cached.value
-        body = await self._get_or_none(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        body = await self._get_or_none(PODS.path(name, namespace=namespace))
         pod = _parse(Pod, body)
         self._pods.put(key, pod)
         return pod
@@ -337,7 +329,7 @@ class Lookups:
         if cached is not None:
             return cached.value
         try:
-            node = _parse(Node, await self._get_or_none(f"/api/v1/nodes/{name}"))
+            node = _parse(Node, await self._get_or_none(NODES.path(name)))
         except ApiError as err:
             log.warning("could not read Node %s: %s", name, err)
             return None
@@ -351,7 +343,7 @@ class Lookups:
             slices = cached.value
         else:
             try:
-                listing = await self.client.get(SLICES_PATH, fieldSelector=f"spec.driver={driver}")
+                listing = await self.client.get(RESOURCE_SLICES.path(), fieldSelector=f"spec.driver={driver}")
             except ApiError as err:
                 log.warning("could not list the ResourceSlices of %s: %s", driver, err)
                 return None
@@ -378,7 +370,6 @@ def _parse(model: type[M], body: Any) -> M | None:
     return parse_or_skip(model, body, log)
 
 
-RULES_PATH = f"/apis/{GROUP}/{VERSION}/devicetaintrules"
 TAINT_KEY = "dra-operators.io/attach-failed"
 EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
 
@@ -417,7 +408,7 @@ class TaintRules:
     async def taint(self, device: DeviceKey, reason: str, policy_name: str, duration: timedelta) -> None:
         body = rule_body(device, reason, policy_name, datetime.now(UTC) + duration)
         try:
-            await self.client.create(RULES_PATH, body, fieldManager=self.field_manager)
+            await self.client.create(DEVICE_TAINT_RULES.path(), body, fieldManager=self.field_manager)
         except ApiError as err:
             if not err.conflict:
                 log.warning("could not taint device %s: %s", device, err)
@@ -425,7 +416,7 @@ class TaintRules:
     async def sweep(self) -> None:
         """Delete our rules whose expiry has passed."""
         try:
-            listing = await self.client.get(RULES_PATH, labelSelector=LABEL_POLICY)
+            listing = await self.client.get(DEVICE_TAINT_RULES.path(), labelSelector=LABEL_POLICY)
         except ApiError as err:
             log.warning("could not list DeviceTaintRules: %s", err)
             return
@@ -435,7 +426,7 @@ class TaintRules:
                 continue
             meta = rule.get("metadata") or {}
             try:
-                await self.client.delete(f"{RULES_PATH}/{meta.get('name')}", uid=meta.get("uid"))
+                await self.client.delete(DEVICE_TAINT_RULES.path(meta.get("name")), uid=meta.get("uid"))
             except ApiError as err:
                 if not err.not_found and not err.conflict:
                     log.warning("could not delete expired DeviceTaintRule %s: %s", meta.get("name"), err)
@@ -455,7 +446,7 @@ class InventoryMirror:
         self._writers: dict[str, asyncio.Task[None]] = {}
 
     def path(self, name: str) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/configmaps/{name}"
+        return CONFIG_MAPS.path(name, namespace=self.namespace)
 
     async def load(self, name: str) -> dict[str, str]:
         try:

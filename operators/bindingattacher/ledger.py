@@ -36,7 +36,6 @@ from .selection import NodeResolution
 from .statemachine import IdentityState
 
 KIND = "DeviceAttachment"
-PLURAL = "deviceattachments"
 FINALIZER = "dra-operators.io/detach"
 FORGET_ANNOTATION = "dra-operators.io/forget"
 LABEL_CLAIM_UID = "dra-operators.io/claim-uid"

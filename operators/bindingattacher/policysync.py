@@ -31,6 +31,7 @@ from operators.core.conditions import TRUE, Condition, format_time, merge, same_
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
+from operators.core.resources import SECRETS, SELF_SUBJECT_ACCESS_REVIEWS
 from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
@@ -38,16 +39,13 @@ from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
 from .kube import InventoryMirror
 from .ledger import LedgerIndex
-from .models import API_VERSION, ActionKind, DeviceAttachPolicy
+from .models import API_VERSION, POLICIES, ActionKind, DeviceAttachPolicy
 from .policy import PolicyBook, PolicyState
 from .settings import BindingAttacherSettings
 
 log = logging.getLogger(__name__)
 
-PLURAL = "deviceattachpolicies"
 KIND = "DeviceAttachPolicy"
-POLICIES_PATH = f"/apis/{API_VERSION}/{PLURAL}"
-ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 RECHECK_SECONDS = 300.0
 """Authorization and Secrets are re-read this often (spec §10.4, §21.4)."""
 UNAUTHORIZED_RECHECK_SECONDS = 10.0
@@ -210,7 +208,7 @@ class PolicySync:
         secrets: dict[str, dict[str, str]] = {}
         for name in sorted(names):
             try:
-                body = await self.client.get(f"/api/v1/namespaces/{self.settings.namespace}/secrets/{name}")
+                body = await self.client.get(SECRETS.path(name, namespace=self.settings.namespace))
             except ApiError as err:
                 if err.not_found:
                     continue  # reported as SecretNotFound by the builder
@@ -234,7 +232,8 @@ class PolicySync:
         stale = time.monotonic() - state.authorized_at >= period
         if state.authorized is None or stale or state.authorized_generation != state.generation:
             try:
-                review = await self.client.create(ACCESS_REVIEWS, policy.access_review(state.driver))
+                review_body = policy.access_review(state.driver)
+                review = await self.client.create(SELF_SUBJECT_ACCESS_REVIEWS.path(), review_body)
                 status = review.get("status") or {}
                 state.authorized = bool(status.get("allowed"))
                 state.authorized_detail = str(status.get("reason") or "")
@@ -275,7 +274,7 @@ class PolicySync:
     async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> Requeue | None:
         body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": state.resource_version}}
         try:
-            updated = await self.client.patch(f"{POLICIES_PATH}/{state.name}", body, content_type=MERGE_PATCH)
+            updated = await self.client.patch(POLICIES.path(state.name), body, content_type=MERGE_PATCH)
         except ApiError as err:
             if err.conflict:
                 return Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
@@ -308,7 +307,7 @@ class PolicySync:
             "status": {"observedGeneration": state.generation, "conditions": merged, "records": records},
         }
         try:
-            path = f"{POLICIES_PATH}/{state.name}/status"
+            path = POLICIES.path(state.name, subresource="status")
             written = await self.client.apply(path, body, self.field_manager)
         except ApiError as err:
             if err.not_found:
