@@ -10,8 +10,9 @@ from bindingattacher_builders import CLAIM_UID, FABRIC, attach_request, claim, r
 from operators.bindingattacher.actions import calls
 from operators.bindingattacher.actions.base import AttachResult, Operation, Outcome, PermanentActionError
 from operators.bindingattacher.actions.calls import invoke
-from operators.bindingattacher.calls import build_request, published_device
+from operators.bindingattacher.calls import build_request
 from operators.bindingattacher.models import ActionDevice, DetachReason, DeviceAttachmentStatus, Node, Phase
+from operators.dra.pools import published_device
 
 
 def test_request_document_matches_the_spec_shape() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from operators.core.recent import RecentKeys
 
-from .calls import TEST_ANNOTATION_PREFIX
+from .actions.testaction import TEST_ANNOTATION_PREFIX
 from .ledger import LedgerIndex
 from .models import DeviceAttachment, ResourceClaim
 from .policy import PolicyBook

@@ -32,18 +32,17 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from operators.dra.pools import visible_devices
-
 from . import metrics
 from .actions import AttachResult, CallOutcome, Outcome, invoke
 from .actions.base import AttachRequest, ClaimRef, DeviceInfo, NodeInfo, Operation, PodRef, PolicyRef
+from .actions.testaction import TEST_ANNOTATION_PREFIX
 from .identity import DeviceKey, record_key
-from .models import ActionDevice, DeviceAttachment, Node, Phase, ResourceClaim, ResourceSlice
+from .models import ActionDevice, DeviceAttachment, Node, Phase, ResourceClaim
 from .policy import PolicyState
 from .selection import pod_consumers
 from .statemachine import CallResult, Event, Step, attach_call_timeout
@@ -52,16 +51,6 @@ if TYPE_CHECKING:
     from operators.core.runtime import Spawn
 
     from .kube import Lookups
-
-
-TEST_ANNOTATION_PREFIX = "test.dra-operators.io/"
-
-
-def published_device(
-    slices: Iterable[ResourceSlice], driver: str, pool: str, device: str
-) -> ActionDevice | None:
-    found = visible_devices(slices).get(((driver, pool), device))
-    return found[1] if found is not None else None
 
 
 def node_info(record: DeviceAttachment, node: Node | None) -> NodeInfo | None:

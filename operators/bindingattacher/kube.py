@@ -72,10 +72,10 @@ from operators.core.models import parse_or_skip
 from operators.core.reconcile import Requeue
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
 from operators.dra.api import DEVICE_TAINT_RULES, GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES, VERSION
+from operators.dra.pools import published_device
 
 from . import metrics
 from .cache import ClaimCache, project_claim, put_record
-from .calls import published_device
 from .devicestatus import WriteError, apply_body, classify_write_error, field_manager
 from .identity import DeviceKey, taint_rule_name
 from .ledger import FINALIZER, LABEL_POLICY, LedgerIndex, manifest

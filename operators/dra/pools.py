@@ -59,3 +59,11 @@ def visible_devices(
             for device in resource_slice.spec.devices:
                 visible.setdefault((pool, device.name), (resource_slice, device))
     return visible
+
+
+def published_device(
+    slices: Iterable[ResourceSlice[Device]], driver: str, pool: str, device: str
+) -> Device | None:
+    """The device as its pool's current slices publish it, or None when they do not."""
+    found = visible_devices(slices).get(((driver, pool), device))
+    return found[1] if found is not None else None

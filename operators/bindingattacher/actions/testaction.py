@@ -32,7 +32,7 @@ from operators.dra.durations import parse_go_duration
 from ..models import TestActionSpec
 from .base import AttachRequest, AttachResult, BaseAction, Operation, Outcome
 
-ANNOTATION_PREFIX = "test.dra-operators.io/"
+TEST_ANNOTATION_PREFIX = "test.dra-operators.io/"
 ATTACH_OUTCOMES = ("Succeed", "Fail", "Transient", "InProgress", "Hang")
 DETACH_OUTCOMES = ("Succeed", "Transient", "Fail")
 
@@ -85,7 +85,7 @@ class TestParameters:
             ("detach-outcome", "detach_outcome", str),
             ("detach-delay", "detach_delay", _seconds),
         ):
-            raw = annotations.get(ANNOTATION_PREFIX + name)
+            raw = annotations.get(TEST_ANNOTATION_PREFIX + name)
             if raw is None:
                 continue
             try:
