@@ -11,12 +11,6 @@ from typing import Final
 OPERATOR_NAME: Final = "resourceclaim"
 """Work-queue ``name`` label and the operator's name on the command line."""
 
-FIELD_MANAGER: Final = "dra-operators-resourceclaim"
-"""Server-side-apply field manager, so that our pod status entries are attributable to us."""
-
-EVENT_COMPONENT: Final = "dra-operators-resourceclaim"
-"""Event ``source.component`` and ``reportingComponent``."""
-
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 """Set on generated claims to the pod claim entry name; the duplicate check (7.3) keys on it."""
 
