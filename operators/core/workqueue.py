@@ -248,7 +248,7 @@ class WorkQueue(Generic[K]):
         except asyncio.CancelledError:
             raise
         except Exception as err:  # a failed sync is retried, never fatal to the worker
-            # Errors that mark themselves retryable (API errors) were anticipated: no traceback.
+            # Transient API errors (timeouts, 409, 429, 5xx) mark themselves retryable: no traceback.
             unexpected = None if getattr(err, "retryable", False) else err
             return Retry(str(err), getattr(err, "retry_after", None)), unexpected
 
