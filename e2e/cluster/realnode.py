@@ -340,9 +340,12 @@ def _kill_cgroup_processes(layout: NodeLayout, sig: int = signal.SIGKILL) -> int
     """Signal every process in the node's cgroup subtree (the containers); how many there were."""
     pids: set[int] = set()
     for top in layout.cgroup_dirs():
-        for procs in top.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError):
-                pids.update(int(p) for p in procs.read_text().split())
+        # os.walk, not Path.rglob: a container's cgroup vanishes under the walk as it exits,
+        # which rglob raises and os.walk skips.
+        for directory, _, files in os.walk(top):
+            if "cgroup.procs" in files:
+                with contextlib.suppress(OSError):
+                    pids.update(int(p) for p in Path(directory, "cgroup.procs").read_text().split())
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
