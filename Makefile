@@ -9,6 +9,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 K8S_VERSION ?= v1.37.2
 UPSTREAM_DRA ?=
+# WORKLOAD_CLAIMS=1: the DRAWorkloadResourceClaims and GenericWorkload gates on every component and
+# the PodGroup API (scheduling.k8s.io/v1beta1) served; the e2e tests marked workload_claims run.
+WORKLOAD_CLAIMS ?=
 FAKE_NODES ?=
 # NODE=fake: a cluster of fake nodes only (no kubelet, containerd or images; pods never start).
 NODE ?=
@@ -18,7 +21,8 @@ BINDING_TIMEOUT ?=
 PYTEST_ARGS ?=
 DEMO ?=
 
-CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
+CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(WORKLOAD_CLAIMS),--workload-claims) \
+	$(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
 	$(if $(NODE),--node $(NODE)) $(if $(SERVICES),--services) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
 

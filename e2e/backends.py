@@ -36,6 +36,7 @@ def start_devcluster(
     started = ensure_devcluster(
         directory,
         upstream_dra=upstream,
+        workload_claims=config.getoption("--e2e-workload-claims"),
         real_node=real_node,
         taint_node=not deployed,
         services=deployed,
@@ -110,7 +111,7 @@ def kind_cluster(config: pytest.Config) -> harness.Cluster:
         kubectl_path=binaries.directory / "kubectl",
     )
     config_path = Path(tempfile.mkdtemp()) / "kind.yaml"
-    config_path.write_text(kind_config())
+    config_path.write_text(kind_config(workload_claims=config.getoption("--e2e-workload-claims")))
     kind.create(config_path)
     if not config.getoption("--e2e-keep-cluster"):
         atexit.register(kind.delete)

@@ -70,6 +70,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="the existing cluster runs the in-tree DRA controllers",
     )
+    group.addoption(
+        "--e2e-workload-claims",
+        action="store_true",
+        default=bool(os.environ.get("WORKLOAD_CLAIMS")),
+        help="the devclusters (or kind) get the DRAWorkloadResourceClaims and GenericWorkload gates "
+        "and serve the PodGroup API, and the tests marked workload_claims run (an existing cluster: "
+        "it has them); without it those tests are deselected",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of the workload claims option are deselected without it, not skipped: a skip
+    fails a CI run."""
+    if config.getoption("--e2e-workload-claims"):
+        return
+    off = [item for item in items if item.get_closest_marker("workload_claims")]
+    if off:
+        config.hook.pytest_deselected(items=off)
+        items[:] = [item for item in items if not item.get_closest_marker("workload_claims")]
 
 
 # -- clusters -----------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ def _target() -> Target:
         state_dir = parent if (parent / "state.json").is_file() else DEFAULT_STATE_DIR
         return Target(explicit, "kubectl", state_dir)
     real_node = os.environ.get("NODE") != "fake"
-    cluster = ensure_devcluster(DEFAULT_STATE_DIR, real_node=real_node)
+    workload_claims = bool(os.environ.get("WORKLOAD_CLAIMS"))
+    cluster = ensure_devcluster(DEFAULT_STATE_DIR, real_node=real_node, workload_claims=workload_claims)
     state = cluster.state
     print(f"devcluster {'reused' if cluster.existing else 'started'} at {state.server}")
     if cluster.existing and real_node and state.node is None:

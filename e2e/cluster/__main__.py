@@ -20,6 +20,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a devcluster (build the binaries if needed)")
     up.add_argument("--upstream-dra", action="store_true", help="keep the in-tree DRA controllers on")
+    up.add_argument(
+        "--workload-claims",
+        action="store_true",
+        help="the DRAWorkloadResourceClaims and GenericWorkload feature gates on every component, "
+        "and the PodGroup API (scheduling.k8s.io/v1beta1) served",
+    )
     up.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
     up.add_argument("--fake-nodes", type=int, default=int(os.environ.get("FAKE_NODES") or 0))
     up.add_argument(
@@ -103,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster = ensure_devcluster(
                 directory,
                 upstream_dra=args.upstream_dra,
+                workload_claims=args.workload_claims,
                 real_node=args.node == "real",
                 services=args.services,
                 binding_timeout=args.binding_timeout,
@@ -113,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
                 verbosity=int(os.environ.get("DEVCLUSTER_VERBOSITY", "1")),
             )
             state = cluster.state
+            setup = launcher.describe(state.mode, state.workload_claims)
             if cluster.existing:
-                print(f"already running ({state.mode} mode) at {state.server}")
+                print(f"already running ({setup}) at {state.server}")
             else:
                 print(
-                    f"devcluster ({state.mode} mode) ready at {state.server} in "
+                    f"devcluster ({setup}) ready at {state.server} in "
                     f"{time.monotonic() - started:.1f}s; kubeconfig: {state.kubeconfig}"
                 )
             return 0
@@ -130,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(doc, indent=2))
             else:
                 label = {0: "running", 3: "not running", 4: "degraded"}[code]
-                print(label + (f" ({doc['mode']} mode) at {doc['server']}" if doc.get("server") else ""))
+                setup = launcher.describe(doc["mode"], doc["workload_claims"]) if doc.get("server") else ""
+                print(label + (f" ({setup}) at {doc['server']}" if setup else ""))
                 for name, comp in doc.get("components", {}).items():
                     print(
                         f"  {name:<24} pid {comp['pid']:<8} alive={comp['alive']} ready={comp['ready']} "

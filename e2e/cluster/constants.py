@@ -42,6 +42,35 @@ RUNTIME_CONFIG: dict[str, str] = {
 }
 RUNTIME_CONFIG_FLAG = ",".join(f"{k}={v}" for k, v in RUNTIME_CONFIG.items())
 
+# The workload claims option (KEP-5729: a PodGroup's templated ResourceClaims). Both gates are
+# beta and off by default in 1.37, neither is locked, and DRAWorkloadResourceClaims depends on
+# GenericWorkload, without which the API server also stores no PodGroup. Every client of
+# PodGroups in 1.37 (scheduler, resourceclaim controller) uses scheduling.k8s.io/v1beta1, a beta
+# version the API server serves only when the runtime config asks for it.
+WORKLOAD_CLAIMS_FEATURE_GATES: dict[str, bool] = {
+    "GenericWorkload": True,
+    "DRAWorkloadResourceClaims": True,
+}
+WORKLOAD_CLAIMS_RUNTIME_CONFIG: dict[str, str] = {"scheduling.k8s.io/v1beta1": "true"}
+
+
+def feature_gates(workload_claims: bool = False) -> dict[str, bool]:
+    """The gates of every component: the apiserver, scheduler, controller manager and kubelet."""
+    return {**FEATURE_GATES, **(WORKLOAD_CLAIMS_FEATURE_GATES if workload_claims else {})}
+
+
+def feature_gates_flag(workload_claims: bool = False) -> str:
+    return ",".join(f"{k}={str(v).lower()}" for k, v in feature_gates(workload_claims).items())
+
+
+def runtime_config(workload_claims: bool = False) -> dict[str, str]:
+    return {**RUNTIME_CONFIG, **(WORKLOAD_CLAIMS_RUNTIME_CONFIG if workload_claims else {})}
+
+
+def runtime_config_flag(workload_claims: bool = False) -> str:
+    return ",".join(f"{k}={v}" for k, v in runtime_config(workload_claims).items())
+
+
 DRA_CONTROLLERS = (
     "resourceclaim-controller",
     "device-taint-eviction-controller",

@@ -19,7 +19,7 @@ from .nodes import create_fake_nodes_sync
 @dataclass(frozen=True)
 class Devcluster:
     state: launcher.ClusterState
-    # A healthy cluster of the same mode already ran in the directory and is reused as it is.
+    # A healthy cluster of the same mode and options already ran in the directory and is reused as it is.
     existing: bool
     kubectl: str
 
@@ -28,6 +28,7 @@ def ensure_devcluster(
     directory: Path,
     *,
     upstream_dra: bool = False,
+    workload_claims: bool = False,
     real_node: bool = False,
     taint_node: bool = False,
     services: bool = False,
@@ -41,7 +42,9 @@ def ensure_devcluster(
     build_log: Callable[[str], None] = print,
     say: Callable[[str], None] = print,
 ) -> Devcluster:
-    """The devcluster in ``directory``: started, or reused when it already runs in that mode.
+    """The devcluster in ``directory``: started, or reused when it already runs in that mode and
+    with the same ``workload_claims`` (the DRAWorkloadResourceClaims and GenericWorkload gates on
+    every component, the PodGroup API served); a running one that differs is an error.
 
     ``real_node``: one node with kubelet, containerd and the test DRA driver (``taint_node`` keeps
     other pods off it; ``services``: its pods reach the API server and Services). ``fake_nodes``
@@ -56,6 +59,7 @@ def ensure_devcluster(
         k8s_version=build_mod.k8s_version(),
         etcd_version=build_mod.etcd_version(),
         upstream_dra=upstream_dra,
+        workload_claims=workload_claims,
         binding_timeout=binding_timeout,
         kcm_controllers=kcm_controllers,
         extra_args=extra_args or {},

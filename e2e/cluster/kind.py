@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import yaml
 
-from .constants import FEATURE_GATES, REAL_CLUSTER_CONTROLLERS, RUNTIME_CONFIG
+from .constants import REAL_CLUSTER_CONTROLLERS, feature_gates, runtime_config
 
 
-def kind_config() -> str:
+def kind_config(workload_claims: bool = False) -> str:
+    """``workload_claims``: the gates of the workload claims option on every node's components and
+    the PodGroup API served, as the devcluster's ``--workload-claims`` does."""
     kubeadm_patch = yaml.safe_dump(
         {
             "kind": "ClusterConfiguration",
@@ -17,8 +19,8 @@ def kind_config() -> str:
     config = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
-        "featureGates": dict(FEATURE_GATES),
-        "runtimeConfig": dict(RUNTIME_CONFIG),
+        "featureGates": feature_gates(workload_claims),
+        "runtimeConfig": runtime_config(workload_claims),
         "nodes": [
             {"role": "control-plane", "kubeadmConfigPatches": [kubeadm_patch]},
             {"role": "worker"},

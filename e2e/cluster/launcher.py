@@ -34,11 +34,11 @@ import yaml
 from . import pki, realnode
 from .constants import (
     DEFAULT_MODE_CONTROLLERS,
-    FEATURE_GATES_FLAG,
     LOOPBACK,
-    RUNTIME_CONFIG_FLAG,
     SERVICE_CLUSTER_IP_RANGE,
     UPSTREAM_MODE_CONTROLLERS,
+    feature_gates_flag,
+    runtime_config_flag,
 )
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
@@ -84,6 +84,8 @@ class ClusterState:
     # The real node's name, or None for a cluster of fake nodes only.
     node: str | None = None
     node_bin_dir: str | None = None
+    # The workload claims gates and the PodGroup API are on (absent from older state files: off).
+    workload_claims: bool = False
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -231,6 +233,8 @@ class UpOptions:
     k8s_version: str
     etcd_version: str
     upstream_dra: bool = False
+    # DRAWorkloadResourceClaims and GenericWorkload on every component, the PodGroup API served.
+    workload_claims: bool = False
     binding_timeout: str | None = None
     kcm_controllers: str | None = None
     extra_args: dict[str, list[str]] = field(default_factory=dict)
@@ -346,6 +350,7 @@ class Launcher:
         v = f"--v={self.o.verbosity}"
         etcd_client, etcd_peer, api_port, sched_port, kcm_port = (free_port() for _ in range(5))
         server = f"https://{api_host}:{api_port}"
+        gates = feature_gates_flag(self.o.workload_claims)
 
         self._spawn(
             "etcd",
@@ -389,8 +394,8 @@ class Launcher:
                 "--allow-privileged=true",
                 "--disable-admission-plugins=TaintNodesByCondition",
                 f"--endpoint-reconciler-type={'lease' if api_host != LOOPBACK else 'none'}",
-                f"--runtime-config={RUNTIME_CONFIG_FLAG}",
-                f"--feature-gates={FEATURE_GATES_FLAG}",
+                f"--runtime-config={runtime_config_flag(self.o.workload_claims)}",
+                f"--feature-gates={gates}",
                 v,
             ],
             api_port,
@@ -424,7 +429,7 @@ class Launcher:
                 f"--secure-port={sched_port}",
                 f"--tls-cert-file={p('serving.crt')}",
                 f"--tls-private-key-file={p('serving.key')}",
-                f"--feature-gates={FEATURE_GATES_FLAG}",
+                f"--feature-gates={gates}",
                 v,
             ],
             sched_port,
@@ -447,7 +452,7 @@ class Launcher:
                 f"--root-ca-file={p('ca.crt')}",
                 f"--service-account-private-key-file={p('sa.key')}",
                 f"--controllers={controllers}",
-                f"--feature-gates={FEATURE_GATES_FLAG}",
+                f"--feature-gates={gates}",
                 v,
             ],
             kcm_port,
@@ -470,11 +475,12 @@ class Launcher:
             server=server,
             kubeconfig=str(kubeconfig),
             binding_timeout=self.o.binding_timeout,
-            feature_gates=FEATURE_GATES_FLAG,
+            feature_gates=gates,
             owner_pid=os.getpid(),
             components=self.components,
             node=realnode.NODE_NAME if self.o.node else None,
             node_bin_dir=str(self.o.node.bin_dir) if self.o.node else None,
+            workload_claims=self.o.workload_claims,
         )
         state.save()
         self._log(f"ready in {time.monotonic() - started:.1f}s")
@@ -685,6 +691,7 @@ def status(directory: Path) -> tuple[int, dict[str, Any]]:
         "etcd_version": state.etcd_version,
         "binding_timeout": state.binding_timeout,
         "feature_gates": state.feature_gates,
+        "workload_claims": state.workload_claims,
         "components": comps,
     }
     if not any(alive):
@@ -694,15 +701,21 @@ def status(directory: Path) -> tuple[int, dict[str, Any]]:
     return 0, doc
 
 
+def describe(mode: str, workload_claims: bool) -> str:
+    """What a cluster was started with, as status and the reuse check name it."""
+    return f"{mode} mode" + (", workload claims" if workload_claims else "")
+
+
 def up(options: UpOptions, say: Callable[[str], None] = print) -> tuple[ClusterState, bool]:
     """Start, or report the healthy cluster already running in the same mode (second value True)."""
     with _locked(options.directory):
         code, doc = status(options.directory)
         wanted = "upstream-dra" if options.upstream_dra else "default"
         if code == 0:
-            if doc["mode"] != wanted:
+            running = describe(doc["mode"], doc["workload_claims"])
+            if running != describe(wanted, options.workload_claims):
                 raise ClusterError(
-                    f"a devcluster in {doc['mode']} mode is running in {options.directory}; "
+                    f"a devcluster in {running} is running in {options.directory}; "
                     "run make cluster-down first"
                 )
             existing = ClusterState.load(options.directory)

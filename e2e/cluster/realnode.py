@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from .constants import FEATURE_GATES, LOOPBACK
+from .constants import LOOPBACK, feature_gates
 
 NODE_NAME = "devcluster-node"
 DRIVER_NAME = "gpu.dra-operators.test"
@@ -285,7 +285,12 @@ def cni_config(layout: NodeLayout) -> dict[str, Any]:
 
 
 def kubelet_config(
-    layout: NodeLayout, ca_file: Path, port: int, healthz_port: int, taints: Sequence[dict[str, str]]
+    layout: NodeLayout,
+    ca_file: Path,
+    port: int,
+    healthz_port: int,
+    taints: Sequence[dict[str, str]],
+    workload_claims: bool = False,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -314,7 +319,7 @@ def kubelet_config(
         "volumePluginDir": str(layout.kubelet_root / "volume-plugins"),
         "resolvConf": "",
         "registerWithTaints": list(taints),
-        "featureGates": dict(FEATURE_GATES),
+        "featureGates": feature_gates(workload_claims),
         # A busy developer disk must not taint the node or delete the imported images (there is
         # no registry to pull them back from).
         "evictionHard": {
@@ -620,7 +625,10 @@ def start(
     kubelet_yaml = layout.disk / "kubelet.yaml"
     taints = [REAL_NODE_TAINT] if options.taint else []
     kubelet_yaml.write_text(
-        yaml.safe_dump(kubelet_config(layout, keys.path("ca.crt"), port, healthz, taints), sort_keys=False)
+        yaml.safe_dump(
+            kubelet_config(layout, keys.path("ca.crt"), port, healthz, taints, launcher.o.workload_claims),
+            sort_keys=False,
+        )
     )
     launcher._spawn(
         "kubelet",

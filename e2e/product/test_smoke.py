@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e import harness
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, FEATURE_GATES, PLACEHOLDER_IMAGE
+from e2e.cluster.constants import (
+    DELETE_PROTECTION_FINALIZER,
+    FEATURE_GATES,
+    PLACEHOLDER_IMAGE,
+    WORKLOAD_CLAIMS_FEATURE_GATES,
+)
 from e2e.kube import Kube, wait_for
 
 pytestmark = [pytest.mark.smoke, pytest.mark.timeout(90)]
@@ -78,14 +83,31 @@ def test_dra_apis_served(cluster: harness.Cluster, api: Kube) -> None:
     assert {"devicetaintrules", "resourcepoolstatusrequests"} <= alpha
 
 
+def _enabled_gates(cluster: harness.Cluster, gates: Iterable[str]) -> dict[str, bool]:
+    lines = cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines()
+    return {
+        gate: any(
+            line.startswith(f'kubernetes_feature_enabled{{name="{gate}"') and line.endswith(" 1")
+            for line in lines
+        )
+        for gate in gates
+    }
+
+
 def test_feature_gates_enabled(cluster: harness.Cluster) -> None:
     """S3: the apiserver reports each gate of the devcluster as enabled."""
-    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
-    for gate in FEATURE_GATES:
-        assert any(
-            line.startswith(f'kubernetes_feature_enabled{{name="{gate}"') and line.endswith(" 1")
-            for line in metrics.splitlines()
-        ), f"{gate} is not enabled"
+    enabled = _enabled_gates(cluster, FEATURE_GATES)
+    assert all(enabled.values()), f"not enabled: {[g for g, on in enabled.items() if not on]}"
+
+
+@pytest.mark.workload_claims
+def test_podgroup_api_served(cluster: harness.Cluster, api: Kube) -> None:
+    """S2 and S3 with the workload claims option: its gates are on and PodGroups, with their
+    status, are served in the version every 1.37 client of them uses."""
+    enabled = _enabled_gates(cluster, WORKLOAD_CLAIMS_FEATURE_GATES)
+    assert all(enabled.values()), f"not enabled: {[g for g, on in enabled.items() if not on]}"
+    served = {r["name"] for r in api.get("/apis/scheduling.k8s.io/v1beta1")["resources"]}
+    assert {"podgroups", "podgroups/status"} <= served
 
 
 def test_real_allocation_and_binding(
