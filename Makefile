@@ -101,7 +101,7 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
 		test-e2e::"$(MAKE) --no-print-directory test-e2e"
 
 .PHONY: cluster-up
-cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node)
+cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node; WORKLOAD_CLAIMS=1: PodGroup claims gates and API)
 	$(PY) -m e2e.cluster up $(CLUSTER_FLAGS)
 
 .PHONY: cluster-down
