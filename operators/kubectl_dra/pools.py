@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.core import PROJECT_GROUP
-from operators.dra.api import GROUP
+from operators.dra.api import GROUP, RESOURCE_SLICES
 
 from .errors import PluginError
 from .poolview import Answer
@@ -23,7 +23,6 @@ from .session import Session, poll
 
 PLURAL = "resourcepoolstatusrequests"
 SURFACES = {"crd": (PROJECT_GROUP, "v1alpha1"), "builtin": (GROUP, "v1alpha3")}
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 SILENCE = "no operator answered within {timeout}: is the poolstatus operator running?"
 
 
@@ -56,7 +55,7 @@ async def surface(session: Session, choice: str) -> tuple[str, str]:
 
 async def published_drivers(session: Session, pool: str | None) -> tuple[str, ...]:
     """The drivers with ResourceSlices (of ``pool``, when given): asking the others is pointless."""
-    slices = await session.items("listing ResourceSlices", SLICES)
+    slices = await session.items("listing ResourceSlices", RESOURCE_SLICES.path())
     return tuple(
         sorted(
             {

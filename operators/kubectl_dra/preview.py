@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import ApiError
-from operators.dra.api import GROUP, VERSION
+from operators.core.resources import PODS
+from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
 from operators.dra.taints import EFFECT_NONE, DeviceTaint, DeviceTaintSelector
 
 from .errors import PluginError
@@ -32,8 +33,6 @@ from .previewmodel import (
 from .session import Session, poll
 
 VERSIONS = ("v1", "v1beta2", "v1alpha3")
-SLICES = f"/apis/{GROUP}/{VERSION}/resourceslices"
-CLAIMS = f"/apis/{GROUP}/{VERSION}/resourceclaims"
 CONDITION = "EvictionInProgress"
 SILENCE = "no operator answered within {timeout}: is the devicetaint operator running?"
 
@@ -102,7 +101,7 @@ async def _pods(session: Session, claims: Sequence[ClaimRow]) -> dict[tuple[str,
             key = (claim.namespace, consumer.name)
             if key in pods:
                 continue
-            path = f"/api/v1/namespaces/{claim.namespace}/pods/{consumer.name}"
+            path = PODS.path(consumer.name, namespace=claim.namespace)
             try:
                 pods[key] = await session.client.get(path)
             except ApiError as err:
@@ -119,9 +118,11 @@ async def preview(session: Session, query: PreviewQuery) -> Preview:
     now = datetime.now(UTC)
     driver = query.selector.driver
     slices = await session.items(
-        "listing ResourceSlices", SLICES, **({"fieldSelector": f"spec.driver={driver}"} if driver else {})
+        "listing ResourceSlices",
+        RESOURCE_SLICES.path(),
+        **({"fieldSelector": f"spec.driver={driver}"} if driver else {}),
     )
-    claims = await session.items("listing ResourceClaims", CLAIMS)
+    claims = await session.items("listing ResourceClaims", RESOURCE_CLAIMS.path())
     taint = DeviceTaint(key=query.key, value=query.value, effect=query.effect, time_added=now)
     claim_rows = affected_claims(claims, query.selector, taint, now)
     pod_rows = affected_pods(claim_rows, await session.call("reading pods", _pods(session, claim_rows)))
