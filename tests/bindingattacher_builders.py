@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from operators.bindingattacher import ledger
+from operators.bindingattacher.controller import BindingAttacherController
 from operators.bindingattacher.models import (
     DeviceAttachment,
     DeviceAttachmentStatus,
@@ -15,7 +16,14 @@ from operators.bindingattacher.models import (
     ResourceClaim,
 )
 from operators.bindingattacher.selection import NodeResolution
+from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.core.client import KubeClient
 from operators.core.conditions import format_time
+from operators.core.events import EventRecorder
+from operators.core.health import Health
+from operators.core.namespace import NamespaceState, Presence
+from operators.core.runtime import Runtime
+from operators.core.workqueue import WorkQueue
 
 T0 = datetime(2026, 8, 1, 10, 0, 0, tzinfo=UTC)
 DEADLINE = T0 + timedelta(seconds=22)
@@ -185,3 +193,25 @@ def attach_request(
 def spawn(coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
     """What the runtime's spawn does, without the shutdown bookkeeping a unit test has no use for."""
     return asyncio.get_running_loop().create_task(coroutine, name=name)
+
+
+def attacher(client: object, ledger_namespace: Presence) -> BindingAttacherController:
+    """A controller on its own runtime, as ``dra-operators bindingattacher`` builds it, over a
+    fake API client, with the ledger namespace present or missing."""
+    kube = cast(KubeClient, client)
+    namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
+    namespace.update(ledger_namespace)
+    runtime = Runtime(
+        name="bindingattacher",
+        settings=BindingAttacherSettings(namespace="dra-operators"),
+        client=kube,
+        reader=kube,
+        events=EventRecorder(kube, "dra-operators-bindingattacher"),
+        health=Health(),
+        queue=WorkQueue("bindingattacher-unit"),
+        field_manager="dra-operators-bindingattacher",
+        own_namespace=namespace,
+    )
+    controller = BindingAttacherController(runtime)
+    runtime.controller = controller
+    return controller

@@ -3,21 +3,14 @@ missing (instead of Ready=True and a 404 per attachment), and becomes Ready once
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from bindingattacher_builders import FABRIC
+from bindingattacher_builders import FABRIC, attacher
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.cache import PolicyKey
-from operators.bindingattacher.controller import BindingAttacherController
-from operators.bindingattacher.settings import BindingAttacherSettings
-from operators.core.client import KubeClient
 from operators.core.conditions import Condition
-from operators.core.events import EventRecorder
-from operators.core.health import Health
-from operators.core.namespace import NamespaceState, Presence, Problem
-from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
+from operators.core.namespace import Presence, Problem
 
 MISSING = Problem("NamespaceMissing", 'namespace "dra-operators" does not exist (...)')
 
@@ -52,22 +45,10 @@ def ready_of(status: dict[str, Any]) -> tuple[str, str, str]:
 
 async def test_policy_ready_follows_the_namespace() -> None:
     client = FakeClient()
-    kube = cast(KubeClient, client)
-    namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
-    namespace.update(Presence.MISSING)
-    runtime = Runtime(
-        name="bindingattacher",
-        settings=BindingAttacherSettings(namespace="dra-operators"),
-        client=kube,
-        reader=kube,
-        events=EventRecorder(kube, "dra-operators-bindingattacher"),
-        health=Health(),
-        queue=WorkQueue("bindingattacher-namespace-unit"),
-        field_manager="dra-operators-bindingattacher",
-        own_namespace=namespace,
-    )
-    controller = BindingAttacherController(runtime)
-    runtime.controller = controller
+    controller = attacher(client, Presence.MISSING)
+    runtime = controller.runtime
+    namespace = runtime.own_namespace
+    assert namespace is not None
     controller.upsert_policy(
         {
             "metadata": {"name": "fabric", "uid": "u1", "generation": 1, "resourceVersion": "1"},

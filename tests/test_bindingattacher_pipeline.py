@@ -14,14 +14,13 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import ATTACHED, FABRIC, claim_body, result, spawn
+from bindingattacher_builders import ATTACHED, FABRIC, attacher, claim_body, result, spawn
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
 from operators.bindingattacher.actions.factory import NoopAction
 from operators.bindingattacher.cache import ClaimKey, ClusterCache, PolicyKey, claim_key, project_claim
 from operators.bindingattacher.calls import CallTracker
-from operators.bindingattacher.controller import BindingAttacherController
 from operators.bindingattacher.decide import record_step
 from operators.bindingattacher.kube import Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from operators.bindingattacher.models import DeviceAttachment, DeviceAttachPolicy, Phase, Reported
@@ -30,11 +29,8 @@ from operators.bindingattacher.settings import BindingAttacherSettings
 from operators.bindingattacher.statemachine import CallResult, MachineSettings, Observation
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.health import Health
-from operators.core.namespace import NamespaceState, Presence
+from operators.core.namespace import Presence
 from operators.core.reconcile import Done, Requeue
-from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
 
 POLICY = {
     "metadata": {"name": "fabric", "uid": "policy-uid", "generation": 1, "resourceVersion": "1"},
@@ -285,22 +281,8 @@ class ClusterServer(Server):
 async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result() -> None:
     body = claim_body([result()], timestamp=datetime.now(UTC).replace(microsecond=0))
     server = ClusterServer(body)
-    kube = cast(KubeClient, server)
-    namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
-    namespace.update(Presence.PRESENT)
-    runtime = Runtime(
-        name="bindingattacher",
-        settings=BindingAttacherSettings(namespace="dra-operators"),
-        client=kube,
-        reader=kube,
-        events=EventRecorder(kube, "dra-operators-bindingattacher"),
-        health=Health(),
-        queue=WorkQueue("bindingattacher-pipeline-unit"),
-        field_manager="dra-operators-bindingattacher",
-        own_namespace=namespace,
-    )
-    controller = BindingAttacherController(runtime)
-    runtime.controller = controller
+    controller = attacher(server, Presence.PRESENT)
+    runtime = controller.runtime
     controller.upsert_policy(POLICY)
     policy_result = await controller.sync(PolicyKey("fabric"))
     assert isinstance(policy_result, Requeue), "the policy is looked at again (authorization recheck)"
