@@ -26,7 +26,7 @@ class ServedResource(ApiResource):
 
 async def resources_of(client: KubeClient, group: str, version: str) -> dict[str, ServedResource]:
     """The resources of one group version, or an empty mapping when it is not served."""
-    path = f"/apis/{group}/{version}" if group else f"/api/{version}"  # the group version itself
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
     try:
         doc = await client.get(path)
     except ApiError as err:
