@@ -11,16 +11,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core.reconcile import Result
+from operators.dra.podgroups import PodGroup
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
 from operators.resourceclaim.plan import (
     Action,
+    ApplyPodGroupStatus,
     ApplyPodStatus,
     CreateClaim,
     DeleteClaim,
     Failed,
     GetClaim,
     GetPod,
+    GetPodGroup,
     Ok,
     Plan,
     PutClaim,
@@ -56,6 +59,7 @@ def pod_body(
     deleting: bool = False,
     extended_claim: str | None = None,
     namespace: str = NS,
+    pod_group: str | None = None,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "7"}
     if deleting:
@@ -65,6 +69,8 @@ def pod_body(
         spec["resourceClaims"] = [dict(entry) for entry in claims]
     if node_name:
         spec["nodeName"] = node_name
+    if pod_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": pod_group}
     status: dict[str, Any] = {"phase": phase}
     if statuses:
         status["resourceClaimStatuses"] = [dict(entry) for entry in statuses]
@@ -84,6 +90,56 @@ def make_pod(name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Pod:
 
 def pod_consumer(name: str, uid: str) -> dict[str, str]:
     return {"resource": "pods", "name": name, "uid": uid}
+
+
+def pod_group_consumer(name: str = "pg", uid: str = "G") -> dict[str, str]:
+    return {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": name, "uid": uid}
+
+
+def pod_group_owner(name: str = "pg", uid: str = "G") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "name": name,
+        "uid": uid,
+        "controller": True,
+    }
+
+
+def pod_group_body(
+    name: str = "pg",
+    uid: str = "G",
+    *,
+    claims: Iterable[Mapping[str, str]] = (),
+    statuses: Iterable[Mapping[str, str]] = (),
+    deleting: bool = False,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "uid": uid,
+        "resourceVersion": "3",
+        "finalizers": ["scheduling.k8s.io/podgroup-protection"],
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:02:00Z"
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    if claims:
+        spec["resourceClaims"] = [dict(entry) for entry in claims]
+    status: dict[str, Any] = {}
+    if statuses:
+        status["resourceClaimStatuses"] = [dict(entry) for entry in statuses]
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    }
+
+
+def make_pod_group(name: str = "pg", uid: str = "G", **kwargs: Any) -> PodGroup:
+    return PodGroup.model_validate(pod_group_body(name, uid, **kwargs))
 
 
 def claim_body(
@@ -193,6 +249,7 @@ class FakeApi:
         self.failures: dict[type, list[Failed]] = {}
         self.live_pods: dict[str, str] = {}
         self.live_claims: dict[str, str] = {}
+        self.live_pod_groups: dict[str, str] = {}
         self.created: list[dict[str, Any]] = []
 
     def fail(self, action_type: type, *replies: Failed) -> None:
@@ -221,6 +278,10 @@ class FakeApi:
             if action.name not in self.live_pods:
                 return Failed(404, f'pods "{action.name}" not found')
             return Ok({"metadata": {"name": action.name, "uid": self.live_pods[action.name]}})
+        if isinstance(action, GetPodGroup):
+            if action.name not in self.live_pod_groups:
+                return Failed(404, f'podgroups.scheduling.k8s.io "{action.name}" not found')
+            return Ok({"metadata": {"name": action.name, "uid": self.live_pod_groups[action.name]}})
         if isinstance(action, GetClaim):
             if action.name not in self.live_claims:
                 return Failed(404, "not found")
@@ -235,7 +296,7 @@ class FakeApi:
 
     def writes(self) -> list[Any]:
         """Every action that changes the cluster."""
-        kinds = (CreateClaim, ApplyPodStatus, PutClaimStatus, PutClaim, DeleteClaim)
+        kinds = (CreateClaim, ApplyPodStatus, ApplyPodGroupStatus, PutClaimStatus, PutClaim, DeleteClaim)
         return [action for action in self.actions if isinstance(action, kinds)]
 
 
@@ -244,10 +305,16 @@ def cache_with(
     pods: Iterable[Pod] = (),
     claims: Iterable[ResourceClaim] = (),
     templates: Iterable[ResourceClaimTemplate] = (),
+    pod_groups: Iterable[PodGroup] = (),
+    workload_claims: bool = False,
     clock: FakeClock | None = None,
 ) -> ClusterCache:
-    """A cache after the initial listing of the given objects."""
+    """A cache after the initial listing of the given objects; ``workload_claims`` as the
+    controller decides it at start, before any event."""
     cache = ClusterCache(clock=clock or FakeClock())
+    cache.workload_claims = workload_claims
+    for group in pod_groups:
+        cache.apply_pod_group_event(None, group)
     for template in templates:
         cache.apply_template_event(None, template)
     for claim in claims:

@@ -95,7 +95,9 @@ def _claim() -> dict[str, Any]:
 
 
 def _kept_text(model: BaseModel) -> str:
-    return model.model_dump_json(by_alias=True)
+    # An unset optional field is a shared None: it costs no memory per object (tracemalloc shows
+    # the same bytes per resourceclaim Pod with and without spec.schedulingGroup modelled).
+    return model.model_dump_json(by_alias=True, exclude_none=True)
 
 
 def test_resourceclaim_pod_keeps_what_its_syncs_read() -> None:

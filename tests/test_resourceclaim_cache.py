@@ -51,14 +51,14 @@ def test_pods_without_claims_are_not_kept_nor_remembered() -> None:
     assert cache.apply_pod_event("ADDED", plain) == []
     assert cache.pod("demo", "plain") is None
     assert cache.apply_pod_event("DELETED", plain) == []
-    assert not cache.is_deleted_pod("P")
+    assert not cache.is_deleted_consumer("P")
 
 
 def test_deleted_pod_is_remembered_and_routes_its_claims() -> None:
     pod = make_pod(claims=[named_entry("gpu", "shared")], node_name="node-1", phase="Running")
     cache = cache_with(pods=[pod])
     assert cache.apply_pod_event("DELETED", pod) == ["claim:demo/shared"]
-    assert cache.is_deleted_pod("U")
+    assert cache.is_deleted_consumer("U")
 
 
 def test_deleted_event_of_a_replaced_pod_keeps_the_new_pod() -> None:
@@ -67,7 +67,7 @@ def test_deleted_event_of_a_replaced_pod_keeps_the_new_pod() -> None:
     cache = cache_with(pods=[new])
     cache.apply_pod_event("DELETED", old)
     assert cache.pod("demo", "web-0") == new
-    assert cache.is_deleted_pod("U1")
+    assert cache.is_deleted_consumer("U1")
 
 
 def test_deleted_pod_memory_keeps_the_500_most_recent() -> None:
@@ -76,9 +76,9 @@ def test_deleted_pod_memory_keeps_the_500_most_recent() -> None:
         cache.apply_pod_event(
             "DELETED", make_pod(f"p{index}", f"uid-{index}", claims=[named_entry("g", "c")])
         )
-    assert not cache.is_deleted_pod("uid-0")
-    assert cache.is_deleted_pod("uid-1")
-    assert cache.is_deleted_pod("uid-500")
+    assert not cache.is_deleted_consumer("uid-0")
+    assert cache.is_deleted_consumer("uid-1")
+    assert cache.is_deleted_consumer("uid-500")
 
 
 def test_claim_event_enqueues_claim_and_reroutes_its_pods() -> None:

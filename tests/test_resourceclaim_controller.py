@@ -14,11 +14,15 @@ from resourceclaim_builders import (
     claim_body,
     pod_body,
     pod_consumer,
+    pod_group_body,
+    pod_group_consumer,
+    pod_group_owner,
     template_body,
     template_entry,
 )
 
 from operators.core.client import ApiError
+from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
 from operators.core.reconcile import Retry
 from operators.core.runtime import Runtime
@@ -27,6 +31,7 @@ from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
 from operators.resourceclaim.operator import API_CALLS
+from operators.resourceclaim.settings import Settings
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
 MANAGER = "dra-operators-resourceclaim"
@@ -94,13 +99,13 @@ class FakeQueue:
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, settings: OperatorSettings | None = None) -> None:
         self.client = FakeClient()
         self.events = FakeEvents()
         self.queue = FakeQueue()
         runtime = Runtime(
             name="resourceclaim",
-            settings=OperatorSettings(),
+            settings=settings or Settings(),
             client=cast(Any, self.client),
             reader=cast(Any, self.client),
             events=cast(Any, self.events),
@@ -108,6 +113,7 @@ class Harness:
             queue=cast(Any, self.queue),
             field_manager=MANAGER,
         )
+        self.runtime = runtime
         self.controller = ResourceClaimController(runtime)
         self.clock = FakeClock()
         self.controller.cache = ClusterCache(clock=self.clock)
@@ -115,7 +121,9 @@ class Harness:
 
 
 def _creates(status: str, admin: str) -> float:
-    value = metrics.creates.labels(status=status, admin_access=admin)._value.get()
+    value = metrics.creates.labels(
+        status=status, admin_access=admin, owner_api_group="", owner_api_kind="Pod"
+    )._value.get()
     return float(value)
 
 
@@ -318,3 +326,90 @@ def test_a_claim_version_already_held_is_not_parsed_again() -> None:
     updated = h.controller.cache.claim(NS, "a")
     assert updated is not None
     assert updated.is_allocated
+
+
+POD_GROUPS_SERVED = ServedResource("scheduling.k8s.io", "v1beta1", "podgroups", kind="PodGroup")
+
+
+@pytest.mark.parametrize(
+    ("mode", "served", "ready", "enabled"),
+    [
+        ("auto", True, True, True),
+        ("auto", False, True, False),
+        ("on", True, True, True),
+        ("on", False, False, False),
+        ("off", True, True, False),
+    ],
+)
+async def test_podgroup_claims_follow_the_option_and_discovery(
+    mode: str, served: bool, ready: bool, enabled: bool
+) -> None:
+    h = Harness(Settings.model_validate({"workload_claims": mode}))
+    h.client.objects["/apis/resource.k8s.io/v1"] = {
+        "resources": [{"name": "resourceclaims"}, {"name": "resourceclaimtemplates"}]
+    }
+    h.runtime.served[("scheduling.k8s.io", "podgroups")] = POD_GROUPS_SERVED if served else None
+    assert await h.controller.prepare() is ready
+    assert h.controller.cache.workload_claims is enabled
+    # "off" does not even watch them; "auto" and "on" do wherever they are served.
+    assert h.controller.watches_pod_groups() is (mode != "off")
+
+
+async def test_a_podgroup_claim_is_created_applied_and_its_event_names_the_group() -> None:
+    h = Harness()
+    h.controller.cache.workload_claims = True
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod_group(pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    assert h.queue.added == ["podgroup:demo/pg"]
+    before = metrics.creates.labels(
+        status="success", admin_access="false", owner_api_group="scheduling.k8s.io", owner_api_kind="PodGroup"
+    )._value.get()
+
+    await h.controller.sync("podgroup:demo/pg")
+
+    post, apply = h.client.calls
+    assert post[3]["metadata"]["ownerReferences"] == [pod_group_owner()]
+    assert apply[:3] == (
+        "APPLY",
+        "/apis/scheduling.k8s.io/v1beta1/namespaces/demo/podgroups/pg/status",
+        {"fieldManager": MANAGER, "force": "True"},
+    )
+    after = metrics.creates.labels(
+        status="success", admin_access="false", owner_api_group="scheduling.k8s.io", owner_api_kind="PodGroup"
+    )._value.get()
+    assert after == before + 1
+
+    h.controller.upsert_pod_group(pod_group_body("late", "L", claims=[template_entry("gpu", "late-tmpl")]))
+    await h.controller.sync("podgroup:demo/late")
+    [(ref, type_, reason, message)] = h.events.recorded
+    assert (ref.api_version, ref.kind, ref.name, ref.namespace, ref.uid) == (
+        "scheduling.k8s.io/v1beta1",
+        "PodGroup",
+        "late",
+        NS,
+        "L",
+    )
+    assert (type_, reason) == ("Warning", "FailedResourceClaimCreation")
+    assert message.startswith("PodGroupResourceClaim gpu: resource claim template")
+
+
+async def test_every_podgroup_request_is_a_declared_api_call() -> None:
+    h = Harness()
+    h.controller.cache.workload_claims = True
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod_group(pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    await h.controller.sync("podgroup:demo/pg")
+    reserved = claim_body(
+        "shared", allocated=True, reserved_for=[pod_group_consumer("gone", "X")], owner_ref=pod_group_owner()
+    )
+    h.controller.upsert_claim(reserved)
+    await h.controller.sync("claim:demo/shared")
+
+    used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
+    assert used == {
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "podgroups", "get"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+    }
+    assert used <= set(API_CALLS)

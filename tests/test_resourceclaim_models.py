@@ -8,8 +8,7 @@ import pytest
 from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
 
 from operators.core.reconcile import Done, Result, Retry
-from operators.dra.pods import PodResourceClaim
-from operators.resourceclaim.bodies import generated_claim
+from operators.resourceclaim.bodies import generated_claim, pod_owner
 from operators.resourceclaim.models import Pod, ResourceClaim
 from operators.resourceclaim.plan import (
     Action,
@@ -89,13 +88,10 @@ def test_template_projection_ignores_null_creation_timestamp() -> None:
 
 def test_each_generated_claim_gets_a_spec_of_its_own() -> None:
     template = make_template()
-    first = generated_claim(
-        make_pod(), PodResourceClaim(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
-    )
+    pod = make_pod()
+    first = generated_claim(pod_owner(pod), pod.namespace, "gpu", template)
     first["spec"]["devices"]["requests"][0]["name"] = "changed"
-    second = generated_claim(
-        make_pod(), PodResourceClaim(name="gpu", resourceClaimTemplateName="gpu-tmpl"), template
-    )
+    second = generated_claim(pod_owner(pod), pod.namespace, "gpu", template)
     assert second["spec"] == template.spec.spec
     assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
 

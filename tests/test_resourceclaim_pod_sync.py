@@ -25,7 +25,7 @@ from operators.resourceclaim.plan import (
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
-    EmitPodEvent,
+    EmitEvent,
     Failed,
     GetClaim,
     Log,
@@ -120,7 +120,7 @@ def test_scenario_1_create() -> None:
             },
         )
     ]
-    assert api.of_type(EmitPodEvent) == []
+    assert api.of_type(EmitEvent) == []
 
 
 def test_generated_claim_has_no_labels_key_without_template_labels() -> None:
@@ -241,8 +241,8 @@ def test_scenario_5_missing_template() -> None:
 
     assert api.of_type(CreateClaim) == []
     assert api.of_type(ApplyPodStatus) == []
-    assert api.of_type(EmitPodEvent) == [
-        EmitPodEvent(
+    assert api.of_type(EmitEvent) == [
+        EmitEvent(
             namespace="demo",
             name="my-pod",
             uid="U",
@@ -279,7 +279,7 @@ def test_scenario_6_admin_access_rejected() -> None:
     outcome = run_pod_sync(cache, api)
 
     assert api.of_type(CountClaimCreate) == [CountClaimCreate("failure", "true")]
-    [event] = api.of_type(EmitPodEvent)
+    [event] = api.of_type(EmitEvent)
     assert event.message == f"PodResourceClaim gpu: create ResourceClaim : {message}"
     assert outcome == Retry(f"pod demo/my-pod, PodResourceClaim gpu: create ResourceClaim : {message}")
     assert api.of_type(ApplyPodStatus) == []
@@ -300,7 +300,7 @@ def test_scenario_7_quota_message_is_passed_verbatim() -> None:
     api = FakeApi()
     api.fail(CreateClaim, Failed(403, message))
     run_pod_sync(cache, api)
-    [event] = api.of_type(EmitPodEvent)
+    [event] = api.of_type(EmitEvent)
     assert event.message == "PodResourceClaim gpu: create ResourceClaim : " + message
 
 
@@ -338,7 +338,7 @@ def test_scenario_9_status_write_fails_once_and_the_watch_catches_up() -> None:
     api.fail(ApplyPodStatus, Failed(500, "internal error"))
     outcome = run_pod_sync(cache, api)
     assert outcome == Retry("update pod demo/my-pod ResourceClaimStatuses: internal error")
-    assert api.of_type(EmitPodEvent) == []
+    assert api.of_type(EmitEvent) == []
 
     watch_created_claims(cache, api)
     retry = FakeApi()
@@ -499,7 +499,7 @@ def test_prescheduled_pod_with_foreign_recorded_claim_is_retried_without_event()
     api = FakeApi()
     outcome = run_pod_sync(cache, api, "p")
     assert outcome == Retry("ResourceClaim demo/x was not created for Pod demo/p (Pod is not owner)")
-    assert api.of_type(EmitPodEvent) == []
+    assert api.of_type(EmitEvent) == []
 
 
 # Scenario 31: input that cannot change by itself.
@@ -513,8 +513,8 @@ def test_scenario_31_unsupported_entry() -> None:
         'checking for claim before creating it: pod "demo/my-pod", spec.resourceClaim "gpu": '
         "none of the supported fields are set"
     )
-    assert api.of_type(EmitPodEvent) == [
-        EmitPodEvent(
+    assert api.of_type(EmitEvent) == [
+        EmitEvent(
             "demo", "my-pod", "U", "Warning", "FailedResourceClaimCreation", f"PodResourceClaim gpu: {text}"
         )
     ]
@@ -538,7 +538,7 @@ def test_scenario_31_pod_group_owned_claim() -> None:
         "ResourceClaim demo/group-claim is controlled by PodGroup training, "
         "PodGroup ResourceClaims are not supported"
     )
-    [event] = api.of_type(EmitPodEvent)
+    [event] = api.of_type(EmitEvent)
     assert event.message == f"PodResourceClaim gpu: {text}"
     assert event.reason == "FailedResourceClaimCreation"
     assert isinstance(outcome, GiveUp)
@@ -551,7 +551,7 @@ def test_first_failing_entry_stops_the_sync_without_status_write() -> None:
     run_pod_sync(cache_with(pods=[make_pod(claims=entries)], templates=[make_template()]), api)
     assert len(api.of_type(CreateClaim)) == 1
     assert api.of_type(ApplyPodStatus) == []
-    [event] = api.of_type(EmitPodEvent)
+    [event] = api.of_type(EmitEvent)
     assert event.message.startswith("PodResourceClaim nic: ")
 
 

@@ -139,3 +139,15 @@ async def test_background_tasks_are_kept_logged_and_cancelled(caplog: pytest.Log
     await made.stop_background()
     assert endless.cancelled()
     assert not made._background
+
+
+async def test_only_a_discovered_kind_the_controller_wants_is_followed() -> None:
+    optional = runtime.Watch(
+        GROUP, "extras", Widgets.upsert, Widgets.delete, versions=("v1",), when=lambda c: c.serve_gadgets
+    )
+    watches = (*WATCHES, optional)
+    wanting = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=True))
+    assert [w.plural for w in runtime.followed_watches(watches, wanting)] == ["widgets", "extras"]
+    # Declined (e.g. --workload-claims=off): its API appearing later must not restart anyone.
+    declining = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
+    assert [w.plural for w in runtime.followed_watches(watches, declining)] == ["widgets"]

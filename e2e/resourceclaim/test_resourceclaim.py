@@ -84,6 +84,7 @@ from e2e.resourceclaim.support import (
 from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 CREATES = "dra_operators_resourceclaim_creates_total"
+POD_OWNER = {"owner_api_group": "", "owner_api_kind": "Pod"}
 LATE_TEMPLATE_AFTER = 60.0
 QUIET_PERIOD = 30.0
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
@@ -115,7 +116,9 @@ def waiting_pod(
 
 
 def creates(op: harness.RunningOperator, status: str, admin_access: str) -> float:
-    return metric(op.metrics(), CREATES, status=status, admin_access=admin_access) or 0.0
+    """Creates of claims for pods: the owner labels are upstream's since 1.37."""
+    labels = {"status": status, "admin_access": admin_access, **POD_OWNER}
+    return metric(op.metrics(), CREATES, **labels) or 0.0
 
 
 def test_claims_from_templates(api: Kube, namespace: str, rc: harness.RunningOperator) -> None:
@@ -475,8 +478,8 @@ def test_late_template_and_final_state(
 
     # Scenario 34: the metrics after scenarios 1 and 6.
     text = rc.metrics()
-    assert metric(text, CREATES, status="success", admin_access="false")
-    assert metric(text, CREATES, status="failure", admin_access="true")
+    assert metric(text, CREATES, status="success", admin_access="false", **POD_OWNER)
+    assert metric(text, CREATES, status="failure", admin_access="true", **POD_OWNER)
     gauge = "dra_operators_resourceclaim_resource_claims"
     assert (
         metric(text, gauge, allocated="false", admin_access="false", source="resource_claim_template") or 0

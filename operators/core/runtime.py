@@ -279,6 +279,12 @@ def watched_kinds(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[Watch
     return kinds
 
 
+def followed_watches(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[Watch[Any]]:
+    """The discovered watches whose served version is followed: not those the controller decided
+    not to watch, whatever the cluster serves."""
+    return [w for w in watches if w.versions and (w.when is None or w.when(runtime.controller))]
+
+
 async def follow_served_version(runtime: Runtime, watch: Watch[Any]) -> None:
     """Stop the process (for a restart that watches it) once another version of a discovered
     watch is served, or one is served at last."""
@@ -694,9 +700,8 @@ async def run(
         if not await _until_prepared(runtime, definition.watches, health, stop):
             return runtime.exit_code
         kinds = watched_kinds(definition.watches, runtime)
-        for watch in definition.watches:
-            if watch.versions:
-                runtime.spawn(follow_served_version(runtime, watch), f"follow-{watch.plural}")
+        for watch in followed_watches(definition.watches, runtime):
+            runtime.spawn(follow_served_version(runtime, watch), f"follow-{watch.plural}")
         informers = {kind: _informer(runtime, kind) for kind in kinds if not kind.by_kopf}
         listed = await _initial_listing(runtime, kinds, informers)
         runtime.listed()

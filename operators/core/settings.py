@@ -21,6 +21,10 @@ ENV_PREFIX = "DRA_OPERATORS_"
 # RFC 1123 label, as kube-apiserver validates namespace names.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
+SurfaceMode = Literal["auto", "on", "off"]
+"""Whether an operator uses an optional API: auto = when discovery serves it; on = required;
+off = never."""
+
 
 class ConfigurationError(Exception):
     """A setting the user has to fix (flags, credentials, bind addresses). The message is one

@@ -7,14 +7,12 @@ end-to-end suite can run the TTL sweep and the grace period on a seconds scale.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from operators.core.settings import InTreeReplacementSettings
+from operators.core.settings import InTreeReplacementSettings, SurfaceMode
 from operators.dra.durations import duration_seconds
-
-SurfaceMode = Literal["auto", "on", "off"]
 
 
 class Settings(InTreeReplacementSettings):

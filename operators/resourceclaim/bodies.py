@@ -14,28 +14,42 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.dra.api import GROUP, VERSION
-from operators.dra.pods import PodResourceClaim
+from operators.dra.podgroups import POD_GROUP_API_VERSION, PodGroup, PodGroupResourceClaimStatus
+from operators.dra.pods import PodResourceClaimStatus
 
 from .constants import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from .models import Pod, ResourceClaimTemplate
 from .naming import claim_generate_name
 
 
-def generated_claim(pod: Pod, entry: PodResourceClaim, template: ResourceClaimTemplate) -> dict[str, Any]:
-    """The claim created for a template entry (7.2), and nothing else.
+def pod_owner(pod: Pod) -> dict[str, Any]:
+    """The controller reference of a claim generated for a pod.
 
     No ``blockOwnerDeletion``: upstream dropped it in 1.35, and setting it would need the
     ``pods/finalizers`` permission.
     """
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+
+
+def owner_labels(owner: Mapping[str, Any]) -> tuple[str, str]:
+    """``(owner_api_group, owner_api_kind)`` of the create counter, from the claim's controller
+    reference: the group is what precedes ``/`` in its apiVersion (``""`` for ``v1``)."""
+    group, slash, _ = str(owner["apiVersion"]).partition("/")
+    return (group if slash else ""), str(owner["kind"])
+
+
+def generated_claim(
+    owner: Mapping[str, Any], namespace: str, entry_name: str, template: ResourceClaimTemplate
+) -> dict[str, Any]:
+    """The claim created for a template entry of a pod or a PodGroup (7.2), and nothing else;
+    ``owner`` is its controller reference (:func:`pod_owner`, or the PodGroup's)."""
     annotations = dict(template.spec.metadata.annotations)
     # Ours wins: the duplicate check depends on it naming this entry.
-    annotations[POD_CLAIM_NAME_ANNOTATION] = entry.name
+    annotations[POD_CLAIM_NAME_ANNOTATION] = entry_name
     metadata: dict[str, Any] = {
-        "generateName": claim_generate_name(pod.name, entry.name),
-        "namespace": pod.namespace,
-        "ownerReferences": [
-            {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
-        ],
+        "generateName": claim_generate_name(str(owner["name"]), entry_name),
+        "namespace": namespace,
+        "ownerReferences": [dict(owner)],
         "annotations": annotations,
     }
     if template.spec.metadata.labels:
@@ -48,15 +62,18 @@ def generated_claim(pod: Pod, entry: PodResourceClaim, template: ResourceClaimTe
     }
 
 
-def merged_claim_statuses(pod: Pod, new_mappings: Mapping[str, str]) -> list[dict[str, str]]:
+def merged_claim_statuses(
+    recorded: Iterable[PodResourceClaimStatus | PodGroupResourceClaimStatus], new_mappings: Mapping[str, str]
+) -> list[dict[str, str]]:
     """Existing named entries overlaid with the new ones, sorted by entry name (7.4).
 
-    Sending the whole list, not only the new entries, is what keeps the list of a pod with
-    several template claims from flapping (kubernetes/kubernetes#138407).
+    Sending the whole list, not only the new entries, is what keeps the list of a pod (or a
+    PodGroup) with several template claims from flapping (kubernetes/kubernetes#138407; upstream's
+    PodGroup status apply in 1.37.2 still sends only the new entries).
     """
     merged = {
         status.name: status.resource_claim_name
-        for status in pod.status.resource_claim_statuses
+        for status in recorded
         if status.resource_claim_name is not None
     }
     merged.update(new_mappings)
@@ -71,16 +88,32 @@ def pod_status_apply(pod: Pod, new_mappings: Mapping[str, str]) -> dict[str, Any
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-        "status": {"resourceClaimStatuses": merged_claim_statuses(pod, new_mappings)},
+        "status": {
+            "resourceClaimStatuses": merged_claim_statuses(pod.status.resource_claim_statuses, new_mappings)
+        },
     }
 
 
-def reserved_for_pod(claim_body: Mapping[str, Any], pod: Pod) -> dict[str, Any]:
-    """The claim with the pod appended to ``status.reservedFor`` (7.5)."""
+def pod_group_status_apply(group: PodGroup, new_mappings: Mapping[str, str]) -> dict[str, Any]:
+    """The server-side apply body of ``podgroups/status``, as the pod's: merged, sorted, and
+    guarded by ``metadata.uid``."""
+    return {
+        "apiVersion": POD_GROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": group.name, "namespace": group.namespace, "uid": group.uid},
+        "status": {
+            "resourceClaimStatuses": merged_claim_statuses(group.status.resource_claim_statuses, new_mappings)
+        },
+    }
+
+
+def reserved_for(claim_body: Mapping[str, Any], consumer: Mapping[str, str]) -> dict[str, Any]:
+    """The claim with the consumer (a pod, or a member's PodGroup) appended to
+    ``status.reservedFor`` (7.5)."""
     body = copy.deepcopy(dict(claim_body))
     status = body.setdefault("status", {})
     reserved = list(status.get("reservedFor") or [])
-    reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+    reserved.append(dict(consumer))
     status["reservedFor"] = reserved
     return body
 

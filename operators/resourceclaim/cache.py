@@ -1,10 +1,11 @@
 """In-memory state of the resourceclaim operator (spec sections 3, 5 and 7.3).
 
-One :class:`ClusterCache` holds the projections of the watched Pods, ResourceClaims and
-ResourceClaimTemplates, the lookup maps kept in step with them, the record of claims this
-process created and the LRU of deleted pod UIDs. Applying a watch event updates all of
-that and returns the work keys (``pod:<ns>/<name>``, ``claim:<ns>/<name>``) to enqueue;
-the caller owns the queue.
+One :class:`ClusterCache` holds the projections of the watched Pods, ResourceClaims,
+ResourceClaimTemplates and (where PodGroup claims are on) PodGroups, the lookup maps kept in
+step with them, the record of claims this process created and the LRU of deleted pod and
+PodGroup UIDs. Applying a watch event updates all of that and returns the work keys
+(``pod:<ns>/<name>``, ``claim:<ns>/<name>``, ``podgroup:<ns>/<name>``) to enqueue; the
+caller owns the queue.
 
 Concurrency contract: the cache has no locks. Every method must be called from one thread
 (the operator's event loop), and no method awaits, so each call is atomic with respect to
@@ -23,10 +24,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from operators.core.recent import RecentKeys
+from operators.dra.podgroups import PodGroup
 
-from .constants import DELETED_POD_MEMORY, JUST_CREATED_CONFIRMATION_SECONDS, POD_CLAIM_NAME_ANNOTATION
+from .constants import DELETED_CONSUMER_MEMORY, JUST_CREATED_CONFIRMATION_SECONDS, POD_CLAIM_NAME_ANNOTATION
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
-from .resolution import claim_key, owning_pod, pod_has_claims, resolved_claim_names, route_pod
+from .resolution import (
+    PodGroupLookup,
+    claim_key,
+    generating_owner,
+    pod_has_claims,
+    resolved_claim_names,
+    resolved_group_claim_names,
+    route_pod,
+    route_pod_group,
+)
 
 DELETED = "DELETED"
 
@@ -35,9 +46,10 @@ def object_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-def _pod_owner_key(claim: ResourceClaim) -> str | None:
-    """claims-by-owner key: the controlling ``v1`` Pod reference's UID."""
-    owner = owning_pod(claim)
+def _owner_key(claim: ResourceClaim) -> str | None:
+    """claims-by-owner key: the UID of the controlling Pod or PodGroup (UIDs never collide, so
+    one map serves both kinds)."""
+    owner = generating_owner(claim)
     return object_key(claim.namespace, owner.uid) if owner is not None else None
 
 
@@ -76,14 +88,20 @@ class ClusterCache:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        # Decided once at start (discovery and --workload-claims), before any event arrives.
+        self.workload_claims = False
         self._pods: dict[str, Pod] = {}
         self._claims: dict[str, ResourceClaim] = {}
         self._templates: dict[str, ResourceClaimTemplate] = {}
+        self._pod_groups: dict[str, PodGroup] = {}
         self._pods_by_claim = _MultiMap()
         self._pods_by_template = _MultiMap()
+        self._pods_by_pod_group = _MultiMap()
+        self._pod_groups_by_claim = _MultiMap()
+        self._pod_groups_by_template = _MultiMap()
         self._claims_by_owner = _MultiMap()
         self._just_created: dict[str, _JustCreated] = {}
-        self._deleted_pod_uids = RecentKeys(DELETED_POD_MEMORY)
+        self._deleted_uids = RecentKeys(DELETED_CONSUMER_MEMORY)
 
     # Reads.
 
@@ -96,15 +114,32 @@ class ClusterCache:
     def template(self, namespace: str, name: str) -> ResourceClaimTemplate | None:
         return self._templates.get(object_key(namespace, name))
 
+    def pod_group(self, namespace: str, name: str) -> PodGroup | None:
+        return self._pod_groups.get(object_key(namespace, name))
+
+    def group_of(self, pod: Pod) -> PodGroup | None:
+        """The pod's PodGroup where PodGroup claims are on and the group is known."""
+        if not self.workload_claims or not pod.pod_group_name:
+            return None
+        return self.pod_group(pod.namespace, pod.pod_group_name)
+
+    @property
+    def group_lookup(self) -> PodGroupLookup | None:
+        """How routing reads PodGroups: not at all where PodGroup claims are off."""
+        return self.pod_group if self.workload_claims else None
+
     def claims(self) -> Iterator[ResourceClaim]:
         return iter(list(self._claims.values()))
 
     def cached_objects(self) -> dict[str, int]:
-        return {
+        counts = {
             "pods": len(self._pods),
             "resourceclaims": len(self._claims),
             "resourceclaimtemplates": len(self._templates),
         }
+        if self.workload_claims:
+            counts["podgroups"] = len(self._pod_groups)
+        return counts
 
     def known_claim(self, namespace: str, name: str, uid: str, resource_version: str) -> ResourceClaim | None:
         """The claim held for this exact version, if any: the same UID and resourceVersion are the
@@ -118,8 +153,9 @@ class ClusterCache:
                 return claim
         return None
 
-    def is_deleted_pod(self, uid: str) -> bool:
-        return uid in self._deleted_pod_uids
+    def is_deleted_consumer(self, uid: str) -> bool:
+        """Whether a pod or PodGroup of this UID was seen deleted."""
+        return uid in self._deleted_uids
 
     def pods_using_claim(self, namespace: str, name: str) -> frozenset[str]:
         """Object keys (``ns/name``) of the pods whose entries resolve to this claim."""
@@ -128,13 +164,14 @@ class ClusterCache:
     def pods_using_template(self, namespace: str, name: str) -> frozenset[str]:
         return self._pods_by_template.get(object_key(namespace, name))
 
-    def find_generated_claim(self, namespace: str, pod_uid: str, entry_name: str) -> ResourceClaim | None:
-        """The claim already generated for (pod, entry), from the watch or this process (7.3).
+    def find_generated_claim(self, namespace: str, owner_uid: str, entry_name: str) -> ResourceClaim | None:
+        """The claim already generated for (pod or PodGroup, entry), from the watch or this
+        process (7.3).
 
         Several matches are only possible after an outside actor or an older controller
         created extras; the oldest wins so that every retry picks the same one.
         """
-        owner_key = object_key(namespace, pod_uid)
+        owner_key = object_key(namespace, owner_uid)
         candidates: dict[str, ResourceClaim] = {}
         for key in self._claims_by_owner.get(owner_key):
             claim = self._claims[key]
@@ -165,11 +202,11 @@ class ClusterCache:
         if not pod_has_claims(pod):
             return []
         if removed:
-            self._deleted_pod_uids.add(pod.uid)
+            self._deleted_uids.add(pod.uid)
         else:
             self._pods[key] = pod
             self._index_pod(key, pod)
-        return route_pod(pod, removed=removed, lookup_claim=self.claim)
+        return route_pod(pod, removed=removed, lookup_claim=self.claim, lookup_group=self.group_lookup)
 
     def apply_claim_event(self, event_type: str | None, claim: ResourceClaim) -> list[str]:
         key = object_key(claim.namespace, claim.name)
@@ -186,6 +223,7 @@ class ClusterCache:
 
         keys = [] if removed else [claim_key(claim.namespace, claim.name)]
         keys.extend(self._route_pods(self._pods_by_claim.get(key)))
+        keys.extend(self._route_pod_groups(self._pod_groups_by_claim.get(key)))
         return keys
 
     def apply_template_event(self, event_type: str | None, template: ResourceClaimTemplate) -> list[str]:
@@ -194,13 +232,37 @@ class ClusterCache:
             self._templates.pop(key, None)
             return []
         self._templates[key] = template
-        return self._route_pods(self._pods_by_template.get(key))
+        keys = self._route_pods(self._pods_by_template.get(key))
+        keys.extend(self._route_pod_groups(self._pod_groups_by_template.get(key)))
+        return keys
+
+    def apply_pod_group_event(self, event_type: str | None, group: PodGroup) -> list[str]:
+        """A PodGroup event: the group's own keys, then its members'.
+
+        Members are routed on every event of their group, with or without claims: a member
+        waits for its group to exist, and a new status entry (a generated claim's name) is what
+        lets members record that claim.
+        """
+        key = object_key(group.namespace, group.name)
+        removed = event_type == DELETED
+        stored = self._pod_groups.get(key)
+        if stored is not None and (not removed or stored.uid == group.uid):
+            self._unindex_pod_group(key, stored)
+            del self._pod_groups[key]
+        if removed:
+            self._deleted_uids.add(group.uid)
+        else:
+            self._pod_groups[key] = group
+            self._index_pod_group(key, group)
+        keys = route_pod_group(group, removed=removed, lookup_claim=self.claim)
+        keys.extend(self._route_pods(self._pods_by_pod_group.get(key)))
+        return keys
 
     # The just-created record (7.3).
 
     def record_created(self, claim: ResourceClaim) -> None:
         """Remember a claim this process created until the watch delivers it."""
-        owner_key = _pod_owner_key(claim)
+        owner_key = _owner_key(claim)
         if owner_key is None:
             return
         cached = self._claims.get(object_key(claim.namespace, claim.name))
@@ -236,21 +298,60 @@ class ClusterCache:
         for key in sorted(keys):
             pod = self._pods.get(key)
             if pod is not None:
-                routed.extend(route_pod(pod, removed=False, lookup_claim=self.claim))
+                routed.extend(
+                    route_pod(pod, removed=False, lookup_claim=self.claim, lookup_group=self.group_lookup)
+                )
+        return routed
+
+    def _route_pod_groups(self, keys: Iterable[str]) -> list[str]:
+        """Groups whose claim or template changed, and their members, as upstream's
+        ``enqueuePodGroup``."""
+        routed: list[str] = []
+        for key in sorted(keys):
+            group = self._pod_groups.get(key)
+            if group is not None:
+                routed.extend(route_pod_group(group, removed=False, lookup_claim=self.claim))
+                routed.extend(self._route_pods(self._pods_by_pod_group.get(key)))
         return routed
 
     @staticmethod
     def _owner_keys(claim: ResourceClaim) -> list[str]:
-        owner_key = _pod_owner_key(claim)
+        owner_key = _owner_key(claim)
         return [owner_key] if owner_key is not None else []
 
     def _index_pod(self, key: str, pod: Pod) -> None:
         self._pods_by_claim.add(self._claim_keys_of(pod), key)
         self._pods_by_template.add(self._template_keys_of(pod), key)
+        self._pods_by_pod_group.add(self._pod_group_keys_of(pod), key)
 
     def _unindex_pod(self, key: str, pod: Pod) -> None:
         self._pods_by_claim.discard(self._claim_keys_of(pod), key)
         self._pods_by_template.discard(self._template_keys_of(pod), key)
+        self._pods_by_pod_group.discard(self._pod_group_keys_of(pod), key)
+
+    def _index_pod_group(self, key: str, group: PodGroup) -> None:
+        self._pod_groups_by_claim.add(self._group_claim_keys_of(group), key)
+        self._pod_groups_by_template.add(self._group_template_keys_of(group), key)
+
+    def _unindex_pod_group(self, key: str, group: PodGroup) -> None:
+        self._pod_groups_by_claim.discard(self._group_claim_keys_of(group), key)
+        self._pod_groups_by_template.discard(self._group_template_keys_of(group), key)
+
+    @staticmethod
+    def _pod_group_keys_of(pod: Pod) -> set[str]:
+        return {object_key(pod.namespace, pod.pod_group_name)} if pod.pod_group_name else set()
+
+    @staticmethod
+    def _group_claim_keys_of(group: PodGroup) -> set[str]:
+        return {object_key(group.namespace, name) for name in resolved_group_claim_names(group)}
+
+    @staticmethod
+    def _group_template_keys_of(group: PodGroup) -> set[str]:
+        return {
+            object_key(group.namespace, entry.resource_claim_template_name)
+            for entry in group.spec.resource_claims
+            if entry.resource_claim_template_name is not None
+        }
 
     @staticmethod
     def _claim_keys_of(pod: Pod) -> set[str]:

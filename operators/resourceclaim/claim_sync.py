@@ -6,12 +6,15 @@ allocated, and deletes a generated claim whose pod will not run again.
 
 Safety rules that shape the code:
 
-- A pod entry is dropped only on proof: the deleted-pod LRU, the pod cache (another UID,
-  or done), or a live GET (404 or another UID). A pod missing from the cache may just be
+- A pod entry is dropped only on proof: the deleted-consumer LRU, the pod cache (another
+  UID, or done), or a live GET (404 or another UID). A pod missing from the cache may just be
   newer than the cache while kube-scheduler binds it; dropping its entry would let its
   devices be handed out twice.
-- Entries of any other kind (``scheduling.k8s.io/podgroups`` included) belong to someone
-  else and are kept as they are.
+- A PodGroup entry (where PodGroup claims are on) is dropped on the same kind of proof: the
+  group was deleted or replaced. Its members finishing is no proof: the group stays a
+  consumer while it exists, terminating included, as upstream.
+- Entries of any other kind (and PodGroup entries where PodGroup claims are off) belong to
+  someone else and are kept as they are.
 - Writes are full-object PUTs with the ``resourceVersion`` they were based on, so they
   fail with 409 rather than overwrite a concurrent change; the retry recomputes from the
   cache.
@@ -27,6 +30,7 @@ from typing import Any
 
 from operators.core.reconcile import Done, Retry
 from operators.dra.claims import ConsumerReference
+from operators.dra.podgroups import is_pod_group_consumer
 
 from .bodies import (
     has_delete_protection,
@@ -42,6 +46,7 @@ from .plan import (
     DeleteClaim,
     Failed,
     GetPod,
+    GetPodGroup,
     Log,
     Plan,
     PutClaim,
@@ -102,18 +107,32 @@ def _keep_consumer(
     cache: ClusterCache, claim: ResourceClaim, consumer: ConsumerReference
 ) -> Generator[Action, Reply, bool | Retry]:
     """Whether a ``reservedFor`` entry stays (section 8, step 2)."""
-    if not is_pod_consumer(consumer):
-        return True
-    if cache.is_deleted_pod(consumer.uid):
-        return False
-    pod = cache.pod(claim.namespace, consumer.name)
-    if pod is not None:
-        return pod.uid == consumer.uid and not is_pod_done(pod)
-    reply = yield GetPod(claim.namespace, consumer.name)
+    if is_pod_consumer(consumer):
+        if cache.is_deleted_consumer(consumer.uid):
+            return False
+        pod = cache.pod(claim.namespace, consumer.name)
+        if pod is not None:
+            return pod.uid == consumer.uid and not is_pod_done(pod)
+        return (yield from _exists_live(GetPod(claim.namespace, consumer.name), "pod", consumer))
+    if is_pod_group_consumer(consumer) and cache.workload_claims:
+        if cache.is_deleted_consumer(consumer.uid):
+            return False
+        group = cache.pod_group(claim.namespace, consumer.name)
+        if group is not None:
+            return group.uid == consumer.uid
+        return (yield from _exists_live(GetPodGroup(claim.namespace, consumer.name), "PodGroup", consumer))
+    return True
+
+
+def _exists_live(
+    get: GetPod | GetPodGroup, kind: str, consumer: ConsumerReference
+) -> Generator[Action, Reply, bool | Retry]:
+    """A consumer missing from the cache may be newer than it: only the live object decides."""
+    reply = yield get
     if isinstance(reply, Failed):
         if reply.not_found:
             return False
-        return Retry(f"get pod {claim.namespace}/{consumer.name}: {reply.message}", reply.retry_after)
+        return Retry(f"get {kind} {get.namespace}/{get.name}: {reply.message}", reply.retry_after)
     live_uid = ((reply.body or {}).get("metadata") or {}).get("uid")
     return bool(live_uid == consumer.uid)
 

@@ -23,16 +23,14 @@ DELETE_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 MAX_GENERATE_NAME_BASE: Final = 57
 """63-character names minus the 5 random characters kube-apiserver appends and one spare."""
 
-DELETED_POD_MEMORY: Final = 500
-"""How many deleted pod UIDs are remembered, to spare a live GET per stale reservation."""
+DELETED_CONSUMER_MEMORY: Final = 500
+"""How many deleted pod and PodGroup UIDs are remembered, to spare a live GET per stale
+reservation (one memory for both kinds, as upstream's)."""
 
 JUST_CREATED_CONFIRMATION_SECONDS: Final = 60.0
 """How long a created claim may stay unseen by the watch before a live GET checks it."""
 
 FAILED_CREATION_REASON: Final = "FailedResourceClaimCreation"
-"""Event reason for every pod claim entry that could not be handled."""
+"""Event reason for every pod or PodGroup claim entry that could not be handled."""
 
 TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
-
-SCHEDULING_API_GROUP: Final = "scheduling.k8s.io"
-"""Group of PodGroup, whose claims this operator does not support yet (spec section 14, row 6)."""

@@ -4,10 +4,11 @@ Watch side: each event is parsed into a projection, applied to the :class:`Clust
 and the keys the cache returns are enqueued. Nothing here calls the API, and an object
 that cannot be parsed is logged with its reference and skipped (spec section 5).
 
-Work side: a key is turned into a planner (``pod_sync.sync_pod``, ``claim_sync.sync_claim``)
-whose actions are executed one by one against kube-apiserver:
+Work side: a key is turned into a planner (``pod_sync.sync_pod``, ``claim_sync.sync_claim``,
+``group_sync.sync_pod_group``) whose actions are executed one by one against kube-apiserver:
 
-- the pod status is a server-side apply with our field manager and the pod's UID;
+- the pod and PodGroup statuses are server-side applies with our field manager and the
+  object's UID;
 - claim writes are full-object ``PUT`` s carrying the cached ``resourceVersion``;
 - the claim delete carries a UID precondition;
 - creates, updates and deletes name our field manager, so every write is attributable.
@@ -37,23 +38,27 @@ from operators.core.resources import PODS
 from operators.core.runtime import Runtime
 from operators.dra import api
 from operators.dra.api import RESOURCE_CLAIMS
+from operators.dra.podgroups import POD_GROUPS, SCHEDULING_GROUP, PodGroup
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
 from .cache import DELETED, ClusterCache
 from .claim_sync import sync_claim
 from .constants import JUST_CREATED_CONFIRMATION_SECONDS
+from .group_sync import sync_pod_group
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
 from .plan import (
     Action,
+    ApplyPodGroupStatus,
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
     DeleteClaim,
-    EmitPodEvent,
+    EmitEvent,
     Failed,
     GetClaim,
     GetPod,
+    GetPodGroup,
     Log,
     Ok,
     PutClaim,
@@ -63,6 +68,7 @@ from .plan import (
 )
 from .pod_sync import confirm_created_claims, sync_pod
 from .resolution import split_key
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,8 @@ CONFIRM_KEY = "confirm-created-claims"
 class ResourceClaimController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        settings = runtime.settings
+        self.workload_claims_mode = settings.workload_claims if isinstance(settings, Settings) else "auto"
         self.cache = ClusterCache()
         metrics.bind(self.cache)
         core_metrics.report_cache(self.cache)
@@ -79,13 +87,29 @@ class ResourceClaimController:
     # -- start ------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1."""
+        """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1; PodGroup
+        claims are on where PodGroups are served, unless --workload-claims says otherwise."""
         for plural in ("resourceclaims", "resourceclaimtemplates"):
             served = await find_served(self.runtime.client, api.GROUP, plural, [api.VERSION])
             if served is None:
                 log.warning("%s/%s does not serve %s", api.GROUP, api.VERSION, plural)
                 return False
+        pod_groups = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
+        if self.workload_claims_mode == "on" and pod_groups is None:
+            log.warning("--workload-claims=on, but %s does not serve podgroups; not ready", POD_GROUPS.path())
+            return False
+        self.cache.workload_claims = self.workload_claims_mode != "off" and pod_groups is not None
+        metrics.workload_claims.set(1 if self.cache.workload_claims else 0)
+        log.info(
+            "PodGroup ResourceClaims are %s (--workload-claims=%s, podgroups %s)",
+            "on" if self.cache.workload_claims else "off",
+            self.workload_claims_mode,
+            "served" if pod_groups is not None else "not served",
+        )
         return True
+
+    def watches_pod_groups(self) -> bool:
+        return self.workload_claims_mode != "off"
 
     # -- watch side ---------------------------------------------------------------------------
 
@@ -126,6 +150,17 @@ class ResourceClaimController:
         if template is not None:
             self._enqueue(self.cache.apply_template_event(event_type, template))
 
+    def upsert_pod_group(self, body: Mapping[str, Any]) -> None:
+        self._observe_pod_group(None, body)
+
+    def delete_pod_group(self, body: Mapping[str, Any]) -> None:
+        self._observe_pod_group(DELETED, body)
+
+    def _observe_pod_group(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        group = parse_or_skip(PodGroup, dict(body), log)
+        if group is not None:
+            self._enqueue(self.cache.apply_pod_group_event(event_type, group))
+
     def _known_claim(self, body: Mapping[str, Any]) -> ResourceClaim | None:
         metadata = body.get("metadata")
         if not isinstance(metadata, Mapping):
@@ -148,20 +183,23 @@ class ResourceClaimController:
                 return Requeue(JUST_CREATED_CONFIRMATION_SECONDS, "created claims not seen yet")
             return Done()
         kind, namespace, name = split_key(key)
-        plan = (
-            sync_pod(self.cache, namespace, name)
-            if kind == "pod"
-            else sync_claim(self.cache, namespace, name)
-        )
+        if kind == "pod":
+            plan = sync_pod(self.cache, namespace, name)
+        elif kind == "podgroup":
+            plan = sync_pod_group(self.cache, namespace, name)
+        else:
+            plan = sync_claim(self.cache, namespace, name)
         return await drive_async(plan, self._execute)
 
     async def _execute(self, action: Action) -> Reply:
-        if isinstance(action, EmitPodEvent):
-            ref = ObjectRef("v1", "Pod", action.name, action.namespace, action.uid)
+        if isinstance(action, EmitEvent):
+            ref = ObjectRef(action.api_version, action.kind, action.name, action.namespace, action.uid)
             self.runtime.events.record(ref, action.type, action.reason, action.message)
             return Ok()
         if isinstance(action, CountClaimCreate):
-            metrics.count_create(action.status, action.admin_access)
+            metrics.count_create(
+                action.status, action.admin_access, action.owner_api_group, action.owner_api_kind
+            )
             return Ok()
         if isinstance(action, Log):
             if log.isEnabledFor(action.level):
@@ -187,6 +225,9 @@ class ResourceClaimController:
             path = PODS.path(action.name, namespace=action.namespace, subresource="status")
             # Nothing reads the returned pod: not parsing it saves a pod's worth of JSON per claim.
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
+        elif isinstance(action, ApplyPodGroupStatus):
+            path = POD_GROUPS.path(action.name, namespace=action.namespace, subresource="status")
+            result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, PutClaimStatus):
             path = RESOURCE_CLAIMS.path(action.name, namespace=action.namespace, subresource="status")
             result = await client.replace(path, action.body, fieldManager=manager)
@@ -199,6 +240,8 @@ class ResourceClaimController:
             )
         elif isinstance(action, GetPod):
             result = await client.get(PODS.path(action.name, namespace=action.namespace))
+        elif isinstance(action, GetPodGroup):
+            result = await client.get(POD_GROUPS.path(action.name, namespace=action.namespace))
         elif isinstance(action, GetClaim):
             result = await client.get(RESOURCE_CLAIMS.path(action.name, namespace=action.namespace))
         else:  # pragma: no cover - the Action union is exhausted above

@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -29,8 +29,15 @@ METRIC_PREFIX = f"{PREFIX}resourceclaim_"
 
 creates = Counter(
     f"{METRIC_PREFIX}creates",
-    "Number of ResourceClaims creation requests, by outcome and by whether admin access was requested.",
-    ["status", "admin_access"],
+    "Number of ResourceClaims creation requests, by outcome, by whether admin access was requested, "
+    "and by the API group and kind of the claim's owner (a Pod or a PodGroup).",
+    ["status", "admin_access", "owner_api_group", "owner_api_kind"],
+    registry=registry,
+)
+
+workload_claims = Gauge(
+    f"{METRIC_PREFIX}workload_claims_enabled",
+    "1 when the operator handles the ResourceClaims of PodGroups (--workload-claims and discovery).",
     registry=registry,
 )
 
@@ -43,8 +50,13 @@ def bind(cache: ClusterCache) -> None:
     _bound = weakref.ref(cache)
 
 
-def count_create(status: str, admin_access: str) -> None:
-    creates.labels(status=status, admin_access=admin_access).inc()
+def count_create(status: str, admin_access: str, owner_api_group: str, owner_api_kind: str) -> None:
+    creates.labels(
+        status=status,
+        admin_access=admin_access,
+        owner_api_group=owner_api_group,
+        owner_api_kind=owner_api_kind,
+    ).inc()
 
 
 class _ClaimsCollector(Collector):

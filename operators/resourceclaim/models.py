@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_snake
 
 from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
 from operators.dra import claims, pods
+from operators.dra.podgroups import PodSchedulingGroup
 
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 
@@ -55,7 +56,7 @@ def _both_spellings(nesting: _Nesting) -> _Nesting:
 
 _POD_NESTING = _both_spellings(
     {
-        "spec": {"resourceClaims": {}},
+        "spec": {"resourceClaims": {}, "schedulingGroup": {}},
         "status": {"resourceClaimStatuses": {}, "extendedResourceClaimStatus": {}},
     }
 )
@@ -83,8 +84,19 @@ class PodStatus(pods.PodStatus):
     phase: str = ""
 
 
+class PodSpec(pods.PodSpec):
+    scheduling_group: PodSchedulingGroup | None = None
+
+
 class Pod(pods.Pod):
+    spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
+
+    @property
+    def pod_group_name(self) -> str:
+        """The PodGroup the pod is a member of, or ``""``."""
+        group = self.spec.scheduling_group
+        return (group.pod_group_name or "") if group is not None else ""
 
     @model_validator(mode="before")
     @classmethod

@@ -12,11 +12,12 @@ from typing import Final
 from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
-from operators.core.settings import InTreeReplacementSettings
 from operators.dra.api import GROUP
+from operators.dra.podgroups import POD_GROUP_VERSION, SCHEDULING_GROUP
 
 from .constants import OPERATOR_NAME
 from .controller import ResourceClaimController
+from .settings import Settings
 
 DEFAULT_WORKERS: Final = 50
 """As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
@@ -43,6 +44,12 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     (GROUP, "resourceclaims/binding", "update"),
     (GROUP, "resourceclaimtemplates", "list"),
     (GROUP, "resourceclaimtemplates", "watch"),
+    # PodGroup claims: watch; live GET of a group named in reservedFor but missing from the
+    # cache; server-side apply of status.resourceClaimStatuses. Harmless where not served.
+    (SCHEDULING_GROUP, "podgroups", "get"),
+    (SCHEDULING_GROUP, "podgroups", "list"),
+    (SCHEDULING_GROUP, "podgroups", "watch"),
+    (SCHEDULING_GROUP, "podgroups/status", "patch"),
     # Events, and their de-duplication (count and lastTimestamp).
     ("", "events", "create"),
     ("", "events", "patch"),
@@ -83,7 +90,7 @@ IN_TREE: Final = InTreeController(
 
 DEFINITION = OperatorDefinition(
     name=OPERATOR_NAME,
-    settings_class=InTreeReplacementSettings,
+    settings_class=Settings,
     default_workers=DEFAULT_WORKERS,
     make_controller=ResourceClaimController,
     # Nothing is written onto these objects by watching them: no kopf annotation or finalizer.
@@ -100,6 +107,16 @@ DEFINITION = OperatorDefinition(
             "resourceclaimtemplates",
             ResourceClaimController.upsert_template,
             ResourceClaimController.delete_template,
+        ),
+        # Served only with the GenericWorkload gate and --runtime-config: discovered, and a
+        # change of what is served restarts the process so that the watch follows it.
+        Watch(
+            SCHEDULING_GROUP,
+            "podgroups",
+            ResourceClaimController.upsert_pod_group,
+            ResourceClaimController.delete_pod_group,
+            versions=(POD_GROUP_VERSION,),
+            when=ResourceClaimController.watches_pod_groups,
         ),
     ),
     in_tree=IN_TREE,

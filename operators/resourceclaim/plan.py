@@ -45,6 +45,15 @@ class ApplyPodStatus:
 
 
 @dataclass(frozen=True)
+class ApplyPodGroupStatus:
+    """Server-side apply on ``podgroups/<name>/status``, our field manager, ``force=true``."""
+
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class PutClaimStatus:
     """``PUT .../resourceclaims/<name>/status`` of the full object; replies with the result."""
 
@@ -80,6 +89,14 @@ class GetPod:
 
 
 @dataclass(frozen=True)
+class GetPodGroup:
+    """Live ``GET`` of a PodGroup by name; replies with the group or a 404."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
 class GetClaim:
     """Live ``GET`` of a claim by name; replies with the claim or a 404."""
 
@@ -91,8 +108,8 @@ class GetClaim:
 
 
 @dataclass(frozen=True)
-class EmitPodEvent:
-    """A core/v1 Event on the pod, de-duplicated by the events layer (spec section 9)."""
+class EmitEvent:
+    """A core/v1 Event on a pod or a PodGroup, de-duplicated by the events layer (spec section 9)."""
 
     namespace: str
     name: str
@@ -100,14 +117,19 @@ class EmitPodEvent:
     type: str
     reason: str
     message: str
+    api_version: str = "v1"
+    kind: str = "Pod"
 
 
 @dataclass(frozen=True)
 class CountClaimCreate:
-    """One increment of ``dra_operators_resourceclaim_creates_total``."""
+    """One increment of ``dra_operators_resourceclaim_creates_total``; the owner labels are those
+    of the claim's controller: ``("", "Pod")`` or ``("scheduling.k8s.io", "PodGroup")``."""
 
     status: str
     admin_access: str
+    owner_api_group: str = ""
+    owner_api_kind: str = "Pod"
 
 
 @dataclass(frozen=True)
@@ -120,12 +142,14 @@ class Log:
 Action = (
     CreateClaim
     | ApplyPodStatus
+    | ApplyPodGroupStatus
     | PutClaimStatus
     | PutClaim
     | DeleteClaim
     | GetPod
+    | GetPodGroup
     | GetClaim
-    | EmitPodEvent
+    | EmitEvent
     | CountClaimCreate
     | Log
 )

@@ -8,6 +8,11 @@ scheduler, reserves its allocated claims.
 A finished pod (D3) gets nothing here: no claim, no status write, no reservation (spec
 section 14, row 3). Its cleanup belongs to the ``claim:`` sync.
 
+Where PodGroup claims are on, a member pod's entry that its group shares is never made into a
+claim of the pod: the member records the claim its group owns (``group_sync``), or waits
+silently until there is one, and a member that bypassed the scheduler reserves it for the
+group. A member whose group does not exist yet gets none of its claims, as upstream.
+
 Every claim this sync creates is recorded in the cache's just-created record before the
 next step runs, so a retry that comes before the claim watch event finds it instead of
 creating a second claim.
@@ -20,18 +25,19 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from operators.core.reconcile import Done, GiveUp, Retry
+from operators.dra.podgroups import PodGroup
 from operators.dra.pods import PodResourceClaim
 
-from .bodies import generated_claim, pod_status_apply, reserved_for_pod
+from .bodies import generated_claim, owner_labels, pod_owner, pod_status_apply, reserved_for
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
-from .models import Pod, ResourceClaim
+from .models import Pod, ResourceClaim, ResourceClaimTemplate
 from .plan import (
     Action,
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
-    EmitPodEvent,
+    EmitEvent,
     Failed,
     GetClaim,
     Log,
@@ -42,7 +48,8 @@ from .plan import (
 from .resolution import (
     Resolved,
     admin_access_label,
-    is_controlled_by_pod,
+    consumer_for,
+    is_for_pod,
     is_reserved_for_pod,
     not_created_message,
     pod_group_controller,
@@ -83,10 +90,11 @@ def pod_group_error(claim: ResourceClaim, pod_group_name: str) -> str:
     )
 
 
-def not_owner_error(claim: ResourceClaim, pod: Pod) -> str:
+def not_owner_error(claim: ResourceClaim, pod: Pod, group: PodGroup | None = None) -> str:
+    who = f"neither Pod nor PodGroup {group.name} is the owner" if group is not None else "Pod is not owner"
     return (
         f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
-        f"{pod.namespace}/{pod.name} (Pod is not owner)"
+        f"{pod.namespace}/{pod.name} ({who})"
     )
 
 
@@ -103,13 +111,16 @@ def sync_pod(cache: ClusterCache, namespace: str, name: str) -> Plan:
         return Done("pod is being deleted")
     if pod.status.phase in TERMINAL_POD_PHASES:
         return Done("pod has terminated")
+    group = cache.group_of(pod)
+    if cache.workload_claims and pod.pod_group_name and group is None:
+        return Done(f"PodGroup {pod.pod_group_name} does not exist yet; its creation routes the pod again")
 
     new_mappings: dict[str, str] = {}
     for entry in pod.spec.resource_claims:
-        failure = yield from _handle_entry(cache, pod, entry, new_mappings)
+        failure = yield from _handle_entry(cache, pod, group, entry, new_mappings)
         if failure is None:
             continue
-        yield EmitPodEvent(
+        yield EmitEvent(
             namespace=pod.namespace,
             name=pod.name,
             uid=pod.uid,
@@ -134,13 +145,18 @@ def sync_pod(cache: ClusterCache, namespace: str, name: str) -> Plan:
 
     if not pod.spec.node_name:
         return Done("kube-scheduler makes the reservations")
-    return (yield from _reserve(cache, pod))
+    return (yield from _reserve(cache, pod, group))
 
 
 def _handle_entry(
-    cache: ClusterCache, pod: Pod, entry: PodResourceClaim, new_mappings: dict[str, str]
+    cache: ClusterCache,
+    pod: Pod,
+    group: PodGroup | None,
+    entry: PodResourceClaim,
+    new_mappings: dict[str, str],
 ) -> Generator[Action, Reply, EntryFailure | None]:
-    """Section 7.1; a new mapping is added to ``new_mappings``."""
+    """Section 7.1; a new mapping is added to ``new_mappings``. ``group`` is the pod's PodGroup
+    where PodGroup claims are on."""
     resolution = resolve_entry(pod, entry)
     if resolution.outcome is Resolved.SKIPPED:
         return None
@@ -150,10 +166,10 @@ def _handle_entry(
     if resolution.outcome is Resolved.NAMED:
         claim = cache.claim(pod.namespace, resolution.claim_name)
         if claim is not None:
-            if not resolution.check_owner or is_controlled_by_pod(claim, pod):
+            if not resolution.check_owner or is_for_pod(claim, pod, group):
                 return None
             pod_group = pod_group_controller(claim)
-            if pod_group is not None:
+            if pod_group is not None and not cache.workload_claims:
                 return EntryFailure(pod_group_error(claim, pod_group.name), retryable=False)
             yield Log(
                 "Claim that was created for the pod is no longer owned by the pod, creating a new one",
@@ -164,20 +180,22 @@ def _handle_entry(
     if template_name is None:
         return None
 
+    if group is not None and group.shares(entry):
+        # The group's sync creates the claim; its status update routes the members again.
+        shared = cache.find_generated_claim(group.namespace, group.uid, entry.name)
+        if shared is not None:
+            new_mappings[entry.name] = shared.name
+        return None
+
     claim = cache.find_generated_claim(pod.namespace, pod.uid, entry.name)
     if claim is None:
         template = cache.template(pod.namespace, template_name)
         if template is None:
             return EntryFailure(template_missing_error(template_name))
-        body = generated_claim(pod, entry, template)
-        admin_access = admin_access_label(template.spec.claim_spec)
-        reply = yield CreateClaim(pod.namespace, body)
-        if isinstance(reply, Failed):
-            yield CountClaimCreate("failure", admin_access)
-            return EntryFailure(create_failed_error(reply.message), retry_after=reply.retry_after)
-        claim = ResourceClaim.from_body(reply.body or {})
-        cache.record_created(claim)
-        yield CountClaimCreate("success", admin_access)
+        created = yield from create_claim(cache, pod_owner(pod), pod.namespace, entry.name, template)
+        if isinstance(created, EntryFailure):
+            return created
+        claim = created
         # Debug, as upstream's verbosity 4: one line per generated claim is noise at scale, and
         # formatting it cost 4 % of the operator's CPU in a 1000-pod burst.
         yield Log(
@@ -190,8 +208,30 @@ def _handle_entry(
     return None
 
 
-def _reserve(cache: ClusterCache, pod: Pod) -> Plan:
-    """Section 7.5: reserve the allocated claims of a pod that bypassed the scheduler."""
+def create_claim(
+    cache: ClusterCache,
+    owner: dict[str, object],
+    namespace: str,
+    entry_name: str,
+    template: ResourceClaimTemplate,
+) -> Generator[Action, Reply, ResourceClaim | EntryFailure]:
+    """Create the claim of a pod's or PodGroup's template entry (7.2), count it, and record it
+    so that a retry before its watch event finds it instead of creating another (7.3)."""
+    admin_access = admin_access_label(template.spec.claim_spec)
+    group, kind = owner_labels(owner)
+    reply = yield CreateClaim(namespace, generated_claim(owner, namespace, entry_name, template))
+    if isinstance(reply, Failed):
+        yield CountClaimCreate("failure", admin_access, group, kind)
+        return EntryFailure(create_failed_error(reply.message), retry_after=reply.retry_after)
+    claim = ResourceClaim.from_body(reply.body or {})
+    cache.record_created(claim)
+    yield CountClaimCreate("success", admin_access, group, kind)
+    return claim
+
+
+def _reserve(cache: ClusterCache, pod: Pod, group: PodGroup | None) -> Plan:
+    """Section 7.5: reserve the allocated claims of a pod that bypassed the scheduler; a claim
+    its group shares is reserved for the group, once."""
     for entry in pod.spec.resource_claims:
         resolution = resolve_entry(pod, entry)
         if resolution.outcome is Resolved.NOT_CREATED:
@@ -204,10 +244,11 @@ def _reserve(cache: ClusterCache, pod: Pod) -> Plan:
         claim = cache.claim(pod.namespace, resolution.claim_name)
         if claim is None:
             return Done(f"claim {resolution.claim_name} does not exist yet; kubelet waits for it")
-        if resolution.check_owner and not is_controlled_by_pod(claim, pod):
-            return Retry(not_owner_error(claim, pod))
-        if claim.is_allocated and not is_reserved_for_pod(claim, pod.uid):
-            reply = yield PutClaimStatus(claim.namespace, claim.name, reserved_for_pod(claim.body, pod))
+        if resolution.check_owner and not is_for_pod(claim, pod, group):
+            return Retry(not_owner_error(claim, pod, group))
+        if claim.is_allocated and not is_reserved_for_pod(claim, pod.uid, group):
+            consumer = consumer_for(pod, group, entry)
+            reply = yield PutClaimStatus(claim.namespace, claim.name, reserved_for(claim.body, consumer))
             if isinstance(reply, Failed):
                 error = f"reserve claim {claim.namespace}/{claim.name}: {reply.message}"
                 return Retry(error, reply.retry_after)

@@ -9,21 +9,34 @@ Predicates that explain a decision return ``(bool, reason)``: the reason is only
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from operators.core.models import OwnerReference
 from operators.dra.claims import ConsumerReference
+from operators.dra.podgroups import (
+    PodGroup,
+    PodGroupResourceClaim,
+    is_pod_group_consumer,
+    is_pod_group_reference,
+    pod_group_consumer,
+)
 from operators.dra.pods import PodResourceClaim
 
-from .constants import SCHEDULING_API_GROUP, TERMINAL_POD_PHASES
+from .constants import TERMINAL_POD_PHASES
 from .models import Pod, ResourceClaim, ResourceClaimSpec
 
 ClaimLookup = Callable[[str, str], ResourceClaim | None]
 """``(namespace, name) -> claim or None``: how routing and syncs read the claim cache."""
 
+PodGroupLookup = Callable[[str, str], PodGroup | None]
+"""``(namespace, name) -> PodGroup or None``; absent (None) where PodGroup claims are off."""
+
 POD_KEY_PREFIX = "pod:"
 CLAIM_KEY_PREFIX = "claim:"
+POD_GROUP_KEY_PREFIX = "podgroup:"
+KEY_KINDS = ("pod", "claim", "podgroup")
 
 
 def pod_key(namespace: str, name: str) -> str:
@@ -34,11 +47,15 @@ def claim_key(namespace: str, name: str) -> str:
     return f"{CLAIM_KEY_PREFIX}{namespace}/{name}"
 
 
+def pod_group_key(namespace: str, name: str) -> str:
+    return f"{POD_GROUP_KEY_PREFIX}{namespace}/{name}"
+
+
 def split_key(key: str) -> tuple[str, str, str]:
     """``"pod:ns/name"`` -> ``("pod", "ns", "name")``; raises ValueError on anything else."""
     kind, sep, rest = key.partition(":")
     namespace, slash, name = rest.partition("/")
-    if not sep or not slash or kind not in ("pod", "claim") or not namespace or not name:
+    if not sep or not slash or kind not in KEY_KINDS or not namespace or not name:
         raise ValueError(f"not a resourceclaim work key: {key!r}")
     return kind, namespace, name
 
@@ -62,10 +79,36 @@ class Resolution:
 
 def resolve_entry(pod: Pod, entry: PodResourceClaim) -> Resolution:
     """D1: which claim a pod claim entry stands for."""
+    return _resolve(entry, pod.status.resource_claim_statuses)
+
+
+def resolve_group_entry(group: PodGroup, entry: PodGroupResourceClaim) -> Resolution:
+    """D1 for a PodGroup's entry: the group records the names of its generated claims as a pod does."""
+    return _resolve(entry, group.status.resource_claim_statuses)
+
+
+class _Recorded(Protocol):
+    """A ``status.resourceClaimStatuses[]`` entry, of a pod or a PodGroup."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def resource_claim_name(self) -> str | None: ...
+
+
+class _Entry(_Recorded, Protocol):
+    """A ``spec.resourceClaims[]`` entry, of a pod or a PodGroup."""
+
+    @property
+    def resource_claim_template_name(self) -> str | None: ...
+
+
+def _resolve(entry: _Entry, recorded: Iterable[_Recorded]) -> Resolution:
     if entry.resource_claim_name is not None:
         return Resolution(Resolved.NAMED, entry.resource_claim_name)
     if entry.resource_claim_template_name is not None:
-        for status in pod.status.resource_claim_statuses:
+        for status in recorded:
             if status.name == entry.name:
                 if status.resource_claim_name is None:
                     return Resolution(Resolved.SKIPPED)
@@ -85,10 +128,25 @@ def unsupported_message(pod: Pod, entry: PodResourceClaim) -> str:
     )
 
 
+def group_unsupported_message(group: PodGroup, entry: PodGroupResourceClaim) -> str:
+    # Unlike the pod's, upstream's text quotes neither the group nor the entry.
+    return (
+        f"PodGroup {group.namespace}/{group.name}, spec.resourceClaim {entry.name}: "
+        "none of the supported fields are set"
+    )
+
+
 def resolved_claim_names(pod: Pod) -> Iterator[str]:
     """Every claim name the pod's entries resolve to (D1), in entry order, repeats included."""
     for entry in pod.spec.resource_claims:
         resolution = resolve_entry(pod, entry)
+        if resolution.outcome is Resolved.NAMED:
+            yield resolution.claim_name
+
+
+def resolved_group_claim_names(group: PodGroup) -> Iterator[str]:
+    for entry in group.spec.resource_claims:
+        resolution = resolve_group_entry(group, entry)
         if resolution.outcome is Resolved.NAMED:
             yield resolution.claim_name
 
@@ -99,6 +157,29 @@ def is_controlled_by_pod(claim: ResourceClaim, pod: Pod) -> bool:
     return claim.namespace == pod.namespace and controller is not None and controller.uid == pod.uid
 
 
+def is_controlled_by_group(claim: ResourceClaim, group: PodGroup) -> bool:
+    controller = claim.controller
+    return (
+        claim.namespace == group.namespace
+        and controller is not None
+        and is_pod_group_reference(controller)
+        and controller.uid == group.uid
+    )
+
+
+def is_for_pod(claim: ResourceClaim, pod: Pod, group: PodGroup | None) -> bool:
+    """D2 with PodGroup claims: the pod's own claim, or one its group controls.
+
+    ``group`` is the pod's PodGroup where PodGroup claims are on, else None. Upstream accepts
+    a PodGroup owner by name alone (the pod does not know the group's UID); with the group at
+    hand the UID is checked too, so a member of a re-created group moves to the new group's
+    claim instead of keeping the old group's until the garbage collector takes it.
+    """
+    if is_controlled_by_pod(claim, pod):
+        return True
+    return group is not None and is_controlled_by_group(claim, group)
+
+
 def is_pod_done(pod: Pod) -> bool:
     """D3, for a pod still in the API; a removed pod is done as well."""
     if pod.status.phase in TERMINAL_POD_PHASES:
@@ -106,13 +187,28 @@ def is_pod_done(pod: Pod) -> bool:
     return pod.metadata.deletion_timestamp is not None and not pod.spec.node_name
 
 
-def is_reserved_for_pod(claim: ResourceClaim, pod_uid: str) -> bool:
-    """D4: any entry counts, whatever its kind, as upstream."""
-    return any(consumer.uid == pod_uid for consumer in claim.status.reserved_for)
+def is_reserved_for_pod(claim: ResourceClaim, pod_uid: str, group: PodGroup | None = None) -> bool:
+    """D4: any entry with the pod's UID counts, whatever its kind, as upstream; with PodGroup
+    claims on, so does the entry of the pod's group."""
+    for consumer in claim.status.reserved_for:
+        if consumer.uid == pod_uid:
+            return True
+        if group is not None and is_pod_group_consumer(consumer) and consumer.uid == group.uid:
+            return True
+    return False
+
+
+def consumer_for(pod: Pod, group: PodGroup | None, entry: PodResourceClaim) -> dict[str, str]:
+    """The ``reservedFor`` entry a pod's claim is reserved with (upstream's ``BindTo``): the group
+    for an entry the group shares, the pod otherwise."""
+    if group is not None and group.shares(entry):
+        return pod_group_consumer(group)
+    return {"resource": "pods", "name": pod.name, "uid": pod.uid}
 
 
 def is_pod_consumer(consumer: ConsumerReference) -> bool:
-    """D5: other entries are unknown kinds that another component owns; never touched."""
+    """D5: besides pods, only PodGroups (where PodGroup claims are on) are known consumers;
+    other kinds belong to another component and are never touched."""
     return consumer.is_pod
 
 
@@ -121,11 +217,9 @@ def admin_access_label(spec: ResourceClaimSpec) -> str:
 
 
 def pod_group_controller(claim: ResourceClaim) -> OwnerReference | None:
-    """The controlling PodGroup of a claim, which this operator does not support yet."""
+    """The controlling PodGroup of a claim: where PodGroup claims are off, a member cannot use it."""
     controller = claim.controller
-    if controller is None or controller.kind != "PodGroup":
-        return None
-    if not controller.api_version.startswith(SCHEDULING_API_GROUP + "/"):
+    if controller is None or not is_pod_group_reference(controller):
         return None
     return controller
 
@@ -138,18 +232,31 @@ def owning_pod(claim: ResourceClaim) -> OwnerReference | None:
     return controller
 
 
+def generating_owner(claim: ResourceClaim) -> OwnerReference | None:
+    """The pod or PodGroup a claim may have been generated for: its controlling reference."""
+    return owning_pod(claim) or pod_group_controller(claim)
+
+
 def pod_has_claims(pod: Pod) -> bool:
     """Pods without any claim need nothing from this operator."""
     return bool(pod.spec.resource_claims) or pod.status.extended_resource_claim_status is not None
 
 
-def pod_needs_work(pod: Pod, lookup_claim: ClaimLookup) -> tuple[bool, str]:
+def pod_needs_work(
+    pod: Pod, lookup_claim: ClaimLookup, lookup_group: PodGroupLookup | None = None
+) -> tuple[bool, str]:
     """Whether the ``pod:`` sync has something to do (section 5, step 4)."""
     if pod.metadata.deletion_timestamp is not None:
         return False, "pod is being deleted"
     if pod.status.phase in TERMINAL_POD_PHASES:
         # Unlike upstream: a finished pod gets no new claims and no reservations (section 14, row 3).
         return False, "pod has terminated"
+    group = None
+    if lookup_group is not None and pod.pod_group_name:
+        group = lookup_group(pod.namespace, pod.pod_group_name)
+        if group is None:
+            # The group's arrival routes its members again; until then nothing can be decided.
+            return False, f"waiting for PodGroup {pod.pod_group_name}"
     for entry in pod.spec.resource_claims:
         resolution = resolve_entry(pod, entry)
         if resolution.outcome is Resolved.NOT_CREATED:
@@ -160,17 +267,55 @@ def pod_needs_work(pod: Pod, lookup_claim: ClaimLookup) -> tuple[bool, str]:
             continue
         claim = lookup_claim(pod.namespace, resolution.claim_name)
         if claim is None:
+            if group is not None and group.shares(entry):
+                # The group re-creates it, and that routes the members again.
+                continue
             if entry.resource_claim_template_name is not None:
                 return True, f"claim {resolution.claim_name} must be re-created"
             continue
-        if resolution.check_owner and not is_controlled_by_pod(claim, pod):
+        if resolution.check_owner and not is_for_pod(claim, pod, group):
             continue
-        if pod.spec.node_name and claim.is_allocated and not is_reserved_for_pod(claim, pod.uid):
+        if pod.spec.node_name and claim.is_allocated and not is_reserved_for_pod(claim, pod.uid, group):
             return True, f"claim {resolution.claim_name} must be reserved"
     return False, "nothing to do for any claim"
 
 
-def route_pod(pod: Pod, *, removed: bool, lookup_claim: ClaimLookup) -> list[str]:
+def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bool, str]:
+    """Whether the ``podgroup:`` sync has something to do: a template entry without its claim.
+
+    Nothing is reserved from the group's side: members (or kube-scheduler) reserve for it.
+    """
+    if group.metadata.deletion_timestamp is not None:
+        return False, "PodGroup is being deleted"
+    for entry in group.spec.resource_claims:
+        resolution = resolve_group_entry(group, entry)
+        if resolution.outcome is Resolved.NOT_CREATED:
+            return True, f"claim {entry.name} must be created"
+        if resolution.outcome is Resolved.UNSUPPORTED:
+            return True, f"claim {entry.name} is unsupported"
+        if resolution.outcome is Resolved.SKIPPED:
+            continue
+        if lookup_claim(group.namespace, resolution.claim_name) is None and resolution.check_owner:
+            return True, f"claim {resolution.claim_name} must be re-created"
+    return False, "nothing to do for any claim"
+
+
+def route_pod_group(group: PodGroup, *, removed: bool, lookup_claim: ClaimLookup) -> list[str]:
+    """The work keys of a PodGroup event, its members apart: a removed group's claims are
+    released; a group missing a generated claim is synced."""
+    if not group.spec.resource_claims:
+        return []
+    if removed:
+        names = dict.fromkeys(resolved_group_claim_names(group))
+        return [claim_key(group.namespace, name) for name in names]
+    if pod_group_needs_work(group, lookup_claim)[0]:
+        return [pod_group_key(group.namespace, group.name)]
+    return []
+
+
+def route_pod(
+    pod: Pod, *, removed: bool, lookup_claim: ClaimLookup, lookup_group: PodGroupLookup | None = None
+) -> list[str]:
     """The work keys a pod event causes (section 5, steps 1, 3 and 4).
 
     ``removed`` is true for a DELETED event. Remembering the UID of a removed pod is the
@@ -184,6 +329,6 @@ def route_pod(pod: Pod, *, removed: bool, lookup_claim: ClaimLookup) -> list[str
         if pod.extended_claim_name:
             names.append(pod.extended_claim_name)
         keys.extend(claim_key(pod.namespace, name) for name in dict.fromkeys(names))
-    if not removed and pod_needs_work(pod, lookup_claim)[0]:
+    if not removed and pod_needs_work(pod, lookup_claim, lookup_group)[0]:
         keys.append(pod_key(pod.namespace, pod.name))
     return keys

@@ -1,0 +1,106 @@
+"""The PodGroup (``scheduling.k8s.io/v1beta1``) as DRA sees it: a consumer of shared claims.
+
+Kubernetes 1.37 lets a group of pods share ResourceClaims (KEP-5729, gates ``GenericWorkload``
+and ``DRAWorkloadResourceClaims``, both beta and off by default, and an API version that needs
+``--runtime-config``). A pod joins a group through ``spec.schedulingGroup.podGroupName``; the
+group lists its claims in ``spec.resourceClaims`` (by name or from a template, at most four,
+immutable) and records the names of the claims generated for it in
+``status.resourceClaimStatuses``. kube-scheduler reserves a group claim for the group itself, so
+``status.reservedFor`` names the PodGroup, never its members.
+
+A pod entry stands for the group's claim only when the group has an entry of the same name that
+names the same claim or the same template; any other entry of a member is the member's own.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from operators.core.models import KubeModel, LeanObject, NoneAsEmpty, OwnerReference
+from operators.core.resources import ApiResource
+
+from .claims import ConsumerReference
+from .pods import PodResourceClaim
+
+SCHEDULING_GROUP = "scheduling.k8s.io"
+POD_GROUP_VERSION = "v1beta1"
+"""The only version kube-controller-manager and kube-scheduler 1.37 read PodGroups in."""
+
+POD_GROUPS = ApiResource(SCHEDULING_GROUP, POD_GROUP_VERSION, "podgroups")
+POD_GROUP_API_VERSION = f"{SCHEDULING_GROUP}/{POD_GROUP_VERSION}"
+
+
+class PodSchedulingGroup(KubeModel):
+    """A pod's ``spec.schedulingGroup``: the union has one member in 1.37."""
+
+    pod_group_name: str | None = None
+
+
+class PodGroupResourceClaim(KubeModel):
+    """One ``spec.resourceClaims[]`` entry of a PodGroup; exactly one of the two names is set."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodGroupResourceClaimStatus(KubeModel):
+    """One ``status.resourceClaimStatuses[]`` entry; no claim name means "not needed"."""
+
+    name: str
+    resource_claim_name: str | None = None
+
+
+class PodGroupSpec(KubeModel):
+    resource_claims: Annotated[tuple[PodGroupResourceClaim, ...], NoneAsEmpty] = ()
+
+
+class PodGroupStatus(KubeModel):
+    resource_claim_statuses: Annotated[tuple[PodGroupResourceClaimStatus, ...], NoneAsEmpty] = ()
+
+
+class PodGroup(LeanObject):
+    spec: PodGroupSpec = PodGroupSpec()
+    status: PodGroupStatus = PodGroupStatus()
+
+    def entry(self, name: str) -> PodGroupResourceClaim | None:
+        for entry in self.spec.resource_claims:
+            if entry.name == name:
+                return entry
+        return None
+
+    def shares(self, pod_entry: PodResourceClaim) -> bool:
+        """Whether a member's entry stands for this group's claim: the same name, and the same
+        claim or template (upstream's ``BindTo``); otherwise it is the member's own claim."""
+        entry = self.entry(pod_entry.name)
+        return (
+            entry is not None
+            and entry.resource_claim_name == pod_entry.resource_claim_name
+            and entry.resource_claim_template_name == pod_entry.resource_claim_template_name
+        )
+
+
+def is_pod_group_consumer(consumer: ConsumerReference) -> bool:
+    return consumer.api_group == SCHEDULING_GROUP and consumer.resource == POD_GROUPS.plural
+
+
+def is_pod_group_reference(owner: OwnerReference) -> bool:
+    """An owner reference to a PodGroup of any served version, as upstream's owner index reads it."""
+    return owner.kind == "PodGroup" and owner.api_version.startswith(SCHEDULING_GROUP + "/")
+
+
+def pod_group_consumer(group: PodGroup) -> dict[str, str]:
+    """The ``reservedFor`` entry of a claim reserved for the whole group."""
+    return {"apiGroup": SCHEDULING_GROUP, "resource": POD_GROUPS.plural, "name": group.name, "uid": group.uid}
+
+
+def pod_group_owner(group: PodGroup) -> dict[str, object]:
+    """The controller reference of a claim generated for the group; no ``blockOwnerDeletion``,
+    as upstream, so that no ``podgroups/finalizers`` permission is needed."""
+    return {
+        "apiVersion": POD_GROUP_API_VERSION,
+        "kind": "PodGroup",
+        "name": group.name,
+        "uid": group.uid,
+        "controller": True,
+    }
