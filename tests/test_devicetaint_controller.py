@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -18,7 +19,7 @@ from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
-from operators.core.reconcile import Requeue
+from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
 from operators.core.workqueue import WorkQueue
@@ -26,6 +27,8 @@ from operators.devicetaint.apis import discover
 from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.models import PodItem, RuleItem
 from operators.devicetaint.operator import DEFINITION
+from operators.devicetaint.podeviction import BudgetRefusal, PodEvict, blocking_budget, budget_retry_delay
+from operators.devicetaint.settings import Settings
 
 RESOURCES_V1 = [
     ("deviceclasses", "DeviceClass", False),
@@ -103,13 +106,13 @@ class FakeClient:
 
 
 def make_controller(
-    versions: dict[str, dict[str, Any]],
+    versions: dict[str, dict[str, Any]], settings: OperatorSettings | None = None
 ) -> tuple[DeviceTaintController, FakeClient]:
     client = FakeClient(versions)
     kube = cast(KubeClient, client)
     runtime = Runtime(
         name="devicetaint",
-        settings=OperatorSettings(),
+        settings=settings or Settings(),
         client=kube,
         reader=kube,
         events=EventRecorder(kube, "dra-operators-devicetaint"),
@@ -359,3 +362,100 @@ async def test_unparsable_objects_are_skipped(caplog: pytest.LogCaptureFixture) 
     controller.upsert_slice({"kind": "ResourceSlice", "metadata": {"name": "broken"}, "spec": {}})
     assert "skipping ResourceSlice broken that cannot be parsed" in caplog.text
     assert client.calls == []
+
+
+# --- --eviction-mode=evict -----------------------------------------------------------------------------
+
+# The Status kube-apiserver 1.37.2 answers when a budget allows no disruption (eviction.go).
+BUDGET_REFUSAL: dict[str, Any] = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+    "reason": "TooManyRequests",
+    "details": {
+        "causes": [
+            {
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget keep-one needs 1 healthy pods and has 1 currently",
+            }
+        ]
+    },
+    "code": 429,
+}
+
+
+def budget_refusal(retry_after: float | None = None) -> ApiError:
+    return ApiError(429, "TooManyRequests", BUDGET_REFUSAL["message"], retry_after, BUDGET_REFUSAL)
+
+
+def evicting_controller() -> tuple[DeviceTaintController, FakeClient]:
+    return make_controller(CLUSTER_1_37, Settings.model_validate({"eviction_mode": "evict"}))
+
+
+async def test_evict_mode_asks_the_eviction_api_with_a_uid_precondition() -> None:
+    controller, client = evicting_controller()
+    await start(controller)
+    fixture_f(controller, [TAINT])
+    before = deletions()
+    assert await controller.sync(P1) == Done()
+    await controller.runtime.events.drain(5)
+    (method, path, body), (_, event_path, event) = client.calls
+    assert (method, path) == ("POST", "/api/v1/namespaces/ns1/pods/p1/eviction")
+    assert body == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "p1", "namespace": "ns1"},
+        "deleteOptions": {"preconditions": {"uid": "U1"}},
+    }
+    # No DisruptionTarget PATCH and no DELETE: the Eviction API does both.
+    assert event_path == "/api/v1/namespaces/ns1/events"
+    assert (event["type"], event["message"]) == ("Normal", "Marking for deletion")
+    assert deletions() == before + 1
+
+
+async def test_a_budget_refusal_is_retried_with_backoff_and_a_warning_naming_the_budget() -> None:
+    controller, client = evicting_controller()
+    await start(controller)
+    fixture_f(controller, [TAINT])
+    before = deletions()
+    client.failures["POST"] = [budget_refusal(), budget_refusal(), budget_refusal(10.0)]
+    delays = []
+    for _ in range(3):
+        result = await controller.sync(P1)
+        assert isinstance(result, Requeue)
+        delays.append(result.after)
+    assert delays == [1.0, 2.0, 10.0]
+    await controller.runtime.events.drain(5)
+    events = [body for method, path, body in client.calls if method == "POST" and path.endswith("/events")]
+    assert [(e["type"], e["message"]) for e in events] == [
+        (
+            "Warning",
+            "Cannot evict pod: its PodDisruptionBudget keep-one allows no disruption now "
+            "(The disruption budget keep-one needs 1 healthy pods and has 1 currently); retrying",
+        )
+    ], "one Event, then its count grows"
+    assert deletions() == before, "a refused pod is not evicted"
+    # Still scheduled, so the next attempt evicts it (and the rule still counts it as pending).
+    assert isinstance(controller.cache.decide_pod(P1, datetime.now(UTC)), PodEvict)
+    assert await controller.sync(P1) == Done()
+    assert deletions() == before + 1
+
+
+async def test_an_api_server_busy_429_is_an_error_not_a_budget() -> None:
+    controller, client = evicting_controller()
+    await start(controller)
+    fixture_f(controller, [TAINT])
+    client.failures["POST"] = [ApiError(429, "TooManyRequests", "storage is (re)initializing", 1.0, {})]
+    with pytest.raises(ApiError):
+        await controller.sync(P1)
+
+
+def test_budget_refusals_and_their_backoff() -> None:
+    assert blocking_budget(BUDGET_REFUSAL) == BudgetRefusal(
+        "keep-one", "The disruption budget keep-one needs 1 healthy pods and has 1 currently"
+    )
+    assert blocking_budget({"details": {"causes": [{"reason": "FieldValueInvalid"}]}}) is None
+    assert blocking_budget({}) is None
+    assert [budget_retry_delay(n, None) for n in (1, 2, 3, 5, 6, 50)] == [1.0, 2.0, 4.0, 16.0, 30.0, 30.0]
+    assert budget_retry_delay(1, 10.0) == 10.0

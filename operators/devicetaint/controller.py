@@ -7,7 +7,9 @@ the current cache, whatever event queued it.
 
 Evicting one pod (spec §9, with the cached pod instead of a live GET, see :mod:`.podeviction`): the Event
 ``Marking for deletion``, the ``DisruptionTarget`` status PATCH with ``metadata.uid`` as a precondition,
-then a DELETE with a UID precondition. A pod that is already terminating only counts as evicted.
+then a DELETE with a UID precondition. A pod that is already terminating only counts as evicted. With
+``--eviction-mode=evict``, one call to the Eviction API replaces the PATCH and the DELETE, and a pod its
+PodDisruptionBudget keeps is retried with backoff.
 
 The DeviceTaintRule watch names the versions it understands (:data:`.operator.DEFINITION`): the runtime
 watches the first one served at start, so the rules take part in the initial listing like every other kind,
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
-from operators.core.events import NORMAL, ObjectRef
+from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
@@ -49,11 +51,16 @@ from .podeviction import (
     EVENT_CANCELLING_DELETION,
     EVENT_MARKING_FOR_DELETION,
     EVENT_REASON,
+    BudgetRefusal,
     EvictionResult,
     PodDone,
     PodEvict,
     PodNotYet,
+    blocking_budget,
+    budget_retry_delay,
+    eviction_body,
 )
+from .settings import Settings
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -80,6 +87,10 @@ class DeviceTaintController:
         self.cache = ClusterCache()
         core_metrics.report_cache(self.cache)
         self._apis: ServedApis | None = None
+        settings = runtime.settings
+        self.eviction_api = isinstance(settings, Settings) and settings.eviction_mode == "evict"
+        # Refusals in a row per pod, for the backoff; an entry goes when its pod's eviction ends.
+        self._budget_refusals: dict[PodItem, int] = {}
 
     # --- Start -----------------------------------------------------------------------------------------
 
@@ -113,7 +124,11 @@ class DeviceTaintController:
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
-            self._apply(Pod, body, lambda pod, _now: self.cache.delete_pod(pod))
+            self._apply(Pod, body, self._forget_pod)
+
+    def _forget_pod(self, pod: Pod, _now: datetime) -> Effects:
+        self._budget_refusals.pop(PodItem.of(pod), None)
+        return self.cache.delete_pod(pod)
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         self._apply(ResourceClaim, body, self.cache.apply_claim)
@@ -162,10 +177,20 @@ class DeviceTaintController:
     async def _sync_pod(self, item: PodItem) -> Result:
         decision = self.cache.decide_pod(item, _now())
         if isinstance(decision, PodDone):
+            self._budget_refusals.pop(item, None)
             return Done()
         if isinstance(decision, PodNotYet):
             return Requeue(decision.delay, "eviction not due yet")
-        outcome = await self._evict(decision)
+        outcome = await (self._evict_through_api(decision) if self.eviction_api else self._evict(decision))
+        if isinstance(outcome, BudgetRefusal):
+            # Still scheduled, so still pending in the rule's condition.
+            refusals = self._budget_refusals[item] = self._budget_refusals.get(item, 0) + 1
+            self.runtime.events.record(_pod_ref(item), WARNING, EVENT_REASON, outcome.event_message)
+            log.info(
+                "eviction refused: %s", outcome.detail, extra={"object": f"Pod {item.namespace}/{item.name}"}
+            )
+            return Requeue(budget_retry_delay(refusals, outcome.retry_after), "PodDisruptionBudget")
+        self._budget_refusals.pop(item, None)
         finished = self.cache.finish_pod(decision, outcome, _now())
         if finished.latency is not None:
             metrics.pod_deletions.inc()
@@ -203,6 +228,27 @@ class DeviceTaintController:
                 raise
             log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
             return EvictionResult.GONE
+        return EvictionResult.EVICTED
+
+    async def _evict_through_api(self, decision: PodEvict) -> EvictionResult | BudgetRefusal:
+        """The Eviction API instead of steps 5-6: the API server checks the budgets and sets
+        ``DisruptionTarget`` itself. ``Marking for deletion`` follows the accepted eviction, so that a pod
+        its budget keeps is never announced as marked."""
+        if decision.already_terminating:
+            return EvictionResult.EVICTED
+        item = decision.item
+        path = PODS.path(item.name, namespace=item.namespace, subresource="eviction")
+        try:
+            await self.runtime.client.request("POST", path, body=eviction_body(item), want_reply=False)
+        except ApiError as err:
+            if err.not_found:
+                log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
+                return EvictionResult.GONE
+            refusal = blocking_budget(err.body) if err.status in (403, 429) else None
+            if refusal is None:
+                raise
+            return BudgetRefusal(refusal.budget, refusal.detail, err.retry_after)
+        self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
         return EvictionResult.EVICTED
 
     async def _sync_rule(self, item: RuleItem) -> Result:

@@ -13,18 +13,20 @@ from typing import Any
 from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
-from operators.core.settings import InTreeReplacementSettings
 from operators.dra import taintrules
 from operators.dra.api import GROUP, VERSION
 
 from .controller import DEFAULT_WORKERS, DeviceTaintController
 from .podeviction import DISRUPTION_REASON
+from .settings import Settings
 
 API_CALLS: list[tuple[str, str, str]] = [
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods", "delete"),
     ("", "pods/status", "patch"),
+    # --eviction-mode=evict: the Eviction API, which honours PodDisruptionBudgets.
+    ("", "pods/eviction", "create"),
     (GROUP, "resourceclaims", "list"),
     (GROUP, "resourceclaims", "watch"),
     (GROUP, "resourceslices", "list"),
@@ -83,7 +85,7 @@ IN_TREE = InTreeController(
 
 DEFINITION = OperatorDefinition(
     name="devicetaint",
-    settings_class=InTreeReplacementSettings,
+    settings_class=Settings,
     default_workers=DEFAULT_WORKERS,
     make_controller=DeviceTaintController,
     # Nothing is written onto these objects by watching them: no kopf annotation or finalizer (spec §15).

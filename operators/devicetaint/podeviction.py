@@ -9,11 +9,19 @@ which matters when a whole pool is tainted at once.
 The worker runs a :class:`PodEvict` as: Event ``Marking for deletion``, the status PATCH (when
 ``status_patch`` is set), the DELETE; or nothing at all when ``already_terminating``. It then reports
 the outcome back to the state with :class:`EvictionResult`.
+
+With ``--eviction-mode=evict`` the worker asks the Eviction API instead (:func:`eviction_body`): the API
+server checks the pod's PodDisruptionBudgets and sets ``DisruptionTarget`` itself (reason
+``EvictionByEvictionAPI``), so no status PATCH is sent; marking a pod that its budget then keeps would
+be a lie. A refusal by a budget (429 with a ``DisruptionBudget`` cause, :func:`blocking_budget`) leaves
+the eviction scheduled: the pod still counts as pending in the rule's condition, and is tried again.
 """
 
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -119,3 +127,59 @@ def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
 def delete_options(uid: str) -> dict[str, Any]:
     """Plain DELETE, not the Eviction API: the seed says pods are evicted by deleting them."""
     return {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+
+
+BUDGET_RETRY_FIRST_SECONDS = 1.0
+BUDGET_RETRY_MAX_SECONDS = 30.0
+"""A budget is released by other pods becoming ready, which nothing here watches: the retries back off,
+but never beyond half a minute, so a pod goes soon after its budget allows it (kubectl drain: 5 s)."""
+
+EVENT_BLOCKED_BY_BUDGET = (
+    "Cannot evict pod: its PodDisruptionBudget {budget} allows no disruption now ({detail}); retrying"
+)
+
+# The API server's cause message: "The disruption budget <name> needs <n> healthy pods and has <m> currently".
+_BUDGET_NAME = re.compile(r"disruption budget (?P<name>\S+)")
+
+
+def eviction_body(item: PodItem) -> dict[str, Any]:
+    """The ``pods/<name>/eviction`` request: the UID precondition keeps a replacement pod safe."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": item.name, "namespace": item.namespace},
+        "deleteOptions": {"preconditions": {"uid": item.uid}},
+    }
+
+
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """A PodDisruptionBudget that keeps the pod for now."""
+
+    budget: str
+    detail: str
+    retry_after: float | None = None
+
+    @property
+    def event_message(self) -> str:
+        return EVENT_BLOCKED_BY_BUDGET.format(budget=self.budget, detail=self.detail)
+
+
+def budget_retry_delay(refusals: int, retry_after: float | None) -> float:
+    """Seconds until the next eviction attempt after ``refusals`` refusals in a row (1 for the first)."""
+    backoff = min(BUDGET_RETRY_FIRST_SECONDS * 2.0 ** min(refusals - 1, 16), BUDGET_RETRY_MAX_SECONDS)
+    return max(backoff, retry_after or 0.0)
+
+
+def blocking_budget(status: Mapping[str, Any]) -> BudgetRefusal | None:
+    """The budget named by a 429 answer of the Eviction API, or None for any other 429 (a busy API
+    server). The Status's ``details.causes`` carries a ``DisruptionBudget`` cause per refusal."""
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    for cause in causes if isinstance(causes, list) else ():
+        if not isinstance(cause, Mapping) or cause.get("reason") != "DisruptionBudget":
+            continue
+        detail = str(cause.get("message") or "")
+        match = _BUDGET_NAME.search(detail)
+        return BudgetRefusal(match.group("name") if match else "(unnamed)", detail)
+    return None
