@@ -89,7 +89,14 @@ def test_selector_schema_matches_the_model() -> None:
 
 def test_status_schema() -> None:
     status = version()["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
-    assert set(status) == {"observedGeneration", "selectedDevices", "conditions"}
+    assert set(status) == {"observedGeneration", "selectedDevices", "dryRun", "conditions"}
+    assert set(status["dryRun"]["properties"]) == {
+        "publishedDevices",
+        "allocatedDevices",
+        "claims",
+        "pods",
+        "namespaces",
+    }
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
 
 

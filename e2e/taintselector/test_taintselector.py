@@ -259,3 +259,44 @@ def test_invalid_selectors_create_no_rule_and_keep_old_ones(
         assert op.alive()
         text = op.metrics()
         assert _metric(text, "dra_operators_taintselector_evaluations_total", 'result="invalid"') >= 3
+
+
+def test_dry_run_counts_each_pod_once_over_the_selection(
+    world: World, driver_name: str, unique_name: Callable[[str], str], operator: Callable[..., Any]
+) -> None:
+    """Issue #27: an effect-None selector reports the dry run of the whole selection; a pod on two
+    selected devices (through two claims) is one pod, where the rules' own dry runs would count it
+    twice; a pod whose claim tolerates the taint forever is not counted."""
+    api, pool = world.api, world.node
+    world.resource_slice(unique_name("slice"), driver_name, pool, ["gpu-0", "gpu-1", "gpu-2"])
+    pod = world.pod("two-gpus", ["two-a", "two-b"])
+    world.claim("two-a", driver_name, pool, ["gpu-0"], [pod])
+    world.claim("two-b", driver_name, pool, ["gpu-1"], [pod])
+    forever = {"key": ts.KEY, "operator": "Exists", "effect": "NoExecute"}
+    world.allocated_pod("tolerant", driver_name, pool, ["gpu-2"], tolerations=[forever])
+    name = unique_name("dry")
+    with operator("taintselector"):
+        ts.selector(world.objects, name, "None", driver=driver_name)
+        expected = {"publishedDevices": 3, "allocatedDevices": 3, "claims": 3, "pods": 1, "namespaces": 1}
+
+        def reported() -> dict[str, Any] | None:
+            status = (api.get(f"{ts.SELECTORS}/{name}").get("status")) or {}
+            return status if status.get("dryRun") == expected else None
+
+        status = wait_for(reported, 30, f"the dry run {expected}")
+        assert status is not None
+        eviction = ts.wait_condition(api, name, "EvictionInProgress", "False", "NoEffect")
+        assert eviction["message"] == (
+            "3 published devices selected. 3 allocated devices selected. 3 claims are allocated on them. "
+            "1 pod would be evicted in 1 namespace if the effect was NoExecute."
+        )
+        # The pod leaves its claims: the next dry run has nothing left to evict.
+        for claim in ("two-a", "two-b"):
+            world.allocate(claim, driver_name, pool, ["gpu-0" if claim == "two-a" else "gpu-1"], [])
+        wait_for(
+            lambda: (
+                (api.get(f"{ts.SELECTORS}/{name}").get("status") or {}).get("dryRun", {}).get("pods") == 0
+            ),
+            30,
+            "the dry run to follow the released claims",
+        )

@@ -11,7 +11,9 @@ Which selectors an event concerns:
 * a DeviceClass: the selectors naming it;
 * a DeviceTaintRule: its controlling selector (its rules feed ``EvictionInProgress``), and the
   selectors whose rule names it could carry (``<selector>-<digest>``): one of them may be waiting for
-  a conflicting rule of the same name to go away.
+  a conflicting rule of the same name to go away;
+* a ResourceClaim: the selectors with ``effect: None``, whose dry run counts the claims on their
+  devices (:mod:`.dryrun`). Only allocated claims are kept.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core.models import UnparsableObject, parse
+from operators.dra.taints import EFFECT_NONE
 
+from .dryrun import AllocatedClaim
 from .models import DeviceClass, DeviceId, DeviceTaintRule, ResourceSlice, TaintSelector
 from .rules import rule_name as make_rule_name
 
@@ -29,12 +33,17 @@ def _name(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("name") or "")
 
 
+def _namespaced_name(body: Mapping[str, Any]) -> str:
+    return f"{(body.get('metadata') or {}).get('namespace') or ''}/{_name(body)}"
+
+
 class ClusterCache:
     def __init__(self) -> None:
         self.selectors: dict[str, TaintSelector] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.classes: dict[str, DeviceClass] = {}
         self.rules: dict[str, DeviceTaintRule] = {}
+        self.claims: dict[str, AllocatedClaim] = {}
 
     # --- Events; each returns the names of the selectors to reconcile ----------------------------------
 
@@ -93,6 +102,19 @@ class ClusterCache:
         name = _name(body)
         return self._concerned_by_rule(name, [self.rules.pop(name, None)])
 
+    def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
+        key = _namespaced_name(body)
+        had = self.claims.pop(key, None) is not None
+        claim = parse(AllocatedClaim, body)
+        if claim.status.allocation is not None:
+            self.claims[key] = claim
+        elif not had:
+            return []
+        return self._dry_runs()
+
+    def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
+        return self._dry_runs() if self.claims.pop(_namespaced_name(body), None) is not None else []
+
     # --- Queries ---------------------------------------------------------------------------------------
 
     def rules_of(self, uid: str, names: Iterable[str] = ()) -> list[DeviceTaintRule]:
@@ -103,6 +125,11 @@ class ClusterCache:
             for rule in self.rules.values()
             if rule.metadata.controlled_by(uid) or rule.metadata.name in wanted
         ]
+
+    def _dry_runs(self) -> list[str]:
+        return sorted(
+            name for name, selector in self.selectors.items() if selector.spec.taint.effect == EFFECT_NONE
+        )
 
     def _naming_class(self, class_name: str) -> list[str]:
         return sorted(

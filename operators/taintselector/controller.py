@@ -32,9 +32,11 @@ from operators.core.models import UnparsableObject, log_skipped
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
+from operators.dra.taints import EFFECT_NONE
 
 from . import metrics
 from .cache import ClusterCache
+from .dryrun import DryRun, dry_run
 from .models import API_VERSION, KIND, PLURAL, SELECTORS, VERSION, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 DEFAULT_WORKERS = 4
 SLICE_DEBOUNCE_SECONDS = 0.2
 RULE_DEBOUNCE_SECONDS = 0.5
+# Claims change with every pod that comes and goes; a dry run need not follow each one at once.
+CLAIM_DEBOUNCE_SECONDS = 1.0
 WRITE_CONCURRENCY = 32
 EVENT_INVALID = "InvalidSelector"
 
@@ -112,6 +116,12 @@ class TaintSelectorController:
     def delete_rule(self, body: Mapping[str, Any]) -> None:
         self._route(self.cache.delete_rule, body, RULE_DEBOUNCE_SECONDS)
 
+    def upsert_claim(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.upsert_claim, body, CLAIM_DEBOUNCE_SECONDS)
+
+    def delete_claim(self, body: Mapping[str, Any]) -> None:
+        self._route(self.cache.delete_claim, body, CLAIM_DEBOUNCE_SECONDS)
+
     def _route(
         self, update: Callable[[Mapping[str, Any]], list[str]], body: Mapping[str, Any], delay: float
     ) -> None:
@@ -131,18 +141,22 @@ class TaintSelectorController:
             return Done("deleted: its rules go with it (owner references)")
         outcome = await self._evaluate(selector)
         pending: RuleDiff | None = None
+        dry: DryRun | None = None
         if isinstance(outcome, Invalid):
             self._report_invalid(selector, outcome)
         else:
             self.selected[name] = len(outcome.devices)
             if self.rules_api is not None:
                 pending = await self._write_rules(selector, outcome, self.rules_api)
+            if selector.spec.taint.effect == EFFECT_NONE:
+                dry = dry_run(selector.spec.taint, outcome.devices, self.cache.claims.values())
         status = selector_status(
             selector,
             outcome,
             rules_available=self.rules_api is not None,
             pending=pending,
             rules=self.cache.rules_of(selector.metadata.uid),
+            dry_run=dry,
         )
         if needs_write(selector.status, status):
             await self._write_status(selector, status)

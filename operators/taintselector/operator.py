@@ -30,6 +30,9 @@ API_CALLS: list[tuple[str, str, str]] = [
     (GROUP, "devicetaintrules", "create"),
     (GROUP, "devicetaintrules", "patch"),
     (GROUP, "devicetaintrules", "delete"),
+    # The dry run of effect None counts the claims on the selected devices.
+    (GROUP, "resourceclaims", "list"),
+    (GROUP, "resourceclaims", "watch"),
     ("", "events", "create"),
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
@@ -76,6 +79,13 @@ DEFINITION = OperatorDefinition(
             TaintSelectorController.upsert_rule,
             TaintSelectorController.delete_rule,
             versions=taintrules.VERSIONS,
+        ),
+        Watch(
+            GROUP,
+            "resourceclaims",
+            TaintSelectorController.upsert_claim,
+            TaintSelectorController.delete_claim,
+            api.VERSION,
         ),
     ),
 )

@@ -14,7 +14,9 @@ are constants here and never change meaning:
     controlled by someone else) or ``DeviceTaintRuleUnavailable`` (the cluster serves no
     DeviceTaintRule API; the selection is still evaluated and counted).
 ``EvictionInProgress``
-    Aggregated from the rules' own condition, see :func:`rules.eviction_condition`.
+    Aggregated from the rules' own condition, see :func:`rules.eviction_condition`; for
+    ``effect: None``, False with ``NoEffect`` and the selection's own dry run (:mod:`.dryrun`), whose
+    counts are also in ``status.dryRun``.
 
 An invalid spec changes nothing in the cluster: the rules of the last valid selection stay, and
 so does ``selectedDevices``, which keeps describing them. ``lastTransitionTime`` only moves when a
@@ -27,7 +29,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, merge, same_content
+from operators.dra import taintrules
 
+from .dryrun import REASON_NO_EFFECT, DryRun
 from .models import DeviceTaintRule, TaintSelector
 from .rules import RuleDiff, eviction_condition
 from .selection import Invalid, Selection
@@ -119,6 +123,7 @@ def selector_status(
     pending: RuleDiff | None,
     rules: Sequence[DeviceTaintRule],
     now: str | None = None,
+    dry_run: DryRun | None = None,
 ) -> dict[str, Any]:
     """The full ``status`` to write, given what this pass found and what is still to do (``pending``)."""
     generation = selector.metadata.generation
@@ -146,17 +151,29 @@ def selector_status(
         type=READY, status=status, reason=reason, message=message, observed_generation=generation
     )
     conditions: list[dict[str, Any]] = list(previous.get("conditions") or ())
-    for condition in (ready, invalid, eviction_condition(rules, generation)):
+    if dry_run is None:
+        eviction = eviction_condition(rules, generation)
+    else:
+        eviction = Condition(
+            type=taintrules.EVICTION_IN_PROGRESS,
+            status=FALSE,
+            reason=REASON_NO_EFFECT,
+            message=dry_run.message,
+            observed_generation=generation,
+        )
+    for condition in (ready, invalid, eviction):
         conditions = merge(conditions, condition, now)
     result: dict[str, Any] = {"observedGeneration": generation, "conditions": conditions}
     if selected is not None:
         result["selectedDevices"] = selected
+    if dry_run is not None:
+        result["dryRun"] = dry_run.as_status()
     return result
 
 
 def needs_write(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` says anything ``previous`` does not (transition times alone do not count)."""
-    if any(previous.get(key) != new.get(key) for key in ("observedGeneration", "selectedDevices")):
+    if any(previous.get(key) != new.get(key) for key in ("observedGeneration", "selectedDevices", "dryRun")):
         return True
     old_conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
     new_conditions = {c.get("type"): c for c in new.get("conditions") or ()}
