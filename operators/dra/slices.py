@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, TypeVar
 
+from pydantic import Field
+
 from operators.core.models import KubeModel, NoneAsEmpty
 
+from .quantity import Quantity
 from .taints import DeviceTaint
 
 KIND = "ResourceSlice"
@@ -41,6 +44,25 @@ class SliceDevice(KubeModel):
 
     name: str
     taints: Annotated[tuple[DeviceTaint, ...], NoneAsEmpty] = ()
+
+
+class Counter(KubeModel):
+    value: Quantity
+
+
+class CounterSet(KubeModel):
+    """One ``spec.sharedCounters[]`` entry of a slice: what its partitionable devices draw on."""
+
+    name: str
+    counters: dict[str, Counter] = Field(default_factory=dict)
+
+
+class DeviceCounterConsumption(KubeModel):
+    """One ``consumesCounters[]`` entry of a device: what it takes from a counter set when allocated."""
+
+    counter_set: str
+    counters: dict[str, Counter] = Field(default_factory=dict)
+    compatibility_groups: tuple[str, ...] | None = None
 
 
 DeviceT = TypeVar("DeviceT", bound=SliceDevice)

@@ -21,7 +21,7 @@ import yaml
 from operators.dra.durations import duration_seconds
 from operators.dra.taints import DeviceTaintSelector
 
-from . import grants, poolview, previewmodel
+from . import explain, grants, poolview, previewmodel
 from .errors import EXIT_ERROR, EXIT_OK, PluginError
 from .pools import PoolsQuery, ask
 from .preview import PreviewQuery, preview
@@ -113,6 +113,18 @@ def _parser() -> argparse.ArgumentParser:
         "--key", default="dra-operators.io/taint-preview", help="the taint key (tolerations match on it)"
     )
     taint.add_argument("--value", default="", help="the taint value")
+    why = sub.add_parser(
+        "explain",
+        parents=[common],
+        help="why a claim or a pod is where it is (reads only)",
+        description="Say in plain words why a ResourceClaim or a Pod is where it is: which request "
+        "cannot be allocated and why each device is out of reach (in use, tainted, counters), which "
+        "binding condition a device waits for, what holds a claim that is being deleted, which "
+        "reserved pod is gone. Every statement names the field it is read from.",
+    )
+    why.add_argument("kind", choices=("claim", "pod"), help="what to explain")
+    why.add_argument("name", help="its name")
+    why.add_argument("-n", "--namespace", default="default", help="its namespace (default: default)")
     grant = sub.add_parser(
         "grant-driver",
         parents=[common],
@@ -174,6 +186,14 @@ def _run(args: argparse.Namespace) -> None:
             sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
         else:
             asyncio.run(_with_session(args, lambda s: _grant(s, documents)))
+        return
+    if args.command == "explain":
+        question = explain.ExplainQuery(args.kind, args.namespace, args.name)
+        findings = asyncio.run(_with_session(args, lambda s: explain.explain(s, question)))
+        if args.output:
+            _emit(explain.document(question, findings), args.output)
+        else:
+            sys.stdout.write(explain.render(question, findings))
         return
     request = PreviewQuery(args.selector, args.key, args.value, args.effect, args.timeout)
     result = asyncio.run(_with_session(args, lambda s: preview(s, request)))

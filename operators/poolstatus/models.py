@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 from operators.core.models import KubeModel, ObjectMeta
 from operators.dra import claims, slices, taintrules
 from operators.dra.quantity import Quantity
+from operators.dra.slices import CounterSet, DeviceCounterConsumption
 
 
 class NameMeta(KubeModel):
@@ -30,15 +31,6 @@ class NameMeta(KubeModel):
 # ResourceSlice (resource.k8s.io/v1): the shared projection with the counted device -------
 
 
-class Counter(KubeModel):
-    value: Quantity
-
-
-class CounterSet(KubeModel):
-    name: str
-    counters: dict[str, Counter] = Field(default_factory=dict)
-
-
 class DeviceAttribute(KubeModel):
     # Only string values can name a partition type; other value kinds count as missing.
     string: str | None = Field(default=None, alias="string")
@@ -46,12 +38,6 @@ class DeviceAttribute(KubeModel):
 
 class DeviceCapacity(KubeModel):
     value: Quantity
-
-
-class DeviceCounterConsumption(KubeModel):
-    counter_set: str
-    counters: dict[str, Counter] = Field(default_factory=dict)
-    compatibility_groups: tuple[str, ...] | None = None
 
 
 class Device(slices.SliceDevice):

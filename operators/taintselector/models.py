@@ -21,7 +21,7 @@ from operators.core import PROJECT_GROUP
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
 from operators.core.resources import ApiResource
 from operators.dra import slices, taintrules
-from operators.dra.cel import CelDevice, DeviceAttribute, DeviceCapacity
+from operators.dra.selectable import SelectableDevice
 from operators.dra.taints import DeviceTaint
 
 VERSION = "v1alpha1"
@@ -89,22 +89,6 @@ class TaintSelector(KubeModel):
 
 
 # --- ResourceSlice and DeviceClass -------------------------------------------------------------------
-
-
-class SelectableDevice(slices.SliceDevice):
-    """A device as CEL sees it."""
-
-    attributes: Annotated[Mapping[str, DeviceAttribute], NoneAsEmptyMap] = {}
-    capacity: Annotated[Mapping[str, DeviceCapacity], NoneAsEmptyMap] = {}
-    allow_multiple_allocations: bool | None = None
-
-    def cel_device(self, driver: str) -> CelDevice:
-        return CelDevice(
-            driver=driver,
-            attributes=self.attributes,
-            capacity=self.capacity,
-            allow_multiple_allocations=self.allow_multiple_allocations,
-        )
 
 
 ResourceSlice = slices.ResourceSlice[SelectableDevice]

@@ -36,9 +36,10 @@ from operators.dra.cel import (
     PreparedDevice,
     compile_expression,
 )
+from operators.dra.selectable import SelectableDevice
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
 
-from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, SelectableDevice, TaintSelectorSpec
+from .models import DeviceClass, DeviceId, DeviceSelection, ResourceSlice, TaintSelectorSpec
 
 __all__ = [
     "REASON_CEL_RUNTIME_ERROR",

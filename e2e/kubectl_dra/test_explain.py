@@ -1,0 +1,185 @@
+"""``kubectl dra explain`` against the real control plane (issue #27): the four situations, each set
+up with real objects, and the plugin's answer read back as a document.
+
+Explain only reads, so no operator runs here: a claim reserved for a pod that is gone stays so only
+while nothing releases it, which is exactly the situation to explain. The claims are allocated by
+writing their status as an administrator, as kube-scheduler would (see e2e/devicetaint/world.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from e2e import harness
+from e2e.cluster.constants import REPO_ROOT
+from e2e.devicetaint.world import RESOURCE, World, open_world
+from e2e.kube import Kube, wait_for
+from e2e.support import Tracker
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+@pytest.fixture
+def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[str], str]) -> Iterator[World]:
+    with open_world(api, objects, unique_name("node"), namespace) as opened:
+        yield opened
+
+
+def explain(cluster: harness.Cluster, kind: str, name: str, namespace: str) -> list[str]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "operators.kubectl_dra",
+            "explain",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--kubeconfig",
+            cluster.kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return [finding["text"] for finding in json.loads(done.stdout)["findings"]]
+
+
+def test_explain_claims_and_pods(
+    cluster: harness.Cluster,
+    api: Kube,
+    world: World,
+    namespace: str,
+    driver_name: str,
+    unique_name: Callable[[str], str],
+) -> None:
+    pool = world.node
+    world.resource_slice(unique_name("slice"), driver_name, pool, ["gpu-0", "gpu-1"])
+    device_class = unique_name("class")
+    world.objects.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver_name}"'}}]},
+        },
+    )
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+
+    # 1. Not allocated: it asks for two devices of the class while another claim holds one of them.
+    world.claim("holder", driver_name, pool, ["gpu-0"])
+    api.create(
+        claims,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "big"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class, "count": 2}}]
+                }
+            },
+        },
+    )
+    world.pod("waiter", ["big"], bound=False)
+    assert explain(cluster, "claim", "big", namespace) == [
+        "It is not allocated; 1 pod waits for it (waiter).",
+        f"request gpu (exactly) asks DeviceClass {device_class} for 2 devices: 2 published devices match the "
+        f"class and selectors; 1 in use by other claims ({driver_name}/{pool}/gpu-0 by {namespace}/holder); "
+        "1 free: not enough for 2 devices.",
+    ]
+
+    # 2. Allocated, and the device waits for its binding condition.
+    world.claim("attach", driver_name, pool, ["gpu-1"], allocate=False)
+    status = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "req-0",
+                        "driver": driver_name,
+                        "pool": pool,
+                        "device": "gpu-1",
+                        "bindingConditions": ["Attached"],
+                        "bindingFailureConditions": ["AttachFailed"],
+                    }
+                ]
+            },
+            "allocationTimestamp": "2026-12-03T09:00:00Z",
+        },
+        "devices": [
+            {
+                "driver": driver_name,
+                "pool": pool,
+                "device": "gpu-1",
+                "conditions": [
+                    {
+                        "type": "Attached",
+                        "status": "False",
+                        "reason": "Busy",
+                        "message": "fabric busy, retrying",
+                        "lastTransitionTime": "2026-12-03T09:00:01Z",
+                    }
+                ],
+            }
+        ],
+    }
+    api.patch(f"{claims}/attach/status", {"status": status})
+    assert explain(cluster, "claim", "attach", namespace) == [
+        f"It is allocated: {driver_name}/{pool}/gpu-1.",
+        f"The pod waits for {driver_name}/{pool}/gpu-1 to report Attached since 2026-12-03T09:00:00Z; "
+        "the attacher's last word: fabric busy, retrying.",
+    ]
+
+    # 3 and 4. Deleted while reserved for a pod that is gone: the finalizer holds it.
+    gone = world.pod("gone", ["stuck"])
+    api.create(
+        claims,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "stuck", "finalizers": [DELETE_PROTECTION]},
+            "spec": {
+                "devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": device_class}}]}
+            },
+        },
+    )
+    world.allocate("stuck", driver_name, pool, ["gpu-1"], [gone])
+    world.force_delete_pod("gone")
+    api.delete(f"{claims}/stuck")
+    wait_for(
+        lambda: api.get(f"{claims}/stuck")["metadata"].get("deletionTimestamp"),
+        30,
+        "the claim to be deleting",
+    )
+    found = explain(cluster, "claim", "stuck", namespace)
+    assert found[0].startswith("It is being deleted since ")
+    assert found[0].endswith(f"and is held by the finalizers {DELETE_PROTECTION}.")
+    assert found[1:] == [
+        f"{DELETE_PROTECTION} stays while the claim is reserved: it still has 1 consumer (see below); the "
+        "resourceclaim controller releases consumers that are gone or done, then deallocates and removes the "
+        "finalizer.",
+        "It is reserved for pod gone, which no longer exists.",
+        f"It is allocated: {driver_name}/{pool}/gpu-1.",
+    ]
+
+    # A pod: its own state, then each claim.
+    pod_findings = explain(cluster, "pod", "waiter", namespace)
+    assert pod_findings[0] == "It is Pending, not scheduled yet."
+    assert "Claim dev-0 is ResourceClaim big:" in pod_findings
+    assert "It is not allocated; 1 pod waits for it (waiter)." in pod_findings
+
+    # Clean-up of what no controller releases here.
+    api.patch(f"{claims}/stuck", {"metadata": {"finalizers": []}})

@@ -1,0 +1,546 @@
+"""``kubectl dra explain``: why a claim or a pod is where it is, in plain words.
+
+Pure: it reads a snapshot of the cluster (:class:`Snapshot`, raw API objects) and returns
+:class:`Finding` s, each naming the object field it comes from, so that the reader can check every
+statement with ``kubectl get -o yaml``. The situations it recognises:
+
+* a claim that is not allocated: for each request, its DeviceClass, how many published devices match
+  the class and the request's selectors, and why the others cannot be had (in use by another claim,
+  a taint the request does not tolerate, not enough free counters), or that no pod asks for the
+  claim, since kube-scheduler allocates a claim only for a pod it schedules;
+* a claim that is allocated while a device waits for its binding conditions: which condition,
+  since when (``allocationTimestamp``), and the attacher's last message;
+* a claim that is being deleted and is held by ``resource.kubernetes.io/delete-protection``, and why
+  (it is still reserved or allocated; once neither, the resourceclaim controller removes it);
+* a claim reserved for a pod that is gone, replaced or finished.
+
+The device matching mirrors the scheduler's for what it shows (current slices only, class selectors
+then request selectors, NoSchedule and NoExecute taints of slices and DeviceTaintRules, devices of
+other claims, shared counters); it explains, it does not allocate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from operators.core.models import NoneAsEmpty
+from operators.dra import slices
+from operators.dra.cel import CelError, PreparedDevice, compile_expression
+from operators.dra.pools import current_slices_by_pool, visible_devices
+from operators.dra.quantity import Quantity
+from operators.dra.selectable import SelectableDevice
+from operators.dra.slices import CounterSet, DeviceCounterConsumption
+from operators.dra.taintrules import DeviceTaintRule
+from operators.dra.taints import DeviceTaint, DeviceToleration, selector_matches, taint_prevents_allocation
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One statement, and the field (``<Kind> <namespace>/<name> <path>``) it is read from."""
+
+    text: str
+    source: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"text": self.text, "source": self.source}
+
+
+@dataclass
+class Snapshot:
+    """What explain reads: raw objects as the API returns them."""
+
+    claims: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    templates: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rules: list[dict[str, Any]] = field(default_factory=list)
+
+
+# --- the devices as explain reads them ------------------------------------------------------------
+
+
+class ExplainedDevice(SelectableDevice):
+    consumes_counters: Annotated[tuple[DeviceCounterConsumption, ...], NoneAsEmpty] = ()
+
+
+class _SliceSpec(slices.ResourceSliceSpec[ExplainedDevice]):
+    shared_counters: Annotated[tuple[CounterSet, ...], NoneAsEmpty] = ()
+
+
+class _Slice(slices.ResourceSlice[ExplainedDevice]):
+    spec: _SliceSpec
+
+
+@dataclass(frozen=True)
+class _Device:
+    driver: str
+    pool: str
+    name: str
+    device: ExplainedDevice
+
+    @property
+    def ref(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+
+CounterKey = tuple[str, str, str]
+"""(driver, pool, counter set)"""
+
+
+def _devices(
+    bodies: Iterable[Mapping[str, Any]],
+) -> tuple[list[_Device], dict[CounterKey, dict[str, Quantity]]]:
+    """Published devices of the current slices, and each pool's counter sets (of its current slices)."""
+    parsed = [_Slice.model_validate(body) for body in bodies]
+    devices = [
+        _Device(driver, pool, name, device)
+        for ((driver, pool), name), (_slice, device) in sorted(visible_devices(parsed).items())
+    ]
+    counters: dict[CounterKey, dict[str, Quantity]] = {}
+    for current in current_slices_by_pool(parsed).values():
+        for resource_slice in current:
+            spec = resource_slice.spec
+            for counter_set in spec.shared_counters:
+                counters.setdefault(
+                    (spec.driver, spec.pool.name, counter_set.name),
+                    {n: c.value for n, c in counter_set.counters.items()},
+                )
+    return devices, counters
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _ref(kind: str, obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace + '/' if namespace else ''}{meta.get('name')}"
+
+
+def _plural(count: int, singular: str, plural: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+def _allocated_results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def _in_use(snapshot: Snapshot, besides: Key) -> dict[tuple[str, str, str], Key]:
+    """Devices allocated to claims other than ``besides``, and to which claim."""
+    used: dict[tuple[str, str, str], Key] = {}
+    for key, claim in snapshot.claims.items():
+        if key == besides:
+            continue
+        for result in _allocated_results(claim):
+            used.setdefault((result.get("driver", ""), result.get("pool", ""), result.get("device", "")), key)
+    return used
+
+
+def _rule_taints(snapshot: Snapshot, device: _Device) -> list[DeviceTaint]:
+    taints = []
+    for body in snapshot.rules:
+        rule = DeviceTaintRule.model_validate(body)
+        if selector_matches(rule.spec.device_selector, device.driver, device.pool, device.name):
+            taints.append(rule.spec.taint)
+    return taints
+
+
+def _pods_using(snapshot: Snapshot, namespace: str, claim_name: str) -> list[str]:
+    users = []
+    for (pod_namespace, pod_name), pod in sorted(snapshot.pods.items()):
+        if pod_namespace != namespace:
+            continue
+        statuses = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+            if name == claim_name:
+                users.append(pod_name)
+                break
+    return users
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tally:
+    matching: int = 0
+    in_use: dict[str, str] = field(default_factory=dict)
+    tainted: dict[str, str] = field(default_factory=dict)
+    no_counters: list[str] = field(default_factory=list)
+    free: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def _expressions(selectors: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str((s.get("cel") or {}).get("expression", "")) for s in selectors if s.get("cel")]
+
+
+def _explain_request(
+    snapshot: Snapshot,
+    key: Key,
+    request: Mapping[str, Any],
+    devices: Sequence[_Device],
+    counters: Mapping[CounterKey, Mapping[str, Quantity]],
+) -> _Tally:
+    tally = _Tally()
+    class_name = str(request.get("deviceClassName") or "")
+    device_class = snapshot.classes.get(class_name)
+    if device_class is None:
+        tally.error = f"DeviceClass {class_name} does not exist"
+        return tally
+    try:
+        compiled = [
+            compile_expression(e)
+            for e in [
+                *_expressions((device_class.get("spec") or {}).get("selectors") or []),
+                *_expressions(request.get("selectors") or []),
+            ]
+        ]
+    except CelError as err:
+        tally.error = f"a selector does not compile: {err}"
+        return tally
+    tolerations = [DeviceToleration.model_validate(t) for t in request.get("tolerations") or []]
+    used = _in_use(snapshot, key)
+    remaining = {name: dict(values) for name, values in counters.items()}
+    for candidate in devices:
+        if (candidate.driver, candidate.pool, candidate.name) in used:
+            _charge(remaining, candidate)
+    for candidate in devices:
+        prepared = PreparedDevice(candidate.device.cel_device(candidate.driver))
+        try:
+            if not all(expression.matches(prepared) for expression in compiled):
+                continue
+        except CelError:
+            continue
+        tally.matching += 1
+        owner = used.get((candidate.driver, candidate.pool, candidate.name))
+        if owner is not None and not candidate.device.allow_multiple_allocations:
+            tally.in_use[candidate.ref] = f"{owner[0]}/{owner[1]}"
+            continue
+        taints = [*candidate.device.taints, *_rule_taints(snapshot, candidate)]
+        if taint_prevents_allocation(taints, tolerations):
+            blocking = [t for t in taints if t.effect in ("NoSchedule", "NoExecute")]
+            tally.tainted[candidate.ref] = ", ".join(f"{t.key}={t.value}:{t.effect}" for t in blocking)
+            continue
+        if not _fits(remaining, candidate):
+            tally.no_counters.append(candidate.ref)
+            continue
+        tally.free.append(candidate.ref)
+    return tally
+
+
+def _charge(remaining: dict[CounterKey, dict[str, Quantity]], device: _Device) -> None:
+    for entry in device.device.consumes_counters:
+        values = remaining.get((device.driver, device.pool, entry.counter_set))
+        if values is None:
+            continue
+        for name, cost in entry.counters.items():
+            if name in values:
+                values[name] = values[name] - cost.value
+
+
+def _fits(remaining: Mapping[CounterKey, Mapping[str, Quantity]], device: _Device) -> bool:
+    for entry in device.device.consumes_counters:
+        values = remaining.get((device.driver, device.pool, entry.counter_set))
+        if values is None:
+            return False
+        for name, cost in entry.counters.items():
+            have = values.get(name)
+            if have is None or have < cost.value:
+                return False
+    return True
+
+
+def _request_findings(snapshot: Snapshot, claim: Mapping[str, Any], key: Key, source: str) -> list[Finding]:
+    devices, counters = _devices(snapshot.slices)
+    findings = []
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    for index, request in enumerate(requests):
+        alternatives = [("exactly", request.get("exactly"))] if request.get("exactly") else []
+        alternatives += [
+            (f"firstAvailable[{i}] ({sub.get('name')})", sub)
+            for i, sub in enumerate(request.get("firstAvailable") or [])
+        ]
+        for label, body in alternatives:
+            path = f"{source} .spec.devices.requests[{index}].{label.split(' ')[0]}"
+            tally = _explain_request(snapshot, key, body, devices, counters)
+            name = request.get("name")
+            if tally.error:
+                findings.append(Finding(f"request {name} ({label}): {tally.error}.", path))
+                continue
+            wanted = (
+                int(body.get("count") or 1)
+                if body.get("allocationMode", "ExactCount") == "ExactCount"
+                else None
+            )
+            parts = [
+                f"request {name} ({label}) asks DeviceClass {body.get('deviceClassName')} for "
+                + (_plural(wanted, "device") if wanted is not None else "all matching devices")
+                + f": {_plural(tally.matching, 'published device matches', 'published devices match')}"
+                + " the class and selectors"
+            ]
+            if tally.in_use:
+                parts.append(
+                    f"{len(tally.in_use)} in use by other claims ("
+                    + ", ".join(f"{d} by {c}" for d, c in sorted(tally.in_use.items()))
+                    + ")"
+                )
+            if tally.tainted:
+                parts.append(
+                    f"{_plural(len(tally.tainted), 'carries', 'carry')} a taint the request does not "
+                    "tolerate (" + ", ".join(f"{d}: {t}" for d, t in sorted(tally.tainted.items())) + ")"
+                )
+            if tally.no_counters:
+                parts.append(
+                    f"{_plural(len(tally.no_counters), 'lacks', 'lack')} free shared counters "
+                    f"({', '.join(tally.no_counters)})"
+                )
+            parts.append(f"{len(tally.free)} free")
+            text = "; ".join(parts)
+            if wanted is not None and len(tally.free) < wanted:
+                text += f": not enough for {_plural(wanted, 'device')}"
+            findings.append(Finding(text + ".", path))
+    return findings
+
+
+# --- claims ----------------------------------------------------------------------------------------
+
+
+def explain_claim(snapshot: Snapshot, namespace: str, name: str) -> list[Finding]:
+    key = (namespace, name)
+    claim = snapshot.claims.get(key)
+    if claim is None:
+        return [
+            Finding(f"ResourceClaim {namespace}/{name} does not exist.", f"ResourceClaim {namespace}/{name}")
+        ]
+    source = _ref("ResourceClaim", claim)
+    findings: list[Finding] = []
+    meta = _meta(claim)
+    status = claim.get("status") or {}
+    allocation = status.get("allocation")
+    reserved = list(status.get("reservedFor") or [])
+
+    if meta.get("deletionTimestamp"):
+        finalizers = list(meta.get("finalizers") or [])
+        findings.append(
+            Finding(
+                f"It is being deleted since {meta['deletionTimestamp']}"
+                + (f" and is held by the finalizers {', '.join(finalizers)}." if finalizers else "."),
+                f"{source} .metadata.deletionTimestamp, .metadata.finalizers",
+            )
+        )
+        if DELETE_PROTECTION in finalizers:
+            if reserved:
+                why = (
+                    f"{DELETE_PROTECTION} stays while the claim is reserved: it still has "
+                    f"{_plural(len(reserved), 'consumer')} (see below); the resourceclaim controller "
+                    "releases consumers that are gone or done, then deallocates and removes the finalizer."
+                )
+                findings.append(Finding(why, f"{source} .status.reservedFor"))
+            elif allocation is not None:
+                findings.append(
+                    Finding(
+                        f"{DELETE_PROTECTION} stays while the claim is allocated; no consumer is left, "
+                        "so the resourceclaim controller should deallocate it and remove the finalizer: "
+                        "is it running?",
+                        f"{source} .status.allocation",
+                    )
+                )
+            else:
+                findings.append(
+                    Finding(
+                        f"Nothing is allocated or reserved, so nothing should hold {DELETE_PROTECTION}: the "
+                        "resourceclaim controller removes it; is it running?",
+                        f"{source} .metadata.finalizers",
+                    )
+                )
+
+    for index, consumer in enumerate(reserved):
+        path = f"{source} .status.reservedFor[{index}]"
+        if consumer.get("resource") != "pods" or consumer.get("apiGroup"):
+            findings.append(
+                Finding(
+                    f"It is reserved for {consumer.get('resource')} {consumer.get('name')} "
+                    f"({consumer.get('apiGroup') or 'core'}).",
+                    path,
+                )
+            )
+            continue
+        pod = snapshot.pods.get((namespace, str(consumer.get("name"))))
+        pod_name = consumer.get("name")
+        if pod is None:
+            findings.append(Finding(f"It is reserved for pod {pod_name}, which no longer exists.", path))
+        elif _meta(pod).get("uid") != consumer.get("uid"):
+            findings.append(
+                Finding(
+                    f"It is reserved for an earlier pod {pod_name} (uid {consumer.get('uid')}); "
+                    "the pod of that name now is another one.",
+                    path,
+                )
+            )
+        elif (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            findings.append(
+                Finding(
+                    f"It is reserved for pod {pod_name}, which has finished ({pod['status']['phase']}).", path
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    f"It is reserved for pod {pod_name}, which is "
+                    f"{(pod.get('status') or {}).get('phase') or 'Pending'}.",
+                    path,
+                )
+            )
+
+    if allocation is None:
+        if meta.get("deletionTimestamp"):
+            return findings
+        users = _pods_using(snapshot, namespace, name)
+        if not users:
+            findings.append(
+                Finding(
+                    "It is not allocated, and no pod uses it: kube-scheduler allocates a claim only when it "
+                    "schedules a pod that uses it.",
+                    f"{source} .status.allocation",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    f"It is not allocated; {_plural(len(users), 'pod waits', 'pods wait')} for it "
+                    f"({', '.join(users)}).",
+                    f"{source} .status.allocation",
+                )
+            )
+        findings.extend(_request_findings(snapshot, claim, key, source))
+        return findings
+
+    findings.extend(_binding_findings(claim, source))
+    return findings
+
+
+def _binding_findings(claim: Mapping[str, Any], source: str) -> list[Finding]:
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    since = allocation.get("allocationTimestamp")
+    device_status = {
+        (d.get("driver"), d.get("pool"), d.get("device")): d for d in status.get("devices") or []
+    }
+    findings = []
+    results = _allocated_results(claim)
+    devices_text = ", ".join(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
+    findings.append(
+        Finding(f"It is allocated: {devices_text}.", f"{source} .status.allocation.devices.results")
+    )
+    for index, result in enumerate(results):
+        wanted = list(result.get("bindingConditions") or [])
+        failures = list(result.get("bindingFailureConditions") or [])
+        if not wanted:
+            continue
+        entry = device_status.get((result.get("driver"), result.get("pool"), result.get("device"))) or {}
+        conditions = {c.get("type"): c for c in entry.get("conditions") or []}
+        ref = f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}"
+        for failure in failures:
+            condition = conditions.get(failure)
+            if condition is not None and condition.get("status") == "True":
+                findings.append(
+                    Finding(
+                        f"Binding of {ref} failed ({failure}): "
+                        f"{condition.get('message') or condition.get('reason') or ''}; "
+                        "kube-scheduler deallocates it and tries again.",
+                        f"{source} .status.devices[{ref}].conditions[{failure}]",
+                    )
+                )
+        for wanted_type in wanted:
+            condition = conditions.get(wanted_type)
+            if condition is not None and condition.get("status") == "True":
+                continue
+            last = ""
+            if condition is not None and condition.get("message"):
+                last = f"; the attacher's last word: {condition['message']}"
+            findings.append(
+                Finding(
+                    f"The pod waits for {ref} to report {wanted_type}"
+                    + (f" since {since}" if since else "")
+                    + last
+                    + ".",
+                    f"{source} .status.allocation.devices.results[{index}].bindingConditions, "
+                    f".status.devices[{ref}].conditions",
+                )
+            )
+    return findings
+
+
+# --- pods ------------------------------------------------------------------------------------------
+
+
+def explain_pod(snapshot: Snapshot, namespace: str, name: str) -> list[Finding]:
+    pod = snapshot.pods.get((namespace, name))
+    if pod is None:
+        return [Finding(f"Pod {namespace}/{name} does not exist.", f"Pod {namespace}/{name}")]
+    source = _ref("Pod", pod)
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    findings = [
+        Finding(
+            f"It is {status.get('phase') or 'Pending'}"
+            + (f" on node {spec['nodeName']}." if spec.get("nodeName") else ", not scheduled yet."),
+            f"{source} .status.phase, .spec.nodeName",
+        )
+    ]
+    for condition in status.get("conditions") or []:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("message")
+        ):
+            findings.append(
+                Finding(
+                    f"kube-scheduler says: {condition['message']}",
+                    f"{source} .status.conditions[PodScheduled]",
+                )
+            )
+    recorded = {s.get("name"): s for s in status.get("resourceClaimStatuses") or []}
+    for index, entry in enumerate(spec.get("resourceClaims") or []):
+        entry_name = entry.get("name")
+        path = f"{source} .spec.resourceClaims[{index}]"
+        claim_name = entry.get("resourceClaimName")
+        template = entry.get("resourceClaimTemplateName")
+        if claim_name is None and template is not None:
+            record = recorded.get(entry_name)
+            if record is None:
+                text = f"Claim {entry_name} has not been created from template {template} yet"
+                if (namespace, template) not in snapshot.templates:
+                    text += f", and ResourceClaimTemplate {template} does not exist"
+                findings.append(Finding(text + ".", f"{path}, .status.resourceClaimStatuses"))
+                continue
+            claim_name = record.get("resourceClaimName")
+            if claim_name is None:
+                findings.append(
+                    Finding(f"Claim {entry_name} is not needed.", f"{source} .status.resourceClaimStatuses")
+                )
+                continue
+        if claim_name is None:
+            continue
+        findings.append(Finding(f"Claim {entry_name} is ResourceClaim {claim_name}:", path))
+        findings.extend(explain_claim(snapshot, namespace, str(claim_name)))
+    return findings

@@ -1,0 +1,241 @@
+"""``kubectl dra explain``: the four situations of issue #27, each statement with its field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators.kubectl_dra.explainmodel import Snapshot, explain_claim, explain_pod
+
+pytestmark = pytest.mark.unit
+
+NS = "ml"
+DRIVER = "gpu.example.com"
+TAINT = {"key": "gpu.example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"}
+
+
+def device(
+    name: str, *, model: str = "a100", taints: list[dict[str, Any]] | None = None, counters: int = 0
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "attributes": {"model": {"string": model}}}
+    if taints:
+        body["taints"] = taints
+    if counters:
+        body["consumesCounters"] = [
+            {"counterSet": "gpu-0", "counters": {"memory": {"value": f"{counters}Gi"}}}
+        ]
+    return body
+
+
+def slice_body(*devices: dict[str, Any], shared: int = 0) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": DRIVER,
+        "nodeName": "node-1",
+        "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": list(devices),
+    }
+    if shared:
+        spec["sharedCounters"] = [{"name": "gpu-0", "counters": {"memory": {"value": f"{shared}Gi"}}}]
+    return {"metadata": {"name": "node-1-gpus"}, "spec": spec}
+
+
+def claim(
+    name: str,
+    *,
+    count: int = 1,
+    allocated: list[str] | None = None,
+    reserved: list[dict[str, Any]] | None = None,
+    deleting: bool = False,
+    finalizers: list[str] | None = None,
+    selectors: list[str] | None = None,
+    binding: list[str] | None = None,
+    device_conditions: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"deviceClassName": "gpu", "count": count}
+    if selectors:
+        request["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-03T10:00:00Z"
+    if finalizers:
+        meta["finalizers"] = finalizers
+    status: dict[str, Any] = {}
+    if allocated is not None:
+        results: list[dict[str, Any]] = [
+            {"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": d} for d in allocated
+        ]
+        if binding:
+            for result in results:
+                result["bindingConditions"] = binding
+                result["bindingFailureConditions"] = ["AttachFailed"]
+        status["allocation"] = {
+            "devices": {"results": results},
+            "allocationTimestamp": "2026-12-03T09:00:00Z",
+        }
+    if reserved:
+        status["reservedFor"] = reserved
+    if device_conditions is not None:
+        status["devices"] = [
+            {"driver": DRIVER, "pool": "node-1", "device": d, "conditions": device_conditions}
+            for d in allocated or []
+        ]
+    return {
+        "metadata": meta,
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+        "status": status,
+    }
+
+
+def pod(name: str, claim_name: str, *, uid: str | None = None, phase: str = "Pending") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": uid or f"uid-{name}"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]},
+        "status": {"phase": phase},
+    }
+
+
+def snapshot(
+    *claims: dict[str, Any],
+    pods: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+    slices: list[dict[str, Any]] | None = None,
+    rules: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+) -> Snapshot:
+    return Snapshot(
+        claims={(NS, c["metadata"]["name"]): c for c in claims},
+        pods={(NS, p["metadata"]["name"]): p for p in pods},
+        slices=slices if slices is not None else [],
+        classes={
+            "gpu": {
+                "metadata": {"name": "gpu"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            }
+        },
+        rules=list(rules),
+    )
+
+
+def texts(findings: list[Any]) -> list[str]:
+    return [f.text for f in findings]
+
+
+def test_unallocated_claim_says_why_each_device_cannot_be_had() -> None:
+    devices = slice_body(
+        device("gpu-0"),
+        device("gpu-1", taints=[TAINT]),
+        device("gpu-2", model="t4"),
+        device("gpu-3", counters=40),
+        device("gpu-4", counters=40),
+        shared=60,
+    )
+    taken = claim("other", allocated=["gpu-0", "gpu-3"])
+    wanted = claim("big", count=2, selectors=['device.attributes["gpu.example.com"].model == "a100"'])
+    found = explain_claim(snapshot(wanted, taken, pods=[pod("trainer", "big")], slices=[devices]), NS, "big")
+    assert texts(found) == [
+        "It is not allocated; 1 pod waits for it (trainer).",
+        "request gpu (exactly) asks DeviceClass gpu for 2 devices: 4 published devices match the class "
+        "and selectors; 2 in use by other claims (gpu.example.com/node-1/gpu-0 by ml/other, "
+        "gpu.example.com/node-1/gpu-3 by ml/other); 1 carries a taint the request does not tolerate "
+        "(gpu.example.com/node-1/gpu-1: gpu.example.com/unhealthy=ecc:NoSchedule); "
+        "1 lacks free shared counters (gpu.example.com/node-1/gpu-4); 0 free: not enough for 2 devices.",
+    ]
+    assert [f.source for f in found] == [
+        "ResourceClaim ml/big .status.allocation",
+        "ResourceClaim ml/big .spec.devices.requests[0].exactly",
+    ]
+
+
+def test_a_rule_taint_counts_and_an_unused_claim_is_named() -> None:
+    rule = {
+        "metadata": {"name": "r"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "device": "gpu-0"},
+            "taint": {"key": "k", "effect": "NoExecute"},
+        },
+    }
+    found = explain_claim(
+        snapshot(claim("idle"), slices=[slice_body(device("gpu-0"))], rules=[rule]), NS, "idle"
+    )
+    assert found[0].text.startswith("It is not allocated, and no pod uses it")
+    assert (
+        "1 carries a taint the request does not tolerate (gpu.example.com/node-1/gpu-0: k=:NoExecute)"
+        in found[1].text
+    )
+
+
+def test_allocated_claim_waiting_on_binding_conditions() -> None:
+    waiting = claim(
+        "attached",
+        allocated=["gpu-0"],
+        binding=["Attached"],
+        device_conditions=[
+            {"type": "Attached", "status": "False", "reason": "Busy", "message": "fabric busy, retrying"}
+        ],
+    )
+    found = explain_claim(snapshot(waiting), NS, "attached")
+    assert texts(found) == [
+        "It is allocated: gpu.example.com/node-1/gpu-0.",
+        "The pod waits for gpu.example.com/node-1/gpu-0 to report Attached since 2026-12-03T09:00:00Z; "
+        "the attacher's last word: fabric busy, retrying.",
+    ]
+    assert ".bindingConditions" in found[1].source
+
+
+def test_stuck_deleting_on_delete_protection_and_reserved_for_a_gone_pod() -> None:
+    stuck = claim(
+        "stuck",
+        allocated=["gpu-0"],
+        reserved=[
+            {"resource": "pods", "name": "gone", "uid": "u-gone"},
+            {"resource": "pods", "name": "old", "uid": "u-old"},
+        ],
+        deleting=True,
+        finalizers=["resource.kubernetes.io/delete-protection"],
+    )
+    found = explain_claim(snapshot(stuck, pods=[pod("old", "stuck", uid="u-new")]), NS, "stuck")
+    assert texts(found)[:4] == [
+        "It is being deleted since 2026-12-03T10:00:00Z and is held by the finalizers "
+        "resource.kubernetes.io/delete-protection.",
+        "resource.kubernetes.io/delete-protection stays while the claim is reserved: it still has "
+        "2 consumers (see below); the resourceclaim controller releases consumers that are gone or done, "
+        "then deallocates and removes the finalizer.",
+        "It is reserved for pod gone, which no longer exists.",
+        "It is reserved for an earlier pod old (uid u-old); the pod of that name now is another one.",
+    ]
+    assert found[2].source == "ResourceClaim ml/stuck .status.reservedFor[0]"
+
+
+def test_allocated_but_unreserved_while_deleting_points_at_the_controller() -> None:
+    stuck = claim(
+        "left", allocated=["gpu-0"], deleting=True, finalizers=["resource.kubernetes.io/delete-protection"]
+    )
+    found = explain_claim(snapshot(stuck), NS, "left")
+    assert "should deallocate it and remove the finalizer: is it running?" in found[1].text
+
+
+def test_pod_explains_each_claim_and_the_missing_template() -> None:
+    waiting = {
+        "metadata": {"name": "p", "namespace": NS, "uid": "u-p"},
+        "spec": {
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimName": "idle"},
+                {"name": "scratch", "resourceClaimTemplateName": "missing"},
+            ]
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/1 nodes are available"}],
+        },
+    }
+    found = explain_pod(snapshot(claim("idle"), pods=[waiting]), NS, "p")
+    assert texts(found)[:4] == [
+        "It is Pending, not scheduled yet.",
+        "kube-scheduler says: 0/1 nodes are available",
+        "Claim gpu is ResourceClaim idle:",
+        "It is not allocated; 1 pod waits for it (p).",
+    ]
+    assert texts(found)[-1] == (
+        "Claim scratch has not been created from template missing yet, "
+        "and ResourceClaimTemplate missing does not exist."
+    )
+    assert explain_pod(snapshot(), NS, "nope")[0].text == "Pod ml/nope does not exist."
