@@ -117,6 +117,15 @@ IN_TREE_WRITES = [
             _entry("kube-controller-manager", "Update", REQUEST_STATUS, "status"),
         ),
     ),
+    (
+        RESOURCECLAIM,
+        "podgroups",
+        _object(
+            "scheduling.k8s.io/v1beta1",
+            "PodGroup",
+            _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status"),
+        ),
+    ),
 ]
 
 

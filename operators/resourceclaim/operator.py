@@ -74,6 +74,16 @@ IN_TREE: Final = InTreeController(
             owns=("f:status", "f:resourceClaimStatuses"),
             wrote="applied status.resourceClaimStatuses of",
         ),
+        # With PodGroup claims, it applies each group's claim statuses the same way.
+        Signature(
+            api_group=SCHEDULING_GROUP,
+            plural="podgroups",
+            manager="ResourceClaimController",
+            operation="Apply",
+            subresource="status",
+            owns=("f:status", "f:resourceClaimStatuses"),
+            wrote="applied status.resourceClaimStatuses of",
+        ),
         # It creates the claims of templates without a field manager: only this controller of
         # kube-controller-manager sets the pod-claim-name annotation.
         Signature(
