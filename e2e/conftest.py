@@ -96,18 +96,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
+    """The cluster of the session, with the eviction guard installed (harness.eviction_guard):
+    the tests that evict cluster-wide on purpose carry its annotation, and every other
+    DeviceTaintRule and DeviceTaintSelector of the run shows it lets ordinary ones through."""
     config = request.config
     kubeconfig = config.getoption("--kubeconfig") or os.environ.get("E2E_KUBECONFIG")
     if kubeconfig:
-        yield backends.existing_cluster(config, kubeconfig)
+        handle = backends.existing_cluster(config, kubeconfig)
+        with harness.eviction_guard(handle):
+            yield handle
         return
     if config.getoption("--e2e-cluster") == "kind":
-        yield backends.kind_cluster(config)
+        handle = backends.kind_cluster(config)
+        with harness.eviction_guard(handle):
+            yield handle
         return
     handle = backends.start_devcluster(
         config, upstream=False, binding_timeout=config.getoption("--e2e-binding-timeout")
     )
-    yield handle
+    with harness.eviction_guard(handle):
+        yield handle
     backends.stop_devcluster(config, handle, request.session.testsfailed > 0)
 
 

@@ -33,6 +33,7 @@ from e2e.cluster import launcher
 from e2e.cluster.constants import REPO_ROOT
 from e2e.cluster.devcluster import Devcluster
 from e2e.kube import Kube, wait_for
+from e2e.support import eviction_guard_kustomization, guard_refusal
 
 OPERATOR_NAMESPACE = "dra-operators"
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -149,6 +150,42 @@ def token_kubeconfig(cluster: Cluster, api: Kube, namespace: str, service_accoun
     path.write_text(yaml.safe_dump(config))
     os.chmod(path, 0o600)
     return str(path)
+
+
+# -- the eviction guard ---------------------------------------------------------------------------
+
+EVICTION_GUARD_LABEL = "app.kubernetes.io/component=eviction-guard"
+CLUSTER_WIDE_RULE: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceTaintRule",
+    "metadata": {"name": "e2e-eviction-guard-probe"},
+    "spec": {"deviceSelector": {}, "taint": {"key": "dra-operators.test/probe", "effect": "NoExecute"}},
+}
+
+
+@contextlib.contextmanager
+def eviction_guard(cluster: Cluster) -> Iterator[None]:
+    """The eviction guard installed for a whole session, from the component as the README says,
+    so every DeviceTaintRule and DeviceTaintSelector of every test passes through it. It is
+    enforced once the API server's policy informer has it: a dry run that it refuses says so.
+    Removed at the end only from an existing cluster that did not have it before."""
+    present = cluster.kubectl(
+        "get", "validatingadmissionpolicies", "-l", EVICTION_GUARD_LABEL, "-o", "name"
+    ).stdout
+    target = eviction_guard_kustomization(cluster.workdir / "eviction-guard")
+    cluster.kubectl("apply", "--server-side", "--field-manager=e2e-eviction-guard", "-k", str(target))
+    api = Kube(cluster.kubeconfig)
+    try:
+        wait_for(
+            lambda: guard_refusal(api, "/apis/resource.k8s.io/v1/devicetaintrules", CLUSTER_WIDE_RULE),
+            60,
+            "the eviction guard to refuse a NoExecute DeviceTaintRule with an empty selector",
+        )
+    finally:
+        api.close()
+    yield
+    if cluster.backend == "existing" and not present.strip():
+        cluster.kubectl("delete", "-k", str(target), "--ignore-not-found", check=False)
 
 
 # -- running operators ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What the e2e tests of every package share: their namespaces and the cluster-scoped objects
-they create, each removed at teardown.
+they create, each removed at teardown; and the eviction guard the session installs.
 
 The fixtures of ``e2e/conftest.py`` wrap these; tests that need a second namespace, or one on the
 upstream cluster, call them directly.
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
 import string
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,11 @@ from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LAB
 from e2e.kube import ApiError, Kube, wait_for
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+EVICTION_GUARD = REPO_ROOT / "manifests" / "components" / "eviction-guard"
+ALLOW_CLUSTER_WIDE_EVICTION = "dra-operators.io/allow-cluster-wide-eviction"
+"""The annotation that lets the eviction guard's refusals through (README, "Guard against
+cluster-wide eviction"); the tests that evict cluster-wide on purpose carry it."""
 
 
 def node_hash(request: pytest.FixtureRequest) -> str:
@@ -136,3 +143,31 @@ class Tracker:
             self.api.delete(path)
         for name in reversed(self.nodes):
             nodes.delete_fake_node(self.api, name)
+
+
+# -- the eviction guard ---------------------------------------------------------------------------
+
+
+def eviction_guard_kustomization(directory: Path) -> Path:
+    """A kustomization that adds the component under ``components:``, as the README says. It has
+    no resources of its own: the e2e tier runs the operators on the host, not from manifests/."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        "components:\n"
+        f"- {os.path.relpath(EVICTION_GUARD, directory)}\n"
+    )
+    return directory
+
+
+def guard_refusal(api: Kube, path: str, body: dict[str, Any]) -> str | None:
+    """The eviction guard's refusal of creating ``body`` (a server-side dry run, so nothing is
+    stored whatever the answer), or None when it is accepted."""
+    try:
+        api.request("POST", path, params={"dryRun": "All"}, body=body)
+    except ApiError as err:
+        if err.status == 403 and "dra-operators-eviction-guard" in err.message:
+            return err.message
+        raise
+    return None

@@ -518,7 +518,8 @@ class RuleBoard:
         rule("r22", {"driver": d("s22")}, "None")
         rule("r24", {"driver": d("s24")})
         rule("r25", {"driver": d("s25")})
-        rule("r26-none", None)
+        # It matches nothing, but the session's eviction guard refuses it as one `{}` from everything.
+        rule("r26-none", None, cluster_wide=True)
         rule("r26-other", {"driver": "other.example.com"})
         rule("r26-pool", {"pool": self.name("s26-pool")})
         rule("r27", {"driver": d("s27"), "pool": POOL, "device": "gpu-0"})
@@ -534,8 +535,9 @@ class RuleBoard:
         selector: dict[str, Any] | None,
         effect: str = "NoExecute",
         time_added: str | None = None,
+        cluster_wide: bool = False,
     ) -> None:
-        created = self.world.rule(self.name(key), selector, effect, time_added)
+        created = self.world.rule(self.name(key), selector, effect, time_added, cluster_wide)
         self.created[key] = created["metadata"]["creationTimestamp"]
 
     # --- Timeline --------------------------------------------------------------------------------------

@@ -179,6 +179,6 @@ def test_empty_selector_matches_every_device(
     world.allocated_pod("p1", driver_name, "node-1", ["gpu-0"])
     world.allocated_pod("p-unpublished", f"other.{driver_name}", "elsewhere", ["dev-7"])
     with operator("devicetaint"):
-        world.rule(unique_name("everything"), {})
+        world.rule(unique_name("everything"), {}, cluster_wide=True)
         world.wait_terminating("p1", 10)
         world.wait_terminating("p-unpublished", 10)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from e2e.cluster.constants import PLACEHOLDER_IMAGE
 from e2e.kube import Kube, wait_for
-from e2e.support import Tracker
+from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, Tracker
 
 KEY = "dra.example.com/unhealthy"
 VALUE = "Broken"
@@ -129,16 +129,22 @@ class World:
         selector: Mapping[str, Any] | None,
         effect: str = "NoExecute",
         time_added: str | None = None,
+        cluster_wide: bool = False,
     ) -> dict[str, Any]:
+        """``cluster_wide``: a NoExecute rule whose selector names no driver, pool or device, which
+        the session's eviction guard refuses without its annotation."""
         spec: dict[str, Any] = {"taint": taint(effect, time_added)}
         if selector is not None:
             spec["deviceSelector"] = dict(selector)
+        metadata: dict[str, Any] = {"name": name}
+        if cluster_wide:
+            metadata["annotations"] = {ALLOW_CLUSTER_WIDE_EVICTION: "true"}
         return self.objects.create(
             f"{RESOURCE}/devicetaintrules",
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "DeviceTaintRule",
-                "metadata": {"name": name},
+                "metadata": metadata,
                 "spec": spec,
             },
         )

@@ -1,12 +1,15 @@
 """The Helm chart (``charts/dra-operators``): ``helm lint``, every profile rendered and accepted by
 a real 1.37 apiserver (server-side dry run), the values schema refusing bad values, and the
-default and managed profiles rendering exactly the objects of the kustomize base and overlay.
+default and managed profiles rendering exactly the objects of the kustomize base and overlay, and
+the eviction guard exactly those of its component.
 The real ``helm install`` is the managed profile's tier (``e2e/product/test_managed.py``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +34,7 @@ PROFILES: dict[str, list[str]] = {
         "--set",
         "logLevel=DEBUG",
     ],
+    "eviction-guard": ["--set", "evictionGuard.enabled=true"],
 }
 # What differs by design: who manages the objects, and the chart's own label.
 TOOL_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
@@ -95,14 +99,37 @@ def test_each_profile_is_accepted_by_the_api_server(
         assert {"poddisruptionbudget.policy", "networkpolicy.networking.k8s.io"} <= kinds
 
 
+def _kustomize(cluster: harness.Cluster, overlay: str, components: Sequence[str], directory: Path) -> str:
+    """``overlay`` rendered, with ``components`` added the way the README says: a kustomization of
+    one's own that lists the overlay under resources and them under components."""
+    if not components:
+        return cluster.kubectl("kustomize", str(REPO_ROOT / overlay)).stdout
+    # kustomize refuses absolute paths.
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO_ROOT / overlay, directory)],
+        "components": [os.path.relpath(REPO_ROOT / c, directory) for c in components],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return cluster.kubectl("kustomize", str(directory)).stdout
+
+
 @pytest.mark.parametrize(
-    ("profile", "overlay"), [("default", "manifests"), ("managed", "manifests/overlays/managed")]
+    ("profile", "overlay", "components"),
+    [
+        pytest.param("default", "manifests", [], id="default"),
+        pytest.param("managed", "manifests/overlays/managed", [], id="managed"),
+        pytest.param(
+            "eviction-guard", "manifests", ["manifests/components/eviction-guard"], id="eviction-guard"
+        ),
+    ],
 )
 def test_the_chart_renders_what_kustomize_does(
-    cluster: harness.Cluster, helm: str, profile: str, overlay: str
+    cluster: harness.Cluster, helm: str, profile: str, overlay: str, components: list[str], tmp_path: Path
 ) -> None:
     chart = _objects(_template(helm, PROFILES[profile]))
-    kustomized = _objects(cluster.kubectl("kustomize", str(REPO_ROOT / overlay)).stdout)
+    kustomized = _objects(_kustomize(cluster, overlay, components, tmp_path))
     # Helm installs into a namespace that exists (--create-namespace); the base creates it.
     namespace = kustomized.pop(("Namespace", NAMESPACE))
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -118,6 +145,7 @@ def test_the_values_schema_refuses_what_would_not_work(helm: str) -> None:
         (["--set", "operators.bindingattacher.drivers[0]=Not_A_Driver"], "drivers"),
         (["--set", "operators.resourceclaim.extraArgs[0]=leader-elect"], "extraArgs"),
         (["--set", "operators.nosuch.enabled=true"], "nosuch"),
+        (["--set", "evictionGuard.enabled=yes"], "evictionGuard"),
     ):
         done = _helm(helm, "template", "x", str(CHART), *values, check=False)
         assert done.returncode != 0, values
