@@ -5,8 +5,10 @@ code   meaning
 =====  ======================================================================================
 0      done; the answer is on stdout
 1      an error: the API is unreachable or refused, the API or the request failed
-2      usage: bad arguments (argparse's own exit code)
+2      usage: bad arguments (argparse's own exit code), or a change asked for without a
+       terminal to confirm it and without ``--yes``
 3      timeout: the API took the request but no operator answered in time
+4      pods remain: ``drain`` ended at its time-out with pods still using the devices
 =====  ======================================================================================
 """
 
@@ -16,6 +18,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 3
+EXIT_PODS_REMAIN = 4
 
 
 class PluginError(Exception):
@@ -30,3 +33,13 @@ class UsageError(PluginError):
 
 class NoAnswer(PluginError):
     code = EXIT_TIMEOUT
+
+
+class PodsRemain(PluginError):
+    """``drain``: pods still use the devices at the time-out; ``pods`` names them."""
+
+    code = EXIT_PODS_REMAIN
+
+    def __init__(self, message: str, pods: list[str]) -> None:
+        super().__init__(message)
+        self.pods = pods

@@ -94,7 +94,9 @@ async def _dry_run(session: Session, query: PreviewQuery) -> str:
     return str(report.get("message", ""))
 
 
-async def _pods(session: Session, claims: Sequence[ClaimRow]) -> dict[tuple[str, str], dict[str, Any]]:
+async def consumer_pods(
+    session: Session, claims: Sequence[ClaimRow]
+) -> dict[tuple[str, str], dict[str, Any]]:
     pods: dict[tuple[str, str], dict[str, Any]] = {}
     for claim in claims:
         for consumer in claim.consumers:
@@ -125,7 +127,9 @@ async def preview(session: Session, query: PreviewQuery) -> Preview:
     claims = await session.items("listing ResourceClaims", RESOURCE_CLAIMS.path())
     taint = DeviceTaint(key=query.key, value=query.value, effect=query.effect, time_added=now)
     claim_rows = affected_claims(claims, query.selector, taint, now)
-    pod_rows = affected_pods(claim_rows, await session.call("reading pods", _pods(session, claim_rows)))
+    pod_rows = affected_pods(
+        claim_rows, await session.call("reading pods", consumer_pods(session, claim_rows))
+    )
     return Preview(
         query.selector, taint, dry_run, published_devices(slices, query.selector), claim_rows, pod_rows
     )

@@ -13,6 +13,7 @@ Two sources are combined:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,13 +98,24 @@ class DeviceRef:
     device: str
 
 
-def published_devices(slices: Iterable[Mapping[str, Any]], selector: DeviceTaintSelector) -> list[DeviceRef]:
+Selection = DeviceTaintSelector | frozenset[DeviceRef]
+"""What a taint selects: a rule's driver/pool/device, or the exact devices a DeviceTaintSelector's
+class or CEL expressions chose (as the taintselector operator expanded them)."""
+
+
+def selection_matches(selection: Selection, driver: str, pool: str, device: str) -> bool:
+    if isinstance(selection, DeviceTaintSelector):
+        return selector_matches(selection, driver, pool, device)
+    return DeviceRef(driver, pool, device) in selection
+
+
+def published_devices(slices: Iterable[Mapping[str, Any]], selection: Selection) -> list[DeviceRef]:
     """Matching devices of the newest generation of every pool, as the operator counts them."""
     parsed = [ResourceSlice[SliceDevice].model_validate(s) for s in slices]
     return sorted(
         DeviceRef(driver, pool, device)
         for ((driver, pool), device) in visible_devices(parsed)
-        if selector_matches(selector, driver, pool, device)
+        if selection_matches(selection, driver, pool, device)
     )
 
 
@@ -134,7 +146,7 @@ def _earliest(values: Iterable[float | None]) -> float | None:
 
 
 def affected_claims(
-    claims: Iterable[Mapping[str, Any]], selector: DeviceTaintSelector, taint: DeviceTaint, now: datetime
+    claims: Iterable[Mapping[str, Any]], selection: Selection, taint: DeviceTaint, now: datetime
 ) -> list[ClaimRow]:
     """Allocated claims with a result on a selected device; ``taint`` carries the effect to judge."""
     rows = []
@@ -144,7 +156,7 @@ def affected_claims(
         matching = [
             r
             for r in (allocation.devices.results if allocation else ())
-            if selector_matches(selector, r.driver, r.pool, r.device)
+            if selection_matches(selection, r.driver, r.pool, r.device)
         ]
         if not matching:
             continue
@@ -196,6 +208,9 @@ def affected_pods(
     return sorted(rows, key=lambda r: (r.namespace, r.name))
 
 
+DEVICETAINT_DRY_RUN = "devicetaint operator (dry run)"
+
+
 @dataclass(frozen=True)
 class Preview:
     selector: DeviceTaintSelector
@@ -204,6 +219,58 @@ class Preview:
     devices: Sequence[DeviceRef]
     claims: Sequence[ClaimRow]
     pods: Sequence[PodRow]
+    source: str = DEVICETAINT_DRY_RUN
+    target: Mapping[str, Any] | None = None
+    """What was selected when it is more than a driver, pool and device (a class, CEL)."""
+
+    @property
+    def target_fields(self) -> dict[str, Any]:
+        return dict(self.target) if self.target is not None else selector_fields(self.selector)
+
+    @property
+    def target_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.target_fields.items())
+
+
+def local_dry_run(devices: Sequence[DeviceRef], claims: Sequence[ClaimRow], pods: Sequence[PodRow]) -> DryRun:
+    """The operator's counts, from the names, where no single rule's dry run covers the selection
+    (the devices of a DeviceTaintSelector are tainted by one rule each)."""
+    allocated = len({d for c in claims for d in c.devices})
+    namespaces = len({p.namespace for p in pods})
+    summary = (
+        f"{_count(len(devices), 'published device')} selected. {_count(allocated, 'allocated device')} "
+        f"selected. {_count(len(pods), 'pod')} would be evicted in {_count(namespaces, 'namespace')} "
+        "if the effect was NoExecute."
+    )
+    return DryRun(len(devices), allocated, len(pods), namespaces, summary)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def by_namespace(preview: Preview) -> list[tuple[str, int, int]]:
+    """(namespace, claims, pods) for every namespace with an affected claim."""
+    namespaces = sorted({c.namespace for c in preview.claims})
+    return [
+        (
+            ns,
+            sum(1 for c in preview.claims if c.namespace == ns),
+            sum(1 for p in preview.pods if p.namespace == ns),
+        )
+        for ns in namespaces
+    ]
+
+
+def in_namespace(preview: Preview, namespace: str | None) -> Preview:
+    """Only the claims and pods of ``namespace`` (None: all); devices and counts stay cluster-wide."""
+    if namespace is None:
+        return preview
+    return dataclasses.replace(
+        preview,
+        claims=[c for c in preview.claims if c.namespace == namespace],
+        pods=[p for p in preview.pods if p.namespace == namespace],
+    )
 
 
 def taint_text(taint: DeviceTaint) -> str:
@@ -213,7 +280,7 @@ def taint_text(taint: DeviceTaint) -> str:
 def document(preview: Preview) -> dict[str, Any]:
     d = preview.dry_run
     return {
-        "selector": selector_fields(preview.selector),
+        "selector": preview.target_fields,
         "taint": {"key": preview.taint.key, "value": preview.taint.value, "effect": preview.taint.effect},
         "dryRun": {
             "publishedDevices": d.published,
@@ -256,8 +323,8 @@ def _when(seconds: float | None, effect: str) -> str:
 def render(preview: Preview) -> str:
     effect = preview.taint.effect
     lines = [
-        f"Preview of taint {taint_text(preview.taint)} on {selector_text(preview.selector)}",
-        f"devicetaint operator (dry run): {preview.dry_run.summary}",
+        f"Preview of taint {taint_text(preview.taint)} on {preview.target_text}",
+        f"{preview.source}: {preview.dry_run.summary}",
     ]
     if effect != EFFECT_NO_EXECUTE:
         lines.append(f"With effect {effect} no pod is evicted: the devices only stop taking new claims.")

@@ -1,0 +1,363 @@
+"""``kubectl dra taint``, ``untaint`` and ``drain``: the API conversations.
+
+The decisions are in :mod:`.taintmodel`; the preview is ``taint-preview``'s (:mod:`.preview`).
+A taint by class or CEL is previewed with a temporary DeviceTaintSelector of effect ``None``:
+the taintselector operator expands it into one rule per device, and those rules name the devices
+the real selector would taint, chosen by the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from operators.core.client import ApiError
+from operators.core.discovery import ServedResource
+from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
+from operators.dra.taintrules import EVICTION_IN_PROGRESS, PLURAL, VERSIONS
+from operators.dra.taints import (
+    EFFECT_NO_EXECUTE,
+    EFFECT_NO_SCHEDULE,
+    EFFECT_NONE,
+    DeviceTaint,
+    DeviceTaintSelector,
+)
+
+from . import taintmodel as model
+from .errors import NoAnswer, PluginError, PodsRemain
+from .preview import PreviewQuery, consumer_pods, preview
+from .previewmodel import (
+    ClaimRow,
+    DeviceRef,
+    Preview,
+    affected_claims,
+    affected_pods,
+    local_dry_run,
+    published_devices,
+)
+from .session import POLL_INTERVAL, Session, poll
+
+SELECTOR_PLURAL = "devicetaintselectors"
+SELECTOR_UID_LABEL = "dra-operators.io/taint-selector-uid"
+SELECTOR_SILENCE = "no operator answered within {timeout}: is the taintselector operator running?"
+TAINTSELECTOR_DRY_RUN = "taintselector operator (dry run)"
+Show = Callable[[str], None]
+
+
+async def rules_api(session: Session) -> ServedResource:
+    rules = await session.first_served(GROUP, PLURAL, VERSIONS)
+    if rules is None:
+        raise PluginError(
+            "this cluster serves no DeviceTaintRule API with a status subresource "
+            "(resource.k8s.io v1, v1beta2 or v1alpha3)"
+        )
+    return rules
+
+
+async def selectors_api(session: Session, required: bool) -> ServedResource | None:
+    found = await session.first_served(
+        model.SELECTOR_API_VERSION.split("/")[0], SELECTOR_PLURAL, ["v1alpha1"]
+    )
+    if found is None and required:
+        raise PluginError(
+            "a taint by class or CEL needs the DeviceTaintSelector API: install "
+            "crds/devicetaintselectors.dra-operators.io.yaml and run the taintselector operator"
+        )
+    return found
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return dict(condition)
+    return None
+
+
+def _current(obj: dict[str, Any], condition: dict[str, Any] | None) -> bool:
+    return condition is not None and condition.get("observedGeneration") in (
+        None,
+        obj["metadata"].get("generation"),
+    )
+
+
+# --- preview ------------------------------------------------------------------------------------------
+
+
+async def _selected_devices(session: Session, target: model.Target, timeout: float) -> frozenset[DeviceRef]:
+    """The devices the taintselector operator selects for ``target``, from a temporary selector."""
+    served = await selectors_api(session, required=True)
+    assert served is not None
+    rules = await rules_api(session)
+    body = model.selector_body("unused", target, model.taint_body(model.DEFAULT_KEY, "", EFFECT_NONE))
+    body["metadata"] = {
+        "generateName": "kubectl-dra-preview-",
+        "labels": {"app.kubernetes.io/managed-by": "kubectl-dra"},
+    }
+    async with session.temporary("a dry-run DeviceTaintSelector", served.path(), body) as created:
+        path = served.path(created["metadata"]["name"])
+
+        def settled(obj: dict[str, Any]) -> bool:
+            ready, invalid = _condition(obj, "Ready"), _condition(obj, "Invalid")
+            if _current(obj, invalid) and invalid is not None and invalid.get("status") == "True":
+                return True
+            return _current(obj, ready) and ready is not None and ready.get("status") == "True"
+
+        answered = await poll(
+            lambda: session.get("reading the dry-run DeviceTaintSelector", path),
+            settled,
+            timeout,
+            SELECTOR_SILENCE.format(timeout=f"{timeout:g}s"),
+        )
+        invalid = _condition(answered, "Invalid")
+        if invalid is not None and invalid.get("status") == "True":
+            raise PluginError(f"the taintselector operator refuses the selection: {invalid.get('message')}")
+        owned = await session.items(
+            "listing the dry-run's DeviceTaintRules",
+            rules.path(),
+            labelSelector=f"{SELECTOR_UID_LABEL}={created['metadata']['uid']}",
+        )
+    return frozenset(
+        DeviceRef(s["driver"], s["pool"], s["device"])
+        for r in owned
+        if (s := r["spec"].get("deviceSelector") or {}).get("device")
+    )
+
+
+async def preview_target(
+    session: Session, target: model.Target, taint: dict[str, Any], timeout: float
+) -> Preview:
+    key, value, effect = taint["key"], taint.get("value", ""), taint["effect"]
+    if not target.needs_selector_object:
+        return await preview(session, PreviewQuery(target.selector, key, value, effect, timeout))
+    devices = await _selected_devices(session, target, timeout)
+    now = datetime.now(UTC)
+    slices = await session.items("listing ResourceSlices", RESOURCE_SLICES.path())
+    claims = await session.items("listing ResourceClaims", RESOURCE_CLAIMS.path())
+    judged = DeviceTaint(key=key, value=value, effect=effect, time_added=now)
+    claim_rows = affected_claims(claims, devices, judged, now)
+    pod_rows = affected_pods(
+        claim_rows, await session.call("reading pods", consumer_pods(session, claim_rows))
+    )
+    published = published_devices(slices, devices)
+    return Preview(
+        target.selector,
+        judged,
+        local_dry_run(published, claim_rows, pod_rows),
+        published,
+        claim_rows,
+        pod_rows,
+        source=TAINTSELECTOR_DRY_RUN,
+        target=target.fields(),
+    )
+
+
+# --- taint --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placed:
+    kind: str
+    name: str
+    path: str
+    action: str
+    """created, updated or unchanged"""
+
+
+async def place(
+    session: Session, target: model.Target, name: str, taint: dict[str, Any], label: str | None = None
+) -> Placed:
+    """Create the object, or bring our object of that name to this target and taint; ``label``
+    (default: the name) is what ``untaint --name`` finds it by."""
+    if target.needs_selector_object:
+        served = await selectors_api(session, required=True)
+        assert served is not None
+        collection = served.path()
+        wanted = model.selector_body(name, target, taint, label)
+    else:
+        rules = await rules_api(session)
+        collection = rules.path()
+        wanted = model.rule_body(rules.api_version, name, target, taint, label)
+    kind = wanted["kind"]
+    path = f"{collection}/{name}"
+    try:
+        existing = await session.client.get(path)
+    except ApiError as err:
+        if not err.not_found:
+            raise
+        await session.call(f"creating {kind} {name}", session.client.create(collection, wanted))
+        return Placed(kind, name, path, "created")
+    if not model.ours(existing):
+        raise PluginError(f"{kind} {name} exists and was not created by kubectl dra: choose another --name")
+    patch = model.update_patch(existing, wanted)
+    updated = await session.call(f"updating {kind} {name}", session.client.patch(path, patch))
+    same = updated["metadata"].get("generation") == existing["metadata"].get("generation")
+    return Placed(kind, name, path, "unchanged" if same else "updated")
+
+
+async def follow_eviction(session: Session, placed: Placed, timeout: float, show: Show) -> dict[str, Any]:
+    """Wait for ``EvictionInProgress=False`` on the current generation; every new message is shown."""
+    shown: list[str] = []
+
+    async def fetch() -> dict[str, Any]:
+        obj: dict[str, Any] = await session.get(f"reading {placed.kind} {placed.name}", placed.path)
+        condition = _condition(obj, EVICTION_IN_PROGRESS)
+        if _current(obj, condition) and condition is not None:
+            line = f"{condition.get('status')} {condition.get('reason')}: {condition.get('message', '')}"
+            if not shown or shown[-1] != line:
+                shown.append(line)
+                show(f"{EVICTION_IN_PROGRESS}={line}")
+        return obj
+
+    def over(obj: dict[str, Any]) -> bool:
+        condition = _condition(obj, EVICTION_IN_PROGRESS)
+        if placed.kind == model.SELECTOR_KIND:
+            ready = _condition(obj, "Ready")
+            if not (_current(obj, ready) and ready is not None and ready.get("status") == "True"):
+                return False
+        return _current(obj, condition) and condition is not None and condition.get("status") == "False"
+
+    try:
+        obj = await poll(fetch, over, timeout, "")
+    except NoAnswer:
+        last = shown[-1] if shown else "no EvictionInProgress condition yet"
+        raise NoAnswer(
+            f"{placed.kind} {placed.name} still reads EvictionInProgress after {timeout:g}s: {last}"
+        ) from None
+    condition = _condition(obj, EVICTION_IN_PROGRESS)
+    assert condition is not None
+    return condition
+
+
+# --- untaint ------------------------------------------------------------------------------------------
+
+
+async def ours_matching(session: Session, wanted: model.Filter) -> list[model.Removal]:
+    found: list[model.Removal] = []
+    rules = await rules_api(session)
+    selectors = await selectors_api(session, required=False)
+    for kind, served in ((model.RULE_KIND, rules), (model.SELECTOR_KIND, selectors)):
+        if served is None:
+            continue
+        listed = await session.items(
+            f"listing {kind}s", served.path(), labelSelector=model.label_selector(wanted.name)
+        )
+        found += [
+            model.describe_object(kind, obj, served.path(obj["metadata"]["name"]))
+            for obj in listed
+            if wanted.matches(obj)
+        ]
+    return sorted(found, key=lambda r: (r.kind, r.name))
+
+
+async def remove(session: Session, removals: Sequence[model.Removal]) -> None:
+    for r in removals:
+        try:
+            await session.client.delete(r.path, uid=r.uid)
+        except ApiError as err:
+            if not err.not_found:
+                raise PluginError(f"deleting {r.kind} {r.name} failed: {err}") from err
+
+
+# --- drain --------------------------------------------------------------------------------------------
+
+
+async def node_targets(session: Session, node: str) -> list[model.Target]:
+    """One target per (driver, pool) with a ResourceSlice of this node."""
+    slices = await session.items(
+        "listing ResourceSlices", RESOURCE_SLICES.path(), fieldSelector=f"spec.nodeName={node}"
+    )
+    pools = sorted({(s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in slices})
+    if not pools:
+        raise PluginError(
+            f"no DRA driver publishes devices on node {node} (no ResourceSlice with nodeName {node})"
+        )
+    return [model.make_target(DeviceTaintSelector(driver=d, pool=p), None, ()) for d, p in pools]
+
+
+async def drain_pods(
+    session: Session,
+    placed: Sequence[tuple[model.Target, Placed]],
+    namespace: str | None,
+) -> list[model.DrainPod]:
+    """The pods using the drained devices now, each judged against its rule's taint."""
+    claims = await session.items("listing ResourceClaims", RESOURCE_CLAIMS.path())
+    now = datetime.now(UTC)
+    rows: dict[tuple[str, str], ClaimRow] = {}
+    for target, where in placed:
+        rule = await session.get(f"reading {where.kind} {where.name}", where.path)
+        taint = DeviceTaint.model_validate(rule["spec"]["taint"])
+        for row in affected_claims(claims, target.selector, taint, now):
+            if namespace is None or row.namespace == namespace:
+                rows.setdefault((row.namespace, row.name), row)
+    claim_rows = list(rows.values())
+    pods = await session.call("reading pods", consumer_pods(session, claim_rows))
+    return model.drain_pods(affected_pods(claim_rows, pods), pods)
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    targets: Sequence[model.Target]
+    name: str
+    key: str
+    value: str
+    grace: float
+    timeout: float
+    ignore_tolerating: bool
+    namespace: str | None
+
+
+async def watch_drain(
+    session: Session,
+    plan: DrainPlan,
+    placed: Sequence[tuple[model.Target, Placed]],
+    phase: str,
+    until: float,
+    show: Callable[[str, float], None],
+) -> model.DrainStatus:
+    """Poll until the phase is over or ``until`` (monotonic) has passed; the last status."""
+    while True:
+        pods = await drain_pods(session, placed, plan.namespace)
+        if phase == EFFECT_NO_EXECUTE:
+            status = model.drain_status(pods, plan.ignore_tolerating)
+        else:
+            # Before NoExecute no pod is made to go: the grace period ends early once all have left.
+            status = model.drain_status(
+                [model.DrainPod(p.namespace, p.name, p.terminating, 0.0) for p in pods], False
+            )
+        left = until - time.monotonic()
+        show(model.drain_line(phase, status), max(left, 0.0))
+        if status.done or left <= 0:
+            return status
+        await asyncio.sleep(min(POLL_INTERVAL * 4, left))
+
+
+async def drain(
+    session: Session, plan: DrainPlan, say: Show, show: Callable[[str, float], None]
+) -> tuple[list[Placed], model.DrainStatus]:
+    """NoSchedule, then the grace period, then NoExecute until the pods are gone or the time-out."""
+    placed: list[tuple[model.Target, Placed]] = []
+    for i, target in enumerate(plan.targets):
+        name = plan.name if len(plan.targets) == 1 else f"{plan.name}-{i}"
+        taint = model.taint_body(plan.key, plan.value, EFFECT_NO_SCHEDULE)
+        done = await place(session, target, name, taint, plan.name)
+        placed.append((target, done))
+        say(f"{done.kind.lower()}/{done.name} {done.action}: {target.text()} NoSchedule")
+    if plan.grace > 0:
+        await watch_drain(session, plan, placed, EFFECT_NO_SCHEDULE, time.monotonic() + plan.grace, show)
+    deadline = time.monotonic() + plan.timeout
+    for target, where in placed:
+        taint = model.taint_body(plan.key, plan.value, EFFECT_NO_EXECUTE)
+        done = await place(session, target, where.name, taint, plan.name)
+        say(f"{done.kind.lower()}/{done.name} {done.action}: {target.text()} NoExecute")
+    status = await watch_drain(session, plan, placed, EFFECT_NO_EXECUTE, deadline, show)
+    if not status.done:
+        raise PodsRemain(
+            f"{len(status.remaining)} pods still use the devices after {plan.timeout:g}s: "
+            f"{model.names(status.remaining)}",
+            [p.key for p in status.remaining],
+        )
+    return [p for _, p in placed], status
