@@ -157,7 +157,8 @@ def ours(obj: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Filter:
-    """``untaint``'s arguments: every one that is given must match."""
+    """``untaint``'s arguments: every one that is given must match (a device criterion or CEL
+    expression given must be one of the object's)."""
 
     name: str | None = None
     target: Target | None = None
@@ -172,14 +173,19 @@ class Filter:
             return False
         if self.key is not None and (spec.get("taint") or {}).get("key") != self.key:
             return False
-        return self.target is None or _normalised(spec.get("deviceSelector")) == _normalised(
-            self.target.fields()
+        if self.target is None:
+            return True
+        selector = spec.get("deviceSelector") or {}
+        # Each criterion given must be one of the object's: `driver=D` finds every taint on D's
+        # devices, however narrowly it selects them.
+        return all(
+            _expressions(selector) >= _expressions({k: v}) if k == "selectors" else selector.get(k) == v
+            for k, v in self.target.fields().items()
         )
 
 
-def _normalised(selector: Mapping[str, Any] | None) -> dict[str, Any]:
-    # The CRD defaults allDevices to false; an object read back carries it.
-    return {k: v for k, v in (selector or {}).items() if not (k == "allDevices" and v is False)}
+def _expressions(selector: Mapping[str, Any]) -> set[str]:
+    return {s["cel"]["expression"] for s in selector.get("selectors") or ()}
 
 
 @dataclass(frozen=True)
