@@ -301,7 +301,8 @@ def drain_line(phase: str, status: DrainStatus) -> str:
         parts.append(f"{status.terminating} terminating")
     if status.staying:
         parts.append(f"{len(status.staying)} tolerating forever")
-    soonest = min((p.eviction for p in status.waiting if p.eviction is not None), default=None)
+    # Pods due now are being evicted; the clock matters for those still inside tolerationSeconds.
+    soonest = min((p.eviction for p in status.waiting if p.eviction), default=None)
     if phase == EFFECT_NO_EXECUTE and soonest:
         parts.append(f"next eviction in {soonest:g}s")
     return ", ".join(parts)
