@@ -13,15 +13,19 @@ from pathlib import Path
 
 BEGIN = "<!-- transcript: recorded by `python -m demo --record`; do not edit by hand -->"
 END = "<!-- /transcript -->"
-_BLOCK = re.compile(re.escape(BEGIN) + r"\n```console\n(.*?)```\n" + re.escape(END), re.DOTALL)
+
+
+def _block(begin: str) -> re.Pattern[str]:
+    return re.compile(re.escape(begin) + r"\n```console\n(.*?)```\n" + re.escape(END), re.DOTALL)
 
 
 class MissingTranscript(ValueError):
     pass
 
 
-def read(readme: Path) -> str:
-    found = _BLOCK.search(readme.read_text())
+def read(readme: Path, begin: str = BEGIN) -> str:
+    """The block after ``begin``: a file with several transcripts tells them apart by their markers."""
+    found = _block(begin).search(readme.read_text())
     if found is None:
         raise MissingTranscript(f"{readme}: no transcript block between the markers")
     return found.group(1)
@@ -31,9 +35,10 @@ def commands(text: str) -> list[str]:
     return [line[2:] for line in text.splitlines() if line.startswith("$ ")]
 
 
-def write(readme: Path, text: str) -> None:
+def write(readme: Path, text: str, begin: str = BEGIN) -> None:
     original = readme.read_text()
-    if _BLOCK.search(original) is None:
+    pattern = _block(begin)
+    if pattern.search(original) is None:
         raise MissingTranscript(f"{readme}: no transcript block between the markers")
-    block = f"{BEGIN}\n```console\n{text.rstrip()}\n```\n{END}"
-    readme.write_text(_BLOCK.sub(lambda _: block, original, count=1))
+    block = f"{begin}\n```console\n{text.rstrip()}\n```\n{END}"
+    readme.write_text(pattern.sub(lambda _: block, original, count=1))

@@ -343,3 +343,13 @@ def test_the_bash_script_completes_commands_options_and_choices() -> None:
     assert _complete(script, "kubectl-dra", "drain", "pool", "x", "--ig") == ["--ignore-tolerating"]
     assert _complete(script, "kubectl-dra", "taint", "--effect", "NoE") == ["NoExecute"]
     assert _complete(script, "kubectl-dra", "untaint", "--y") == ["--yes"]
+
+
+def test_a_drain_run_again_does_not_lift_no_execute() -> None:
+    target = model.make_target(DeviceTaintSelector(driver=DRV, pool="p"), None, ())
+    existing = model.rule_body("v1", "n", target, model.taint_body("k", "", "NoExecute"))
+    again = model.rule_body("v1", "n", target, model.taint_body("k", "", "NoSchedule"))
+    other_key = model.rule_body("v1", "n", target, model.taint_body("j", "", "NoSchedule"))
+    assert model.keeps_no_execute(existing, again)
+    assert not model.keeps_no_execute(existing, other_key)
+    assert not model.keeps_no_execute(again, existing)

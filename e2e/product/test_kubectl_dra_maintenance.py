@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from demo import cleanup
+from demo.maintenance import MAINTENANCE, UNTAINT
+from demo.player import Player
 from e2e import harness
 from e2e.cluster.constants import REPO_ROOT
 from e2e.devicetaint.world import PodPlan, World, create_bulk, open_world
@@ -225,3 +228,30 @@ def test_drain_node_names_the_pods_that_remain(
     name = f"drain-node-{world.node}"
     assert dra("untaint", "--name", name, "--yes").returncode == EXIT_OK
     assert not _ours(world.api, RULES, name)
+
+
+def test_the_readme_session(cluster: harness.Cluster, api: Kube, operators: None) -> None:
+    """The README's kubectl dra session (demo/maintenance.py), step by step, and its outcome."""
+    player = Player(cluster.kubectl_path, cluster.kubeconfig)
+    player.run(UNTAINT)
+    cleanup.clean(api, MAINTENANCE)
+    try:
+        started = time.monotonic()
+        outputs = [p.output for p in player.play(MAINTENANCE)]
+        print(f"the README session took {time.monotonic() - started:.1f}s")
+    finally:
+        player.run(UNTAINT)
+        cleanup.clean(api, MAINTENANCE, wait=False)
+        player.close()
+    assert "devicetaintrule/gpu-3-repair created" in outputs[3]
+    assert "devicetaintselector/flaky-gpu created" in outputs[4]
+    assert "Eviction over: None of the 1 DeviceTaintRules has pods pending eviction." in outputs[4]
+    assert (
+        "Drained: no pod waits to be evicted, 1 tolerating forever stay (demo-maintenance/monitor)."
+        in (outputs[5])
+    )
+    pods = {line.split()[0]: line.split()[2] for line in outputs[6].splitlines()[1:]}
+    assert pods == {"monitor": "Pending", "trainer-0": "Terminating", "trainer-1": "Terminating"}
+    assert outputs[7].count(" deleted") == 3
+    assert not api.list(RULES, labelSelector=f"{CREATED_BY_LABEL}=kubectl-dra")
+    assert not api.list(ts.SELECTORS, labelSelector=f"{CREATED_BY_LABEL}=kubectl-dra")

@@ -31,6 +31,7 @@ from .session import Session
 T = TypeVar("T")
 DEFAULT_TIMEOUT = "30s"
 DRAIN_TIMEOUT = "5m"
+CHANGES = ("taint", "drain")
 
 
 def _timeout(text: str) -> float:
@@ -475,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return err.code
     except KeyboardInterrupt:
-        print("interrupted; temporary objects were deleted", file=sys.stderr)
+        placed = " (taints already placed stay: kubectl dra untaint)" if args.command in CHANGES else ""
+        print(f"interrupted; temporary objects were deleted{placed}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK

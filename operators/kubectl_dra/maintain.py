@@ -152,6 +152,7 @@ async def preview_target(
         pod_rows,
         source=TAINTSELECTOR_DRY_RUN,
         target=target.fields(),
+        target_label=target.text(),
     )
 
 
@@ -168,10 +169,16 @@ class Placed:
 
 
 async def place(
-    session: Session, target: model.Target, name: str, taint: dict[str, Any], label: str | None = None
+    session: Session,
+    target: model.Target,
+    name: str,
+    taint: dict[str, Any],
+    label: str | None = None,
+    draining: bool = False,
 ) -> Placed:
     """Create the object, or bring our object of that name to this target and taint; ``label``
-    (default: the name) is what ``untaint --name`` finds it by."""
+    (default: the name) is what ``untaint --name`` finds it by. ``draining``: an existing
+    NoExecute taint is not turned back into NoSchedule."""
     if target.needs_selector_object:
         served = await selectors_api(session, required=True)
         assert served is not None
@@ -192,6 +199,8 @@ async def place(
         return Placed(kind, name, path, "created")
     if not model.ours(existing):
         raise PluginError(f"{kind} {name} exists and was not created by kubectl dra: choose another --name")
+    if draining and model.keeps_no_execute(existing, wanted):
+        return Placed(kind, name, path, "unchanged")
     patch = model.update_patch(existing, wanted)
     updated = await session.call(f"updating {kind} {name}", session.client.patch(path, patch))
     same = updated["metadata"].get("generation") == existing["metadata"].get("generation")
@@ -343,7 +352,7 @@ async def drain(
     for i, target in enumerate(plan.targets):
         name = plan.name if len(plan.targets) == 1 else f"{plan.name}-{i}"
         taint = model.taint_body(plan.key, plan.value, EFFECT_NO_SCHEDULE)
-        done = await place(session, target, name, taint, plan.name)
+        done = await place(session, target, name, taint, plan.name, draining=True)
         placed.append((target, done))
         say(f"{done.kind.lower()}/{done.name} {done.action}: {target.text()} NoSchedule")
     if plan.grace > 0:

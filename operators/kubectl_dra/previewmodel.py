@@ -221,7 +221,9 @@ class Preview:
     pods: Sequence[PodRow]
     source: str = DEVICETAINT_DRY_RUN
     target: Mapping[str, Any] | None = None
-    """What was selected when it is more than a driver, pool and device (a class, CEL)."""
+    """What was selected when it is more than a driver, pool and device (a class, CEL) ..."""
+    target_label: str | None = None
+    """... and how it reads."""
 
     @property
     def target_fields(self) -> dict[str, Any]:
@@ -229,7 +231,7 @@ class Preview:
 
     @property
     def target_text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.target_fields.items())
+        return self.target_label or selector_text(self.selector)
 
 
 def local_dry_run(devices: Sequence[DeviceRef], claims: Sequence[ClaimRow], pods: Sequence[PodRow]) -> DryRun:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import PROJECT_GROUP
-from operators.dra.taints import EFFECT_NO_EXECUTE, DeviceTaintSelector
+from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, DeviceTaintSelector
 
 from .errors import PluginError, UsageError
 from .previewmodel import SELECTOR_KEYS, PodRow, selector_fields
@@ -149,6 +149,15 @@ def update_patch(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict
         "metadata": {"labels": dict(wanted["metadata"]["labels"])},
         "spec": merge(existing.get("spec") or {}, wanted["spec"]),
     }
+
+
+def keeps_no_execute(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a drain run again leaves the NoExecute taint in place for its NoSchedule step:
+    lifting it for a moment would let kube-apiserver restart ``timeAdded`` when it comes back,
+    and with it every tolerationSeconds window."""
+    old, new = (existing.get("spec") or {}).get("taint") or {}, wanted["spec"]["taint"]
+    same = (old.get("key"), old.get("value", "")) == (new["key"], new.get("value", ""))
+    return same and old.get("effect") == EFFECT_NO_EXECUTE and new["effect"] == EFFECT_NO_SCHEDULE
 
 
 def ours(obj: Mapping[str, Any]) -> bool:
