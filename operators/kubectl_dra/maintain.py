@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
 from operators.core.discovery import ServedResource
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
@@ -59,9 +60,7 @@ async def rules_api(session: Session) -> ServedResource:
 
 
 async def selectors_api(session: Session, required: bool) -> ServedResource | None:
-    found = await session.first_served(
-        model.SELECTOR_API_VERSION.split("/")[0], SELECTOR_PLURAL, ["v1alpha1"]
-    )
+    found = await session.first_served(PROJECT_GROUP, SELECTOR_PLURAL, ["v1alpha1"])
     if found is None and required:
         raise PluginError(
             "a taint by class or CEL needs the DeviceTaintSelector API: install "
