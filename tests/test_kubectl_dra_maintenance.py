@@ -4,16 +4,18 @@ decisions and progress, and the completion script."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import shutil
 import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
-from operators.kubectl_dra import cli, commands, completion
+from operators.kubectl_dra import cli, commands, completion, maintain
 from operators.kubectl_dra import taintmodel as model
 from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import EXIT_USAGE, PluginError, UsageError
@@ -353,3 +355,100 @@ def test_a_drain_run_again_does_not_lift_no_execute() -> None:
     assert model.keeps_no_execute(existing, again)
     assert not model.keeps_no_execute(existing, other_key)
     assert not model.keeps_no_execute(again, existing)
+
+
+# --- the flows: nothing changes before the answer -----------------------------------------------------
+
+
+class Recorder:
+    """Stands in for :mod:`.maintain`: the preview it returns, and every change asked of it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.changes: list[str] = []
+        monkeypatch.setattr(maintain, "preview_target", self.preview_target)
+        monkeypatch.setattr(maintain, "place", self.place)
+        monkeypatch.setattr(maintain, "ours_matching", self.ours_matching)
+        monkeypatch.setattr(maintain, "remove", self.remove)
+
+    async def preview_target(
+        self, session: object, target: model.Target, taint: object, timeout: float
+    ) -> Preview:
+        return _preview()
+
+    async def place(self, session: object, target: model.Target, name: str, taint: dict[str, str]) -> object:
+        self.changes.append(f"place {name} {taint['effect']}")
+        return maintain.Placed("DeviceTaintRule", name, f"/rules/{name}", "created")
+
+    async def ours_matching(self, session: object, wanted: model.Filter) -> list[model.Removal]:
+        return [model.describe_object("DeviceTaintRule", _ours({"driver": DRV}), "/rules/n")]
+
+    async def remove(self, session: object, removals: Sequence[model.Removal]) -> None:
+        self.changes += [f"remove {r.name}" for r in removals]
+
+
+def _order(**overrides: object) -> commands.TaintOrder:
+    fields: dict[str, object] = {
+        "target": model.make_target(DeviceTaintSelector(driver=DRV), None, ()),
+        "name": "n",
+        "key": "k",
+        "value": "",
+        "effect": "NoExecute",
+        "timeout": 5.0,
+        "namespace": None,
+        "yes": False,
+        "dry_run": False,
+        "wait": False,
+    }
+    return commands.TaintOrder(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def _run_taint(order: commands.TaintOrder, stdin: str, tty: bool) -> tuple[Terminal, dict[str, object]]:
+    out = Terminal(tty=False)
+    console = Console(False, stdin=Terminal(stdin, tty=tty), out=out)
+    document = asyncio.run(commands.taint(None, order, console))  # type: ignore[arg-type]
+    return out, document
+
+
+def test_taint_previews_then_refuses_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(monkeypatch)
+    with pytest.raises(UsageError):
+        _run_taint(_order(), "", tty=False)
+    assert recorder.changes == []
+
+
+def test_taint_dry_run_and_declined_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(monkeypatch)
+    out, document = _run_taint(_order(dry_run=True), "", tty=False)
+    assert "Dry run: nothing was tainted." in out.getvalue()
+    assert "object" not in document
+    with pytest.raises(model.Declined):
+        _run_taint(_order(), "n\n", tty=True)
+    assert recorder.changes == []
+
+
+def test_taint_asks_after_the_preview_and_places_on_yes(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(monkeypatch)
+    out, document = _run_taint(_order(), "y\n", tty=True)
+    text = out.getvalue()
+    assert text.index("Preview of taint k:NoExecute") < text.index("Taint 3 devices with k:NoExecute? [y/N] ")
+    assert recorder.changes == ["place n NoExecute"]
+    assert document["object"] == {"kind": "DeviceTaintRule", "name": "n", "action": "created"}
+    assert text.endswith("To remove it: kubectl dra untaint --name n\n")
+
+
+def test_untaint_lists_asks_and_removes(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(monkeypatch)
+    out = Terminal(tty=False)
+    console = Console(False, Terminal(tty=False), out)
+    session: Any = None
+    with pytest.raises(UsageError):
+        asyncio.run(commands.untaint(session, model.Filter(), False, console))
+    assert recorder.changes == []
+    assert "devicetaintrule/n" in out.getvalue()
+    document = asyncio.run(commands.untaint(session, model.Filter(), True, console))
+    assert recorder.changes == ["remove n"]
+    assert document == {
+        "removed": [
+            {"kind": "DeviceTaintRule", "name": "n", "devices": f"driver={DRV}", "taint": "k:NoSchedule"}
+        ]
+    }

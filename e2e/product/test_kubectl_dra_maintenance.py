@@ -216,13 +216,16 @@ def test_drain_node_names_the_pods_that_remain(
     world.allocated_pod("stayer", driver_name, pool, ["gpu-1"], [FOREVER])
 
     started = time.monotonic()
-    done = dra("drain", "node", world.node, "--yes", "--timeout", "10s")
+    done = dra("drain", "node", world.node, "--yes", "--grace", "2", "--timeout", "10s", "-o", "json")
     took = time.monotonic() - started
     assert done.returncode == EXIT_PODS_REMAIN, done.stdout + done.stderr
-    assert f"  {world.namespace}/stayer" in done.stdout
-    assert f"{world.namespace}/stayer" in done.stderr
-    assert "leaver" not in done.stderr
-    assert 10 <= took < 60
+    document = json.loads(done.stdout)
+    assert document["remaining"] == [{"namespace": world.namespace, "name": "stayer"}]
+    # Both pods run through the grace period; then only the tolerating one is left.
+    assert "NoSchedule: 2 to go" in done.stderr
+    assert f"  {world.namespace}/stayer" in done.stderr
+    assert "leaver" not in done.stderr.split("Pods remain")[1]
+    assert 12 <= took < 60
     wait_for(lambda: _terminating(world, "leaver"), 10, "leaver to be evicted")
     assert not _terminating(world, "stayer")
     name = f"drain-node-{world.node}"
