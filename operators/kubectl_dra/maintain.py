@@ -34,10 +34,10 @@ from .preview import PreviewQuery, consumer_pods, preview
 from .previewmodel import (
     ClaimRow,
     DeviceRef,
+    DryRun,
     Preview,
     affected_claims,
     affected_pods,
-    local_dry_run,
     published_devices,
 )
 from .session import POLL_INTERVAL, Session, poll
@@ -46,6 +46,7 @@ SELECTOR_PLURAL = "devicetaintselectors"
 SELECTOR_UID_LABEL = "dra-operators.io/taint-selector-uid"
 SELECTOR_SILENCE = "no operator answered within {timeout}: is the taintselector operator running?"
 TAINTSELECTOR_DRY_RUN = "taintselector operator (dry run)"
+NO_EFFECT = "NoEffect"
 Show = Callable[[str], None]
 
 
@@ -86,8 +87,11 @@ def _current(obj: dict[str, Any], condition: dict[str, Any] | None) -> bool:
 # --- preview ------------------------------------------------------------------------------------------
 
 
-async def _selected_devices(session: Session, target: model.Target, timeout: float) -> frozenset[DeviceRef]:
-    """The devices the taintselector operator selects for ``target``, from a temporary selector."""
+async def _selection_dry_run(
+    session: Session, target: model.Target, timeout: float
+) -> tuple[frozenset[DeviceRef], DryRun]:
+    """The devices the taintselector operator selects for ``target``, and its dry run over them
+    (each pod counted once), from a temporary selector with effect None."""
     served = await selectors_api(session, required=True)
     assert served is not None
     rules = await rules_api(session)
@@ -100,10 +104,16 @@ async def _selected_devices(session: Session, target: model.Target, timeout: flo
         path = served.path(created["metadata"]["name"])
 
         def settled(obj: dict[str, Any]) -> bool:
-            ready, invalid = _condition(obj, "Ready"), _condition(obj, "Invalid")
-            if _current(obj, invalid) and invalid is not None and invalid.get("status") == "True":
+            if _true(obj, "Invalid"):
                 return True
-            return _current(obj, ready) and ready is not None and ready.get("status") == "True"
+            report = _condition(obj, EVICTION_IN_PROGRESS)
+            return (
+                _true(obj, "Ready")
+                and _current(obj, report)
+                and report is not None
+                and report.get("reason") == NO_EFFECT
+                and "dryRun" in (obj.get("status") or {})
+            )
 
         answered = await poll(
             lambda: session.get("reading the dry-run DeviceTaintSelector", path),
@@ -111,19 +121,34 @@ async def _selected_devices(session: Session, target: model.Target, timeout: flo
             timeout,
             SELECTOR_SILENCE.format(timeout=f"{timeout:g}s"),
         )
-        invalid = _condition(answered, "Invalid")
-        if invalid is not None and invalid.get("status") == "True":
+        if _true(answered, "Invalid"):
+            invalid = _condition(answered, "Invalid") or {}
             raise PluginError(f"the taintselector operator refuses the selection: {invalid.get('message')}")
         owned = await session.items(
             "listing the dry-run's DeviceTaintRules",
             rules.path(),
             labelSelector=f"{SELECTOR_UID_LABEL}={created['metadata']['uid']}",
         )
-    return frozenset(
+    counts = answered["status"]["dryRun"]
+    report = _condition(answered, EVICTION_IN_PROGRESS) or {}
+    dry_run = DryRun(
+        counts.get("publishedDevices", 0),
+        counts.get("allocatedDevices", 0),
+        counts.get("pods", 0),
+        counts.get("namespaces", 0),
+        str(report.get("message", "")),
+    )
+    devices = frozenset(
         DeviceRef(s["driver"], s["pool"], s["device"])
         for r in owned
         if (s := r["spec"].get("deviceSelector") or {}).get("device")
     )
+    return devices, dry_run
+
+
+def _true(obj: dict[str, Any], kind: str) -> bool:
+    condition = _condition(obj, kind)
+    return _current(obj, condition) and condition is not None and condition.get("status") == "True"
 
 
 async def preview_target(
@@ -132,7 +157,7 @@ async def preview_target(
     key, value, effect = taint["key"], taint.get("value", ""), taint["effect"]
     if not target.needs_selector_object:
         return await preview(session, PreviewQuery(target.selector, key, value, effect, timeout))
-    devices = await _selected_devices(session, target, timeout)
+    devices, dry_run = await _selection_dry_run(session, target, timeout)
     now = datetime.now(UTC)
     slices = await session.items("listing ResourceSlices", RESOURCE_SLICES.path())
     claims = await session.items("listing ResourceClaims", RESOURCE_CLAIMS.path())
@@ -141,12 +166,11 @@ async def preview_target(
     pod_rows = affected_pods(
         claim_rows, await session.call("reading pods", consumer_pods(session, claim_rows))
     )
-    published = published_devices(slices, devices)
     return Preview(
         target.selector,
         judged,
-        local_dry_run(published, claim_rows, pod_rows),
-        published,
+        dry_run,
+        published_devices(slices, devices),
         claim_rows,
         pod_rows,
         source=TAINTSELECTOR_DRY_RUN,

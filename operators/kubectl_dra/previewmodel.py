@@ -234,23 +234,6 @@ class Preview:
         return self.target_label or selector_text(self.selector)
 
 
-def local_dry_run(devices: Sequence[DeviceRef], claims: Sequence[ClaimRow], pods: Sequence[PodRow]) -> DryRun:
-    """The operator's counts, from the names, where no single rule's dry run covers the selection
-    (the devices of a DeviceTaintSelector are tainted by one rule each)."""
-    allocated = len({d for c in claims for d in c.devices})
-    namespaces = len({p.namespace for p in pods})
-    summary = (
-        f"{_count(len(devices), 'published device')} selected. {_count(allocated, 'allocated device')} "
-        f"selected. {_count(len(pods), 'pod')} would be evicted in {_count(namespaces, 'namespace')} "
-        "if the effect was NoExecute."
-    )
-    return DryRun(len(devices), allocated, len(pods), namespaces, summary)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def by_namespace(preview: Preview) -> list[tuple[str, int, int]]:
     """(namespace, claims, pods) for every namespace with an affected claim."""
     namespaces = sorted({c.namespace for c in preview.claims})
