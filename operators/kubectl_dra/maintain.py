@@ -18,6 +18,7 @@ from typing import Any
 from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
 from operators.core.discovery import ServedResource
+from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
 from operators.dra.taintrules import EVICTION_IN_PROGRESS, PLURAL, VERSIONS
 from operators.dra.taints import (
@@ -326,8 +327,24 @@ async def drain_pods(
             if namespace is None or row.namespace == namespace:
                 rows.setdefault((row.namespace, row.name), row)
     claim_rows = list(rows.values())
-    pods = await session.call("reading pods", consumer_pods(session, claim_rows))
+    pods = await _consumers(session, claim_rows)
     return model.drain_pods(affected_pods(claim_rows, pods), pods)
+
+
+async def _consumers(session: Session, claims: Sequence[ClaimRow]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The claims' pods: a drain asks every second, so a namespace with many of them is listed
+    once instead of reading its pods one by one."""
+    wanted = {(c.namespace, consumer.name) for c in claims for consumer in c.consumers}
+    namespaces = {ns for ns, _ in wanted}
+    if len(wanted) <= len(namespaces):
+        return await session.call("reading pods", consumer_pods(session, claims))
+    pods: dict[tuple[str, str], dict[str, Any]] = {}
+    for ns in sorted(namespaces):
+        for pod in await session.items(f"listing the pods of {ns}", PODS.path(namespace=ns)):
+            key = (ns, pod["metadata"]["name"])
+            if key in wanted:
+                pods[key] = pod
+    return pods
 
 
 @dataclass(frozen=True)
