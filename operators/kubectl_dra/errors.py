@@ -4,7 +4,8 @@
 code   meaning
 =====  ======================================================================================
 0      done; the answer is on stdout
-1      an error: the API is unreachable or refused, the API or the request failed
+1      an error: the API is unreachable or refused, the API or the request failed; or the
+       question before a change was not answered yes
 2      usage: bad arguments (argparse's own exit code), or a change asked for without a
        terminal to confirm it and without ``--yes``
 3      timeout: the API took the request but no operator answered in time
