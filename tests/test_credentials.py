@@ -15,7 +15,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from operators.core.credentials import (
     NO_CREDENTIALS,
+    Credentials,
     choose_context,
+    default_namespace,
     load_credentials,
     locate_credentials,
 )
@@ -224,3 +226,18 @@ def test_the_file_lookup_of_user_tools_leaves_the_service_account_out(tmp_path: 
         kubeconfig.resolve(None, IN_CLUSTER_ENV, home)
     default = write(home / ".kube" / "config", "x")
     assert kubeconfig.resolve(None, {}, home) == default
+
+
+def test_the_default_namespace_is_the_contexts_as_kubectl_reads_it(
+    tmp_path: Path, service_account: Path
+) -> None:
+    document = yaml.safe_load(kubeconfig_text())
+    document["contexts"].append({"name": "ml", "context": {"cluster": "a", "user": "u", "namespace": "ml"}})
+    path = write(tmp_path / "config", yaml.safe_dump(document))
+    chosen = Credentials("--kubeconfig", (path,))
+    assert default_namespace(chosen) == "default", "a context without a namespace"
+    assert default_namespace(chosen, "ml") == "ml"
+    pod = Credentials("in-cluster", host="10.96.0.1", port="443", service_account=service_account)
+    assert default_namespace(pod) == "default", "no namespace file"
+    write(service_account / "namespace", "dra-operators\n")
+    assert default_namespace(pod) == "dra-operators"

@@ -187,6 +187,21 @@ def choose_context(documents: Sequence[tuple[str, dict[str, Any]]], requested: s
     return name
 
 
+def default_namespace(credentials: Credentials, context: str | None = None) -> str:
+    """The namespace kubectl would use without ``-n``: the context's, the service account's in a pod,
+    else ``default``."""
+    if credentials.in_cluster:
+        try:
+            return (credentials.service_account / "namespace").read_text().strip() or "default"
+        except OSError:
+            return "default"
+    documents = read_kubeconfigs(credentials.kubeconfig)
+    chosen = choose_context(documents, context, credentials.where)
+    details = _named(documents, "contexts").get(chosen)
+    namespace = details.get("namespace") if isinstance(details, dict) else None
+    return str(namespace) if namespace else "default"
+
+
 # -- loading --------------------------------------------------------------------------------------
 
 

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from operators.core.credentials import default_namespace, locate_credentials
+from operators.core.settings import ConfigurationError
 from operators.dra.durations import duration_seconds
 from operators.dra.taints import DeviceTaintSelector
 
@@ -226,7 +228,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     why.add_argument("kind", choices=("claim", "pod"), help="what to explain")
     why.add_argument("name", help="its name")
-    why.add_argument("-n", "--namespace", default="default", help="its namespace (default: default)")
+    why.add_argument(
+        "-n", "--namespace", help="its namespace (default: the context's namespace, as kubectl's)"
+    )
     grant = sub.add_parser(
         "grant-driver",
         parents=common,
@@ -356,6 +360,13 @@ async def _grant(session: Session, documents: list[dict[str, Any]]) -> None:
         print(f"{what} applied")
 
 
+def _default_namespace(args: argparse.Namespace) -> str:
+    try:
+        return default_namespace(locate_credentials(args.kubeconfig, context=args.context), args.context)
+    except ConfigurationError as err:
+        raise PluginError(str(err)) from err
+
+
 async def _with_session(args: argparse.Namespace, work: Callable[[Session], Awaitable[T]]) -> T:
     session = await Session.connect(args.kubeconfig, args.context)
     try:
@@ -453,7 +464,8 @@ def _run(args: argparse.Namespace) -> None:
             asyncio.run(_with_session(args, lambda s: _grant(s, documents)))
         return
     if args.command == "explain":
-        question = explain.ExplainQuery(args.kind, args.namespace, args.name)
+        namespace = args.namespace or _default_namespace(args)
+        question = explain.ExplainQuery(args.kind, namespace, args.name)
         findings = asyncio.run(_with_session(args, lambda s: explain.explain(s, question)))
         if args.output:
             _emit(explain.document(question, findings), args.output)
