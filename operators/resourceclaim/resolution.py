@@ -259,10 +259,8 @@ def pod_needs_work(
             return False, f"waiting for PodGroup {pod.pod_group_name}"
     for entry in pod.spec.resource_claims:
         resolution = resolve_entry(pod, entry)
-        if resolution.outcome is Resolved.NOT_CREATED:
-            return True, f"claim {entry.name} must be created"
-        if resolution.outcome is Resolved.UNSUPPORTED:
-            return True, f"claim {entry.name} is unsupported"
+        if (unnamed := _unnamed_work(resolution, entry.name)) is not None:
+            return True, unnamed
         if resolution.outcome is Resolved.SKIPPED:
             continue
         claim = lookup_claim(pod.namespace, resolution.claim_name)
@@ -280,6 +278,15 @@ def pod_needs_work(
     return False, "nothing to do for any claim"
 
 
+def _unnamed_work(resolution: Resolution, entry_name: str) -> str | None:
+    """Why an entry that names no claim yet needs a sync, for pods and PodGroups alike."""
+    if resolution.outcome is Resolved.NOT_CREATED:
+        return f"claim {entry_name} must be created"
+    if resolution.outcome is Resolved.UNSUPPORTED:
+        return f"claim {entry_name} is unsupported"
+    return None
+
+
 def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bool, str]:
     """Whether the ``podgroup:`` sync has something to do: a template entry without its claim.
 
@@ -289,10 +296,8 @@ def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bo
         return False, "PodGroup is being deleted"
     for entry in group.spec.resource_claims:
         resolution = resolve_group_entry(group, entry)
-        if resolution.outcome is Resolved.NOT_CREATED:
-            return True, f"claim {entry.name} must be created"
-        if resolution.outcome is Resolved.UNSUPPORTED:
-            return True, f"claim {entry.name} is unsupported"
+        if (unnamed := _unnamed_work(resolution, entry.name)) is not None:
+            return True, unnamed
         if resolution.outcome is Resolved.SKIPPED:
             continue
         if lookup_claim(group.namespace, resolution.claim_name) is None and resolution.check_owner:
