@@ -1,0 +1,118 @@
+"""Properties of the pool-status computation on generated clusters (spec poolstatus.md).
+
+A generated cluster has pools of several generations, complete or not, with partitionable
+devices (shared counters, counter consumption, compatibility groups), shareable devices with
+capacities, taints, claims allocated on published and vanished devices (admin access and
+consumed capacity included) and DeviceTaintRules.
+
+Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many):
+
+- ``test_counts_sum_to_the_total``: 100
+- ``test_the_status_does_not_depend_on_input_order``: 50
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from random import Random
+
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import claim_bodies, dns_subdomains, examples, pool_status_requests, rule_sets, slice_sets
+
+from operators.core.models import parse
+from operators.dra.pools import current_slices
+from operators.dra.quantity import parse_quantity
+from operators.poolstatus.models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourceSlice
+from operators.poolstatus.status import Completed, Deferred, compute_pools, decide
+
+WRITTEN_AT = datetime(2026, 9, 1, 10, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class World:
+    spec: RequestSpec
+    slices: list[ResourceSlice]
+    claims: list[ResourceClaim]
+    rules: list[DeviceTaintRule]
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    slice_bodies = draw(slice_sets())
+    names = draw(st.lists(dns_subdomains("claim-0", "claim-1", "claim-2"), max_size=4, unique=True))
+    claims = [
+        draw(claim_bodies(namespace, name, slices=slice_bodies)) for name in names for namespace in ["demo"]
+    ]
+    return World(
+        spec=RequestSpec.model_validate(draw(pool_status_requests(slice_bodies))),
+        slices=[parse(ResourceSlice, body) for body in slice_bodies],
+        claims=[parse(ResourceClaim, body) for body in claims],
+        rules=[parse(DeviceTaintRule, body) for body in draw(rule_sets(slice_bodies))],
+    )
+
+
+@examples(100)
+@given(worlds(), st.floats(0, 60), st.integers(1, 2**20))
+def test_counts_sum_to_the_total(world: World, elapsed: float, max_bytes: int) -> None:
+    """Sections 8-11 and decision D6: for every complete pool, ``totalDevices`` is the number of
+    devices its newest slices publish and equals allocated + available + unavailable; every
+    shareable capacity is non-negative, with ``available`` = max(total - consumed, 0); a partition
+    type's allocatable count lies between 0 and its total. Deciding never fails, and a written
+    status lists at most ``limit`` pools."""
+    pools = compute_pools(world.spec, world.slices, world.claims, world.rules)
+    for result in pools:
+        status = result.status
+        assert status["driver"] == world.spec.driver
+        if not result.complete:
+            assert status["validationError"]
+            continue
+        members = [
+            s
+            for s in world.slices
+            if (s.spec.driver, s.spec.pool.name) == (status["driver"], status["poolName"])
+        ]
+        published = sum(len(s.spec.devices) for s in current_slices(members))
+        assert status["totalDevices"] == published
+        parts = status["allocatedDevices"] + status["availableDevices"] + status["unavailableDevices"]
+        assert status["totalDevices"] == parts
+        assert min(status["allocatedDevices"], status["availableDevices"], status["unavailableDevices"]) >= 0
+        for entry in status.get("shareableSummary", {}).get("capacity", []):
+            total, consumed, available = (
+                parse_quantity(entry[key]) for key in ("total", "consumed", "available")
+            )
+            assert min(total.sign(), consumed.sign(), available.sign()) >= 0
+            assert available == (total - consumed).non_negative()
+        shareable = status.get("shareableSummary")
+        if shareable is not None:
+            assert (
+                0 <= shareable["fullyAvailableDevices"] + shareable["partiallyAvailableDevices"] <= published
+            )
+        for entry in status.get("partitionSummary", []):
+            assert 0 <= entry["allocatable"] <= entry["total"]
+
+    evaluation = decide(
+        world.spec, pools, now=elapsed, first_seen=0.0, written_at=WRITTEN_AT, max_status_bytes=max_bytes
+    )
+    if isinstance(evaluation, Deferred):
+        assert evaluation.retry_after > 0
+        assert any(not result.complete for result in pools[: world.spec.effective_limit])
+        return
+    assert isinstance(evaluation, Completed)
+    assert len(evaluation.status.get("pools", [])) <= world.spec.effective_limit
+    assert evaluation.status["conditions"]
+
+
+@examples(50)
+@given(worlds(), st.randoms(use_true_random=False))
+def test_the_status_does_not_depend_on_input_order(world: World, random: Random) -> None:
+    """Decision D8: the same snapshot in any order gives the same pool statuses."""
+    slices, claims, rules = list(world.slices), list(world.claims), list(world.rules)
+    random.shuffle(slices)
+    random.shuffle(claims)
+    random.shuffle(rules)
+    expected = [
+        result.status for result in compute_pools(world.spec, world.slices, world.claims, world.rules)
+    ]
+    assert [result.status for result in compute_pools(world.spec, slices, claims, rules)] == expected
