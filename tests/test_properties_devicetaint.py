@@ -116,9 +116,10 @@ def _time_added(world: World, reason: TaintReason) -> datetime | None:
 @examples(60)
 @given(worlds(), st.permutations(range(4)), times())
 def test_evictions_never_precede_their_taints(world: World, order: list[int], now: datetime) -> None:
-    """Spec devicetaint, tolerationSeconds: a pod's scheduled eviction is never before the
-    ``timeAdded`` of every taint it names, names only NoExecute taints, and does not depend on
-    the order in which the watches delivered the objects."""
+    """Spec devicetaint sections 6-8: a pod's scheduled eviction is never before the ``timeAdded`` of
+    every taint it names (``tolerationSeconds`` only ever adds), does not depend on the order in
+    which the watches delivered the objects, and a rule counts as pending as many pods as there are
+    pods without ``deletionTimestamp`` whose eviction names the rule."""
     cache = _fill(world, order, now)
     reference = _fill(world, [0, 1, 2, 3], now)
     for pod in world.pods:
@@ -131,12 +132,26 @@ def test_evictions_never_precede_their_taints(world: World, order: list[int], no
         added = [_time_added(world, reason) for reason in eviction.reasons]
         assert all(moment is not None for moment in added)
         assert eviction.when >= min(moment for moment in added if moment is not None)
+    for rule in world.rules:
+        if rule.spec.taint.effect != "NoExecute":
+            continue
+        reason = RuleTaintReason(rule.metadata.name, rule.metadata.uid)
+        named = set()
+        for pod in world.pods:
+            eviction = cache.scheduled_eviction(PodItem.of(pod))
+            if (
+                eviction is not None
+                and reason in eviction.reasons
+                and pod.metadata.deletion_timestamp is None
+            ):
+                named.add(pod.key)
+        assert cache.rule_counts(rule).pending_pods == len(named)
 
 
 @examples(60)
 @given(worlds(), times(), st.integers(0, 3 * 24 * 3600))
 def test_no_pod_is_evicted_before_its_time(world: World, start: datetime, later: int) -> None:
-    """Spec devicetaint, eviction: deciding a pod before its eviction time waits (for exactly the
+    """Spec devicetaint section 9: deciding a pod before its eviction time waits (for exactly the
     time left), deciding it afterwards evicts it, and a pod without a scheduled eviction is never
     evicted."""
     cache = _fill(world, [0, 1, 2, 3], start)

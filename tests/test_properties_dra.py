@@ -89,7 +89,7 @@ def test_go_durations_parse_to_their_value(duration: tuple[str, float]) -> None:
 @examples(300)
 @given(taints(), st.lists(tolerations(), max_size=4))
 def test_eviction_never_precedes_the_taint(taint_body: Body, toleration_bodies: list[Body]) -> None:
-    """devicetaint spec, tolerationSeconds (taints.py): an eviction is due at ``timeAdded`` plus the
+    """Spec devicetaint section 6 (taints.py): an eviction is due at ``timeAdded`` plus the
     smallest ``tolerationSeconds`` of the tolerating tolerations (negative as 0), never before
     ``timeAdded``; only a dated NoExecute taint evicts, and an unbounded toleration never does."""
     taint = DeviceTaint.model_validate(taint_body)

@@ -9,6 +9,7 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 
 - ``test_counts_sum_to_the_total``: 100
 - ``test_the_status_does_not_depend_on_input_order``: 50
+- ``test_one_set_partitions_fit_by_division``: 150
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from random import Random
 
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import claim_bodies, dns_subdomains, examples, pool_status_requests, rule_sets, slice_sets
+from strategies import (
+    Body,
+    claim_bodies,
+    dns_subdomains,
+    examples,
+    pool_status_requests,
+    rule_sets,
+    slice_sets,
+)
 
 from operators.core.models import parse
 from operators.dra.pools import current_slices
@@ -56,11 +65,11 @@ def worlds(draw: st.DrawFn) -> World:
 @examples(100)
 @given(worlds(), st.floats(0, 60), st.integers(1, 2**20))
 def test_counts_sum_to_the_total(world: World, elapsed: float, max_bytes: int) -> None:
-    """Sections 8-11 and decision D6: for every complete pool, ``totalDevices`` is the number of
-    devices its newest slices publish and equals allocated + available + unavailable; every
-    shareable capacity is non-negative, with ``available`` = max(total - consumed, 0); a partition
-    type's allocatable count lies between 0 and its total. Deciding never fails, and a written
-    status lists at most ``limit`` pools."""
+    """Sections 7.4-7.7, 9 and 11 (decisions D5, D6): for every complete pool, ``totalDevices`` is the
+    number of devices its newest slices publish and equals allocated + available + unavailable;
+    every shareable capacity is non-negative, with ``available`` = max(total - consumed, 0); a
+    partition type's allocatable count lies between 0 and its total. Deciding never fails, and a
+    written status lists at most ``limit`` pools."""
     pools = compute_pools(world.spec, world.slices, world.claims, world.rules)
     for result in pools:
         status = result.status
@@ -107,7 +116,7 @@ def test_counts_sum_to_the_total(world: World, elapsed: float, max_bytes: int) -
 @examples(50)
 @given(worlds(), st.randoms(use_true_random=False))
 def test_the_status_does_not_depend_on_input_order(world: World, random: Random) -> None:
-    """Decision D8: the same snapshot in any order gives the same pool statuses."""
+    """Section 7.3 and decision D8: the same snapshot in any order gives the same pool statuses."""
     slices, claims, rules = list(world.slices), list(world.claims), list(world.rules)
     random.shuffle(slices)
     random.shuffle(claims)
@@ -116,3 +125,70 @@ def test_the_status_does_not_depend_on_input_order(world: World, random: Random)
         result.status for result in compute_pools(world.spec, world.slices, world.claims, world.rules)
     ]
     assert [result.status for result in compute_pools(world.spec, slices, claims, rules)] == expected
+
+
+@st.composite
+def one_set_partitions(draw: st.DrawFn) -> tuple[World, int, int, int]:
+    """One pool whose devices all draw ``cost`` from the single counter of its single set, some of
+    them allocated: (world, counter value in GiB, cost in GiB, devices in use)."""
+    value = draw(st.integers(0, 64))
+    cost = draw(st.integers(1, 16))
+    count = draw(st.integers(1, 12))
+    names = [f"gpu-0-part-{index}" for index in range(count)]
+    counters: Body = {"name": "gpu-0-set", "counters": {"memory": {"value": f"{value}Gi"}}}
+    consumes = [{"counterSet": "gpu-0-set", "counters": {"memory": {"value": f"{cost * 1024}Mi"}}}]
+    devices = [
+        {"name": name, "attributes": {"profile": {"string": "part"}}, "consumesCounters": consumes}
+        for name in names
+    ]
+    specs: list[Body] = [{"sharedCounters": [counters]}, {"devices": devices}]
+    slices = [
+        {
+            "metadata": {"name": f"pool-1-{index}"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 2},
+                "nodeName": "node-1",
+                **spec,
+            },
+        }
+        for index, spec in enumerate(specs)
+    ]
+    allocated = draw(st.lists(st.sampled_from(names), unique=True))
+    claims = [
+        {
+            "metadata": {"name": f"claim-{name}", "namespace": "demo"},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "r", "driver": "gpu.example.com", "pool": "pool-1", "device": name}
+                        ]
+                    }
+                }
+            },
+        }
+        for name in allocated
+    ]
+    world = World(
+        spec=RequestSpec(
+            driver="gpu.example.com", default_partition_type_attribute="gpu.example.com/profile"
+        ),
+        slices=[parse(ResourceSlice, body) for body in slices],
+        claims=[parse(ResourceClaim, body) for body in claims],
+        rules=[],
+    )
+    return world, value, cost, len(allocated)
+
+
+@examples(150)
+@given(one_set_partitions())
+def test_one_set_partitions_fit_by_division(case: tuple[World, int, int, int]) -> None:
+    """Section 9, step 7: with one counter set and no compatibility groups, a type's allocatable
+    count is min(devices not in use, floor(what the devices in use left / cost)), and never negative."""
+    world, value, cost, in_use = case
+    (result,) = compute_pools(world.spec, world.slices, world.claims, world.rules)
+    (entry,) = result.status["partitionSummary"]
+    total = len(world.slices[1].spec.devices)
+    assert entry["total"] == total
+    assert entry["allocatable"] == min(total - in_use, max(value - cost * in_use, 0) // cost)

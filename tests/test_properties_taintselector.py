@@ -75,11 +75,12 @@ def _rule(criteria: Body | None, taint: Body) -> Body:
 @examples(75)
 @given(slice_sets(), st.data())
 def test_selector_and_rule_select_the_same_devices(slices: list[Body], data: st.DataObject) -> None:
-    """taintselector spec (device selection) against devicetaint spec (rule matching) and poolstatus
-    spec section 6.1: for driver/pool/device criteria, a DeviceTaintSelector selects exactly the
-    published devices (newest generation) that a DeviceTaintRule with the same criteria matches, and
-    that poolstatus's filter keeps. ``allDevices`` is the rule's empty selector, and a selector
-    without criteria is the rule without one (nothing)."""
+    """taintselector's selection (its module docstring: the seed's ways of choosing devices) against
+    spec devicetaint section 5 (rule matching) and spec poolstatus sections 6.1 and 7.4: for
+    driver/pool/device criteria, a DeviceTaintSelector selects exactly the published devices (newest
+    generation) that a DeviceTaintRule with the same criteria matches, and that poolstatus's filter
+    keeps. ``allDevices`` is the rule's empty selector, and a selector without criteria is the rule
+    without one (nothing)."""
     criteria = data.draw(device_selectors(slices), label="criteria")
     all_devices = not criteria and data.draw(st.booleans(), label="allDevices")
     rule = _rule(criteria if criteria or all_devices else None, data.draw(taints(("NoSchedule",))))
@@ -101,9 +102,10 @@ def test_selector_and_rule_select_the_same_devices(slices: list[Body], data: st.
 @examples(75)
 @given(slice_sets(), st.data())
 def test_written_rules_taint_exactly_the_selection(slices: list[Body], data: st.DataObject) -> None:
-    """taintselector spec (rules): the rules written for a selection have distinct valid names (DNS
-    subdomains of at most 253 characters), each taints exactly its own device as devicetaint reads
-    it, together they taint exactly the selection, and once written they are in sync."""
+    """taintselector's rules (rules.py: one rule per selected device, deterministic names): the rules
+    written for a selection have distinct valid names (DNS subdomains of at most 253 characters),
+    each taints exactly its own device as devicetaint reads it, together they taint exactly the
+    selection, and once written they are in sync."""
     criteria = data.draw(device_selectors(slices), label="criteria")
     all_devices = not criteria and data.draw(st.booleans(), label="allDevices")
     selected = _selected_by_selector(criteria, all_devices, slices)
