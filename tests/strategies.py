@@ -424,9 +424,14 @@ def allocation_results(draw: st.DrawFn, slices: Sequence[Body]) -> Body:
                 max_size=2,
             )
         )
-    if draw(st.integers(0, 5)) == 0:
-        result["bindingConditions"] = ["dra.example.com/Attached"]
-        result["bindingFailureConditions"] = ["dra.example.com/Failed"]
+    if draw(st.integers(0, 3)) == 0:
+        conditions = st.sampled_from(("dra.example.com/Attached", "dra.example.com/Failed", "Ready"))
+        result["bindingConditions"] = draw(
+            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
+        )
+        result["bindingFailureConditions"] = draw(
+            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
+        )
     return result
 
 
