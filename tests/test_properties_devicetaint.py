@@ -7,6 +7,7 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 
 - ``test_evictions_never_precede_their_taints``: 60
 - ``test_no_pod_is_evicted_before_its_time``: 60
+- ``test_the_cache_after_deletions_equals_a_fresh_one``: 40
 """
 
 from __future__ import annotations
@@ -168,3 +169,37 @@ def test_no_pod_is_evicted_before_its_time(world: World, start: datetime, later:
         else:
             assert isinstance(decision, PodEvict)
             assert decision.eviction == scheduled
+
+
+@examples(40)
+@given(worlds(), times(), st.data())
+def test_the_cache_after_deletions_equals_a_fresh_one(
+    world: World, now: datetime, data: st.DataObject
+) -> None:
+    """Spec devicetaint section 8: after any slices, rules, claims and pods are deleted, the
+    scheduled evictions and the rules' counts are those of a cache that only ever saw what is
+    left, so no eviction outlives the taint, claim or pod it came from."""
+    cache = _fill(world, [0, 1, 2, 3], now)
+    kept = World(
+        slices=[s for s in world.slices if data.draw(st.booleans(), label=f"keep slice {s.metadata.name}")],
+        rules=[r for r in world.rules if data.draw(st.booleans(), label=f"keep rule {r.metadata.name}")],
+        claims=[c for c in world.claims if data.draw(st.booleans(), label=f"keep claim {c.metadata.name}")],
+        pods=[p for p in world.pods if data.draw(st.booleans(), label=f"keep pod {p.metadata.name}")],
+    )
+    for resource_slice in world.slices:
+        if resource_slice not in kept.slices:
+            cache.delete_slice(resource_slice, now)
+    for rule in world.rules:
+        if rule not in kept.rules:
+            cache.delete_rule(rule, now)
+    for claim in world.claims:
+        if claim not in kept.claims:
+            cache.delete_claim(claim, now)
+    for pod in world.pods:
+        if pod not in kept.pods:
+            cache.delete_pod(pod)
+    fresh = _fill(kept, [0, 1, 2, 3], now)
+    for pod in world.pods:
+        assert cache.scheduled_eviction(PodItem.of(pod)) == fresh.scheduled_eviction(PodItem.of(pod))
+    for rule in kept.rules:
+        assert cache.rule_counts(rule) == fresh.rule_counts(rule)

@@ -10,6 +10,7 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 - ``test_counts_sum_to_the_total``: 100
 - ``test_the_status_does_not_depend_on_input_order``: 50
 - ``test_one_set_partitions_fit_by_division``: 150
+- ``test_the_cache_answers_as_a_fresh_computation``: 60
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from strategies import (
 from operators.core.models import parse
 from operators.dra.pools import current_slices
 from operators.dra.quantity import parse_quantity
+from operators.poolstatus.cache import ClusterCache, claim_key
 from operators.poolstatus.models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourceSlice
 from operators.poolstatus.status import Completed, Deferred, compute_pools, decide
 
@@ -192,3 +194,46 @@ def test_one_set_partitions_fit_by_division(case: tuple[World, int, int, int]) -
     total = len(world.slices[1].spec.devices)
     assert entry["total"] == total
     assert entry["allocatable"] == min(total - in_use, max(value - cost * in_use, 0) // cost)
+
+
+@examples(60)
+@given(worlds(), worlds(), st.data())
+def test_the_cache_answers_as_a_fresh_computation(world: World, later: World, data: st.DataObject) -> None:
+    """Sections 6.2-6.4 (cache.py): the pool results the cache keeps equal ``compute_pools`` on the
+    same objects, after objects of the same names are replaced and others removed, with and without
+    DeviceTaintRules, for any request."""
+    cache = ClusterCache()
+    slices = {s.metadata.name: s for s in world.slices}
+    claims = {claim_key(c.metadata.namespace, c.metadata.name): c for c in world.claims}
+    rules = {r.metadata.name: r for r in world.rules}
+    for resource_slice in [*world.slices, *later.slices]:
+        cache.put_slice(resource_slice)
+        slices[resource_slice.metadata.name] = resource_slice
+    for claim in world.claims:
+        cache.put_claim(claim)
+    # An answer kept before the changes must not survive them.
+    cache.pool_results(world.spec, True)
+    for claim in later.claims:
+        cache.put_claim(claim)
+        claims[claim_key(claim.metadata.namespace, claim.metadata.name)] = claim
+    for rule in [*world.rules, *later.rules]:
+        cache.put_rule(rule)
+        rules[rule.metadata.name] = rule
+    for name in sorted(slices):
+        if data.draw(st.booleans(), label=f"remove slice {name}"):
+            cache.remove_slice(name)
+            del slices[name]
+    for key in sorted(claims):
+        if data.draw(st.booleans(), label=f"remove claim {key}"):
+            cache.remove_claim(key)
+            del claims[key]
+    for name in sorted(rules):
+        if data.draw(st.booleans(), label=f"remove rule {name}"):
+            cache.remove_rule(name)
+            del rules[name]
+    for spec in (world.spec, later.spec):
+        for with_rules in (True, False):
+            fresh = compute_pools(
+                spec, slices.values(), claims.values(), rules.values() if with_rules else ()
+            )
+            assert [r.status for r in cache.pool_results(spec, with_rules)] == [r.status for r in fresh]

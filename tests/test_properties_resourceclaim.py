@@ -12,6 +12,7 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 - ``test_pod_group_sync_applies_sorted_unique_statuses``: 150
 - ``test_claim_sync_keeps_unknown_consumers``: 150
 - ``test_generate_name_stays_within_the_limit``: 300
+- ``test_the_cache_after_events_equals_a_fresh_listing``: 100
 """
 
 from __future__ import annotations
@@ -359,3 +360,62 @@ def test_generate_name_stays_within_the_limit(pod_name: str, entry_name: str) ->
         pod_part = pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // len(base)]
         assert name.startswith(pod_part + "-")
         assert entry_name.startswith(name[len(pod_part) + 1 :])
+
+
+def _feed(cache: ClusterCache, kind: str, event: str | None, body: Body) -> None:
+    if kind == "podgroup":
+        cache.apply_pod_group_event(event, PodGroup.model_validate(body))
+    elif kind == "template":
+        cache.apply_template_event(event, ResourceClaimTemplate.model_validate(body))
+    elif kind == "claim":
+        cache.apply_claim_event(event, ResourceClaim.from_body(body))
+    else:
+        cache.apply_pod_event(event, Pod.model_validate(body))
+
+
+_KINDS = ("podgroup", "template", "claim", "pod")
+
+
+@examples(100)
+@given(worlds(), worlds(), st.data())
+def test_the_cache_after_events_equals_a_fresh_listing(
+    first: World, later: World, data: st.DataObject
+) -> None:
+    """Sections 3, 5 and 7.3 (cache.py): after objects are replaced by others of the same name (new
+    UIDs) and some are deleted, the claims, the pods by claim and by template, and the generated
+    claim found for any owner and entry are those of a cache that listed only what is left."""
+    cache = ClusterCache()
+    cache.workload_claims = first.workload_claims
+    left: dict[tuple[str, str], Body] = {}
+    for world in (first, later):
+        for kind, bodies in zip(
+            _KINDS, (world.groups, world.templates, world.claims, world.pods), strict=True
+        ):
+            for body in bodies:
+                _feed(cache, kind, "MODIFIED", body)
+                left[(kind, body["metadata"]["name"])] = body
+    for key in sorted(left):
+        if data.draw(st.booleans(), label=f"delete {key}"):
+            _feed(cache, key[0], "DELETED", left.pop(key))
+    fresh = ClusterCache()
+    fresh.workload_claims = first.workload_claims
+    for (kind, _), body in sorted(left.items(), key=lambda item: _KINDS.index(item[0][0])):
+        _feed(fresh, kind, None, body)
+
+    pods = [*first.pods, *later.pods]
+    names = {body["metadata"]["name"] for body in [*first.claims, *later.claims]}
+    names |= {
+        entry.get("resourceClaimName") or entry["resourceClaimTemplateName"]
+        for body in pods
+        for entry in body["spec"].get("resourceClaims") or []
+    }
+    for name in sorted(names):
+        assert cache.claim(NS, name) == fresh.claim(NS, name)
+        assert cache.pods_using_claim(NS, name) == fresh.pods_using_claim(NS, name)
+        assert cache.pods_using_template(NS, name) == fresh.pods_using_template(NS, name)
+    owners = {body["metadata"]["uid"] for body in [*pods, *first.groups, *later.groups]}
+    entries = {entry["name"] for body in pods for entry in body["spec"].get("resourceClaims") or []}
+    for owner in sorted(owners):
+        for entry_name in sorted(entries):
+            found = cache.find_generated_claim(NS, owner, entry_name)
+            assert found == fresh.find_generated_claim(NS, owner, entry_name)
