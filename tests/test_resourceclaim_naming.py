@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from operators.resourceclaim.naming import claim_generate_name
@@ -30,3 +32,18 @@ def test_generate_name_never_exceeds_the_base_limit(pod_name: str, entry_name: s
 
 def test_truncated_name_has_no_trailing_hyphen() -> None:
     assert not claim_generate_name("a" * 60, "gpu").endswith("-")
+
+
+@pytest.mark.parametrize(
+    ("pod_name", "entry_name", "expected"),
+    [
+        # Upstream's form cuts right after the dot: "<52 x>.-gp", which kube-apiserver refuses.
+        ("x" * 52 + "." + "y" * 20, "gpu", "x" * 52 + "-gp"),
+        # Upstream's form leaves no pod part: "-<54 g>", refused as well.
+        ("a", "g" * 63, "g" * 54),
+    ],
+)
+def test_a_shortened_name_stays_a_valid_name(pod_name: str, entry_name: str, expected: str) -> None:
+    name = claim_generate_name(pod_name, entry_name)
+    assert name == expected
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name + "bcdfg")
