@@ -46,7 +46,6 @@ MAX_POD_GROUP_CLAIMS = 4
 MAX_TOLERATIONS = 16
 
 EFFECTS = ("NoSchedule", "NoExecute", "None")
-NAMESPACES = ("demo", "team-b")
 DRIVERS = ("gpu.example.com", "nic.example.com")
 POOLS = ("node-1", "node-2", "pool-a")
 DEVICES = ("gpu-0", "gpu-1", "gpu-2", "nic-0")
@@ -65,7 +64,7 @@ def examples(count: int) -> settings:
 
 # --- Names -------------------------------------------------------------------------------------------
 
-_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_LABEL = rf"[a-z0-9]([-a-z0-9]{{0,{MAX_LABEL - 2}}}[a-z0-9])?"
 
 
 @functools.cache
@@ -415,7 +414,7 @@ def allocation_results(draw: st.DrawFn, slices: Sequence[Body]) -> Body:
     if draw(st.integers(0, 5)) == 0:
         result["adminAccess"] = True
     if draw(st.booleans()):
-        result["tolerations"] = draw(st.lists(tolerations(), max_size=3))
+        result["tolerations"] = draw(st.lists(tolerations(), max_size=draw(up_to(MAX_TOLERATIONS, 3))))
     if draw(st.integers(0, 3)) == 0:
         result["consumedCapacity"] = draw(
             st.dictionaries(
