@@ -10,7 +10,8 @@ the part of that environment a device selector can meaningfully use, with Kubern
 * ``semver()``/``isSemver()`` and the Semver methods (semver.py);
 * the string extension at version 2 (strings.py);
 * the list extension at version 3, Kubernetes' list library and the set extension (lists.py);
-* ``cel.bind`` and the standard macros (program.py), cel-go's equality and ordering (values.py).
+* ``cel.bind`` and the standard macros (program.py), cel-go's equality and ordering (values.py);
+* a cost limit per evaluation, as kube-scheduler enforces upstream's (program.py, ``COST_LIMIT``).
 
 Out of scope, and rejected at compile time with a message saying so: the IP, CIDR, URL, regex
 ``find``, ``format.named``, authorizer, optional-type and two-variable comprehension libraries.
@@ -27,9 +28,10 @@ error too, so a bad selector can never stop an operator.
 
 from .device import CelDevice, DeviceAttribute, DeviceCapacity, split_qualified_name
 from .errors import CelCompileError, CelError, CelEvaluationError
-from .program import MAX_EXPRESSION_LENGTH, CompiledExpression, PreparedDevice, compile_expression
+from .program import COST_LIMIT, MAX_EXPRESSION_LENGTH, CompiledExpression, PreparedDevice, compile_expression
 
 __all__ = [
+    "COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "CelCompileError",
     "CelDevice",

@@ -6,7 +6,8 @@ Callers catch one family::
     ├── CelCompileError              the text does not parse, or names something the DRA environment
     │                                does not declare (Kubernetes rejects both at admission)
     └── CelEvaluationError           evaluation failed for one device: a missing map key, a type
-                                     mismatch, an overflow, a result that is not a bool
+                                     mismatch, an overflow, a result that is not a bool, or the
+                                     evaluation exceeded its cost limit
 
 Inside the interpreter an error is a *value*: cel-python passes a ``CELEvalError`` along so that
 ``false && <error>`` can still be ``false``, exactly as CEL's commutative logical operators require.

@@ -38,6 +38,7 @@ from .values import OPERATORS, type_name
 
 __all__ = [
     "CACHE_SIZE",
+    "COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "CompiledExpression",
     "PreparedDevice",
@@ -52,6 +53,36 @@ logging.getLogger("celpy").setLevel(logging.WARNING)
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # resource.k8s.io CELSelectorExpressionMaxLength
 CACHE_SIZE = 1024
+
+# Upstream bounds what one evaluation may cost (resource.k8s.io CELSelectorExpressionMaxCost,
+# 1,000,000 cel-go cost units, "roughly 0.1 second"), and kube-scheduler enforces it at run time
+# because admission only estimates. Here a step is one node of the expression's tree evaluated,
+# plus one per SIZE_STEP characters or elements of each string or list value produced, so that
+# repeated concatenation runs out of budget before it runs out of memory. This interpreter takes
+# 3-6 s per million steps on one core, far slower than cel-go, so an evaluation stops after
+# COST_LIMIT steps (under a second). A device has at most 48 attribute values, so a selector
+# reading them, even iterating over list attributes, stays far below; what the limit stops is an
+# expression that kube-apiserver admits (its estimate stays under upstream's limit) but that
+# would hold a worker for minutes per device here.
+COST_LIMIT = 100_000
+SIZE_STEP = 16
+COST_MESSAGE = (
+    f"operation cancelled: actual cost limit exceeded (more than {COST_LIMIT} evaluation steps "
+    "for one device)"
+)
+
+
+class _CostExceeded(Exception):
+    """Raised out of the interpreter, past every handler of CEL error values, to stop it."""
+
+
+class _Budget:
+    """The steps one evaluation has left, shared by the sub-evaluators of its macros."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, limit: int) -> None:
+        self.remaining = limit
 
 
 def _by_receiver(
@@ -120,8 +151,22 @@ _TYPE_VALUES: dict[str, Any] = {
 class _Evaluator(Evaluator):
     """cel-python's interpreter with cel-go's field access, macros and namespaced functions."""
 
+    def __init__(self, ast: Tree, activation: Any, budget: _Budget | None = None) -> None:
+        super().__init__(ast, activation=activation)
+        self.budget = budget if budget is not None else _Budget(COST_LIMIT)
+
     def sub_evaluator(self, ast: Tree) -> _Evaluator:
-        return _Evaluator(ast, activation=self.activation)
+        return _Evaluator(ast, activation=self.activation, budget=self.budget)
+
+    def _visit_tree(self, tree: Tree) -> Any:
+        # lark's one entry for every node, whether visited alone or with its siblings.
+        value = super()._visit_tree(tree)
+        cost = 1 + len(value) // SIZE_STEP if isinstance(value, str | bytes | list) else 1
+        budget = self.budget
+        budget.remaining -= cost
+        if budget.remaining < 0:
+            raise _CostExceeded
+        return value
 
     def _run(self, tree: Tree, bindings: dict[str, Any]) -> Any:
         try:
@@ -300,6 +345,8 @@ class CompiledExpression:
             return self._runner.evaluate({"device": prepared.variable})
         except CELEvalError as error:
             raise CelEvaluationError(self.expression, _message(error)) from None
+        except _CostExceeded:
+            raise CelEvaluationError(self.expression, COST_MESSAGE) from None
         except RecursionError:
             raise CelEvaluationError(self.expression, "expression nests too deeply to evaluate") from None
         except Exception as error:
