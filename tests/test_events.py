@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 from operators.core.client import KubeClient
-from operators.core.events import COMBINED_PREFIX, SIMILAR_LIMIT, EventRecorder, ObjectRef
+from operators.core.events import COMBINED_PREFIX, SIMILAR_LIMIT, EventRecorder, ObjectRef, event_name
 
 
 class Recording:
@@ -68,3 +69,20 @@ async def test_a_full_backlog_drops_events_instead_of_growing(monkeypatch: Any) 
     await recorder.drain(5)
     assert [c["reason"] for c in client.creates] == ["A", "B"]
     assert len(dropped) == 1, "the operator's metric hears of the dropped Event"
+
+
+async def test_every_event_of_an_object_with_a_maximal_name_gets_its_own_name() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    # Cut at 242 characters, the name would end in a dot.
+    longest = ObjectRef("v1", "Pod", "p" * 241 + "." + "q" * 11, "ns", "uid-2")
+    for reason in ("First", "Second"):
+        await recorder.emit(longest, "Warning", reason, "message")
+    names = [c["metadata"]["name"] for c in client.creates]
+    assert len(set(names)) == 2, names
+    for name in names:
+        assert len(name) <= 253
+        assert name.startswith("p" * 240)
+        # A DNS subdomain: the shortened object name ends in an alphanumeric, then the suffix.
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name), name
+    assert event_name("short").startswith("short.")

@@ -73,6 +73,18 @@ def _suffix() -> str:
     return "".join(random.choices(string.ascii_lowercase + string.digits, k=10))
 
 
+# An Event's name is a DNS subdomain, at most 253 characters.
+NAME_MAX_LENGTH = 253
+
+
+def event_name(object_name: str) -> str:
+    """``<object>.<random suffix>``, the object's name shortened so that the suffix always fits:
+    cut from the end instead, every Event of an object with a 253-character name would get the
+    object's own name, and all but the first would fail with AlreadyExists."""
+    suffix = _suffix()
+    return f"{object_name[: NAME_MAX_LENGTH - len(suffix) - 1].rstrip('.-')}.{suffix}"
+
+
 class EventRecorder:
     def __init__(self, client: KubeClient, component: str, instance: str = "") -> None:
         self.client = client
@@ -142,7 +154,7 @@ class EventRecorder:
                 )
                 self._posted.move_to_end(key)
                 return
-            name = f"{obj.name}.{_suffix()}"[:253]
+            name = event_name(obj.name)
             await self.client.create(
                 EVENTS.path(namespace=namespace),
                 {
