@@ -13,8 +13,11 @@ from collections.abc import Sequence
 import pytest
 from taintselector_builders import GPU_DRIVER, NIC_DRIVER, dev, device_class, resource_slice, selector
 
+from operators.dra.cel.program import COST_MESSAGE, MAX_EXPRESSION_LENGTH
 from operators.taintselector.models import DeviceId, ResourceSlice, TaintSelector
 from operators.taintselector.selection import (
+    LISTED_PROBLEMS,
+    QUOTED_LENGTH,
     REASON_CEL_RUNTIME_ERROR,
     REASON_INVALID_CEL,
     REASON_INVALID_DEVICE_CLASS,
@@ -23,6 +26,7 @@ from operators.taintselector.selection import (
     Invalid,
     Selection,
     evaluate,
+    quoted,
     visible_devices,
 )
 
@@ -224,3 +228,35 @@ def test_a_bad_taint_is_invalid() -> None:
 
 def test_no_slices_no_devices() -> None:
     assert selected(selector(UUID, driver=GPU_DRIVER), []) == ()
+
+
+def _long(expression: str, length: int = MAX_EXPRESSION_LENGTH) -> str:
+    """``expression`` padded with spaces to ``length`` characters, a valid CEL text still."""
+    return expression + " " * (length - len(expression))
+
+
+def test_many_long_invalid_expressions_fit_one_condition_message() -> None:
+    # The selector's limits: 32 expressions of 10 KiB each, every one failing to compile.
+    expressions = [_long(f"device.nope{i} == 1") for i in range(32)]
+    verdict = invalid(selector(*expressions, driver=GPU_DRIVER))
+    assert verdict.reason == REASON_INVALID_CEL
+    assert len(verdict.message) < 32768 // 4, len(verdict.message)
+    assert verdict.message.startswith(
+        f"CEL expression {'device.nope0 == 1' + ' ' * (QUOTED_LENGTH - 17)!r}... "
+        f"({MAX_EXPRESSION_LENGTH} characters) is invalid: compilation failed: undefined field 'nope0'; "
+    )
+    assert verdict.message.endswith(f"; {32 - LISTED_PROBLEMS} more are invalid too.")
+
+
+def test_an_expression_over_the_cost_limit_is_a_runtime_error_naming_the_limit() -> None:
+    # About 9 KiB: kube-apiserver admits it (its cost estimate is under upstream's limit), and
+    # evaluated to the end it would take about a minute per device here.
+    inner = "[" + ",".join(str(i % 10) for i in range(4500)) + "]"
+    outer = "[" + ",".join(str(i) for i in range(10)) + "]"
+    expression = f"{outer}.all(x, {inner}.all(y, x + y >= 0))"
+    verdict = invalid(selector(expression, driver=GPU_DRIVER))
+    assert verdict.reason == REASON_CEL_RUNTIME_ERROR
+    assert verdict.message == (
+        f"CEL expression {quoted(expression)} failed on device gpu.example.com/node-1/gpu-0: {COST_MESSAGE}."
+    )
+    assert f"... ({len(expression)} characters)" in verdict.message

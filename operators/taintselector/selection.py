@@ -50,6 +50,7 @@ __all__ = [
     "Invalid",
     "Selection",
     "evaluate",
+    "quoted",
     "select_devices",
     "visible_devices",
 ]
@@ -62,6 +63,12 @@ REASON_INVALID_DEVICE_CLASS = "InvalidDeviceClass"
 REASON_INVALID_TAINT = "InvalidTaint"
 
 VALID_EFFECTS = (EFFECT_NONE, EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE)
+
+# A condition message holds at most 32768 characters (the CRD's limit, as metav1.Condition's),
+# and a selector may carry 32 expressions of 10 KiB: quoted whole, the message of a selector
+# whose expressions all fail would be refused, and the selector would never read Invalid.
+QUOTED_LENGTH = 120
+LISTED_PROBLEMS = 5
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,13 @@ def check_spec(spec: TaintSelectorSpec) -> Invalid | None:
     return None
 
 
+def quoted(expression: str) -> str:
+    """The expression as a message names it: whole, or its start and its length."""
+    if len(expression) <= QUOTED_LENGTH:
+        return repr(expression)
+    return f"{expression[:QUOTED_LENGTH]!r}... ({len(expression)} characters)"
+
+
 def _compile_all(
     expressions: Iterable[str], describe: str, reason: str
 ) -> tuple[list[CompiledExpression], Invalid | None]:
@@ -107,9 +121,12 @@ def _compile_all(
         try:
             compiled.append(compile_expression(expression))
         except CelCompileError as error:
-            problems.append(f"{describe} {expression!r} is invalid: {error}")
+            problems.append(f"{describe} {quoted(expression)} is invalid: {error}")
     if problems:
-        return compiled, Invalid(reason, "; ".join(problems) + ".")
+        listed = problems[:LISTED_PROBLEMS]
+        if len(problems) > LISTED_PROBLEMS:
+            listed.append(f"{len(problems) - LISTED_PROBLEMS} more are invalid too")
+        return compiled, Invalid(reason, "; ".join(listed) + ".")
     return compiled, None
 
 
@@ -174,7 +191,7 @@ def _evaluate_device(
         except CelEvaluationError as error:
             return Invalid(
                 REASON_CEL_RUNTIME_ERROR,
-                f"{describe} {expression.expression!r} failed on device {device_id}: {error}.",
+                f"{describe} {quoted(expression.expression)} failed on device {device_id}: {error}.",
             )
     return True
 
