@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from operators.dra.cel import CelDevice, CelEvaluationError, compile_expression
+from operators.dra.cel import CelDevice, CelEvaluationError, CostBudget, compile_expression
 from operators.dra.cel.program import COST_LIMIT, COST_MESSAGE, MAX_EXPRESSION_LENGTH
 
 
@@ -70,3 +70,32 @@ def test_growing_strings_run_out_of_budget_before_memory() -> None:
     with pytest.raises(CelEvaluationError) as caught:
         compile_expression(expression).evaluate()
     assert caught.value.detail == COST_MESSAGE
+
+
+def test_a_total_budget_bounds_a_series_of_cheap_evaluations() -> None:
+    cheap = compile_expression("device.driver == 'gpu.example.com'")
+    device = CelDevice(driver="gpu.example.com")
+    total = CostBudget(200)
+    spent: list[int] = []
+
+    def until_exhausted() -> None:
+        for _ in range(1000):
+            assert cheap.matches(device, total)
+            spent.append(total.remaining)
+
+    with pytest.raises(CelEvaluationError) as caught:
+        until_exhausted()
+    assert caught.value.detail == total.message
+    assert "total cost limit exceeded (more than 200 evaluation steps" in total.message
+    assert 0 < len(spent) < 200, "each evaluation takes its steps out of the total"
+    assert total.remaining == 0
+    # Without a total, the same evaluation is bounded by its own limit only.
+    assert cheap.matches(device)
+
+
+def test_the_own_limit_reads_as_such_while_the_total_has_room() -> None:
+    total = CostBudget(10 * COST_LIMIT)
+    with pytest.raises(CelEvaluationError) as caught:
+        compile_expression(_nested(150)).evaluate(None, total)
+    assert caught.value.detail == COST_MESSAGE
+    assert total.remaining == 9 * COST_LIMIT

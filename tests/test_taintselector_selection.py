@@ -14,6 +14,7 @@ import pytest
 from taintselector_builders import GPU_DRIVER, NIC_DRIVER, dev, device_class, resource_slice, selector
 
 from operators.dra.cel.program import COST_MESSAGE, MAX_EXPRESSION_LENGTH
+from operators.taintselector import selection
 from operators.taintselector.models import DeviceId, ResourceSlice, TaintSelector
 from operators.taintselector.selection import (
     LISTED_PROBLEMS,
@@ -260,3 +261,17 @@ def test_an_expression_over_the_cost_limit_is_a_runtime_error_naming_the_limit()
         f"CEL expression {quoted(expression)} failed on device gpu.example.com/node-1/gpu-0: {COST_MESSAGE}."
     )
     assert f"... ({len(expression)} characters)" in verdict.message
+
+
+def test_a_selection_stops_at_its_total_cost_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cheap per device, but over very many devices: the selection as a whole is bounded."""
+    monkeypatch.setattr(selection, "SELECTION_COST_LIMIT", 30)
+    verdict = invalid(selector(f'device.driver == "{GPU_DRIVER}"', driver=GPU_DRIVER))
+    assert verdict.reason == REASON_CEL_RUNTIME_ERROR
+    assert (
+        "total cost limit exceeded (more than 30 evaluation steps for all devices together)"
+        in verdict.message
+    )
+    assert verdict.message.endswith(f"; {selection.NARROW_HINT}.")
+    monkeypatch.setattr(selection, "SELECTION_COST_LIMIT", 10_000)
+    assert len(selected(selector(f'device.driver == "{GPU_DRIVER}"', driver=GPU_DRIVER))) == 3

@@ -28,7 +28,14 @@ error too, so a bad selector can never stop an operator.
 
 from .device import CelDevice, DeviceAttribute, DeviceCapacity, split_qualified_name
 from .errors import CelCompileError, CelError, CelEvaluationError
-from .program import COST_LIMIT, MAX_EXPRESSION_LENGTH, CompiledExpression, PreparedDevice, compile_expression
+from .program import (
+    COST_LIMIT,
+    MAX_EXPRESSION_LENGTH,
+    CompiledExpression,
+    CostBudget,
+    PreparedDevice,
+    compile_expression,
+)
 
 __all__ = [
     "COST_LIMIT",
@@ -38,6 +45,7 @@ __all__ = [
     "CelError",
     "CelEvaluationError",
     "CompiledExpression",
+    "CostBudget",
     "DeviceAttribute",
     "DeviceCapacity",
     "PreparedDevice",

@@ -41,6 +41,7 @@ __all__ = [
     "COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "CompiledExpression",
+    "CostBudget",
     "PreparedDevice",
     "compile_expression",
 ]
@@ -83,6 +84,26 @@ class _Budget:
 
     def __init__(self, limit: int) -> None:
         self.remaining = limit
+
+
+class CostBudget:
+    """Steps left to a series of evaluations, such as one selection over every published device:
+    each evaluation stays under COST_LIMIT, and all of them together under ``limit``. Upstream has
+    no such total (its own steps are cheap); here a selector that costs little per device can
+    still hold a worker for hours over a hundred thousand devices."""
+
+    __slots__ = ("limit", "remaining")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.remaining = limit
+
+    @property
+    def message(self) -> str:
+        return (
+            f"operation cancelled: total cost limit exceeded (more than {self.limit} evaluation steps "
+            "for all devices together)"
+        )
 
 
 def _by_receiver(
@@ -307,7 +328,10 @@ class _Evaluator(Evaluator):
 
 class _Runner(celpy.InterpretedRunner):
     def evaluate(self, context: Context) -> celtypes.Value:
-        return _Evaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
+        return self.run(context, _Budget(COST_LIMIT))
+
+    def run(self, context: Context, budget: _Budget) -> celtypes.Value:
+        return _Evaluator(ast=self.ast, activation=self.new_activation(), budget=budget).evaluate(context)
 
 
 _ENVIRONMENT = celpy.Environment(runner_class=_Runner)
@@ -334,27 +358,36 @@ class CompiledExpression:
         self.expression = expression
         self._runner = runner
 
-    def evaluate(self, device: CelDevice | PreparedDevice | None = None) -> Any:
-        """The CEL value for ``device`` (no device: ``device`` reads as a device of driver "")."""
+    def evaluate(
+        self, device: CelDevice | PreparedDevice | None = None, total: CostBudget | None = None
+    ) -> Any:
+        """The CEL value for ``device`` (no device: ``device`` reads as a device of driver ""),
+        its steps also counted against ``total``."""
         prepared = (
             device if isinstance(device, PreparedDevice) else PreparedDevice(device or CelDevice(driver=""))
         )
         if prepared.error is not None:
             raise CelEvaluationError(self.expression, prepared.error)
+        limit = COST_LIMIT if total is None else max(0, min(COST_LIMIT, total.remaining))
+        budget = _Budget(limit)
         try:
-            return self._runner.evaluate({"device": prepared.variable})
+            return self._runner.run({"device": prepared.variable}, budget)
         except CELEvalError as error:
             raise CelEvaluationError(self.expression, _message(error)) from None
         except _CostExceeded:
-            raise CelEvaluationError(self.expression, COST_MESSAGE) from None
+            message = COST_MESSAGE if total is None or limit == COST_LIMIT else total.message
+            raise CelEvaluationError(self.expression, message) from None
         except RecursionError:
             raise CelEvaluationError(self.expression, "expression nests too deeply to evaluate") from None
         except Exception as error:
             raise CelEvaluationError(self.expression, f"internal evaluation error: {error!r}") from None
+        finally:
+            if total is not None:
+                total.remaining -= limit - max(budget.remaining, 0)
 
-    def matches(self, device: CelDevice | PreparedDevice) -> bool:
+    def matches(self, device: CelDevice | PreparedDevice, total: CostBudget | None = None) -> bool:
         """Whether ``device`` is selected; the result must be a bool, as Kubernetes requires."""
-        result = self.evaluate(device)
+        result = self.evaluate(device, total)
         if not isinstance(result, celtypes.BoolType):
             raise CelEvaluationError(
                 self.expression, f"CEL result of type {type_name(result)} could not be converted to bool"
