@@ -8,6 +8,7 @@ must give an Invalid verdict instead of a wrong set of taints.
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Sequence
 
 import pytest
@@ -275,3 +276,31 @@ def test_a_selection_stops_at_its_total_cost_with_a_hint(monkeypatch: pytest.Mon
     assert verdict.message.endswith(f"; {selection.NARROW_HINT}.")
     monkeypatch.setattr(selection, "SELECTION_COST_LIMIT", 10_000)
     assert len(selected(selector(f'device.driver == "{GPU_DRIVER}"', driver=GPU_DRIVER))) == 3
+
+
+def test_a_selection_holds_one_pool_at_a_time() -> None:
+    """Over 200 slices of 128 devices, a selection of another pool allocates next to nothing, and
+    one of the big pool holds that pool's index, not one of every device besides."""
+    big = [
+        resource_slice(f"big-{s:03d}", *(dev(f"d-{s:03d}-{d:03d}") for d in range(128)), pool="big")
+        for s in range(200)
+    ]
+    small = resource_slice("small", dev("only"), pool="small")
+    slices = [*big, small]
+
+    def peak_of(chosen: TaintSelector) -> tuple[int, int]:
+        tracemalloc.start()
+        try:
+            outcome = evaluate(chosen.spec, slices, CLASSES)
+            assert isinstance(outcome, Selection), outcome
+            return len(outcome.devices), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    count, peak = peak_of(selector(driver=GPU_DRIVER, pool="small"))
+    assert count == 1
+    assert peak < 1024 * 1024, f"{peak} bytes to select one device of a small pool"
+    count, whole = peak_of(selector(driver=GPU_DRIVER, pool="big", device="d-199-127"))
+    assert count == 1
+    # An index of every device took 9.5 MB, whichever pool was selected.
+    assert whole < 4 * 1024 * 1024, f"{whole} bytes to select one device of 25 600"

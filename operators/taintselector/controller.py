@@ -67,6 +67,10 @@ class TaintSelectorController:
         self.rules_api: ServedResource | None = None
         self.selected: dict[str, int] = {}
         self._prepared = False
+        # One evaluation at a time. They are CPU-bound Python in threads, so the GIL already runs
+        # them one after another; side by side, each still held its own working set, and over
+        # 128 000 devices three selectors at once took the process past its memory limit.
+        self._evaluating = asyncio.Lock()
         metrics.observe(self)
 
     # --- Start -----------------------------------------------------------------------------------------
@@ -163,9 +167,10 @@ class TaintSelectorController:
         return Done()
 
     async def _evaluate(self, selector: TaintSelector) -> Selection | Invalid:
-        slices, classes = list(self.cache.slices.values()), dict(self.cache.classes)
-        started = time.monotonic()
-        outcome = await asyncio.to_thread(evaluate, selector.spec, slices, classes)
+        async with self._evaluating:
+            slices, classes = list(self.cache.slices.values()), dict(self.cache.classes)
+            started = time.monotonic()
+            outcome = await asyncio.to_thread(evaluate, selector.spec, slices, classes)
         metrics.evaluation_duration.observe(time.monotonic() - started)
         metrics.evaluations.labels(result="invalid" if isinstance(outcome, Invalid) else "valid").inc()
         return outcome

@@ -25,7 +25,7 @@ and the error. A selector without any criterion selects nothing unless ``allDevi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from operators.dra import pools
@@ -37,6 +37,7 @@ from operators.dra.cel import (
     PreparedDevice,
     compile_expression,
 )
+from operators.dra.pools import PoolId
 from operators.dra.selectable import SelectableDevice
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
 
@@ -96,8 +97,23 @@ class Invalid:
 
 def visible_devices(slices: Iterable[ResourceSlice]) -> dict[DeviceId, SelectableDevice]:
     """Every device of the newest generation of its pool; a device listed twice comes from the first slice."""
-    visible = pools.visible_devices(slices)
-    return dict(sorted((DeviceId(*pool, name), device) for (pool, name), (_, device) in visible.items()))
+    return dict(_visible_by_pool(slices, lambda _: True))
+
+
+def _visible_by_pool(
+    slices: Iterable[ResourceSlice], wanted: Callable[[PoolId], bool]
+) -> Iterator[tuple[DeviceId, SelectableDevice]]:
+    """The visible devices of the wanted pools, sorted; one pool's devices at a time, so that a
+    selection over a hundred thousand devices never holds an index of all of them."""
+    for pool_id, current in sorted(pools.current_slices_by_pool(slices).items()):
+        if not wanted(pool_id):
+            continue
+        devices: dict[str, SelectableDevice] = {}
+        for resource_slice in current:
+            for device in resource_slice.spec.devices:
+                devices.setdefault(device.name, device)
+        for name in sorted(devices):
+            yield DeviceId(*pool_id, name), devices[name]
 
 
 def check_spec(spec: TaintSelectorSpec) -> Invalid | None:
@@ -171,7 +187,12 @@ def select_devices(
 
     selected: list[DeviceId] = []
     total = CostBudget(SELECTION_COST_LIMIT)
-    for device_id, device in visible_devices(slices).items():
+
+    def wanted(pool_id: PoolId) -> bool:
+        driver, pool = pool_id
+        return selection.driver in (None, driver) and selection.pool in (None, pool)
+
+    for device_id, device in _visible_by_pool(slices, wanted):
         if not _matches_names(selection, device_id):
             continue
         prepared = PreparedDevice(device.cel_device(device_id.driver))
