@@ -32,6 +32,7 @@ LIMIT_UNIT := 300
 LIMIT_BIN := 1800
 LIMIT_NODE := 1200
 LIMIT_E2E := 2700
+LIMIT_E2E_WORKLOAD := 900
 
 .PHONY: help
 help: ## list the targets
@@ -85,9 +86,13 @@ constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the
 k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
 	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION)
 
+# The second pass: the PodGroup claims need their gates and API on every component, so their
+# tests get devclusters of their own; those tests use fake nodes only, so no real node starts.
 .PHONY: test-e2e
-test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (started and stopped by pytest)
+test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (started and stopped by pytest), then the workload claims tests on devclusters of their own
 	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
+	timeout $(LIMIT_E2E_WORKLOAD) $(PY) -m pytest -m "e2e and workload_claims and not benchmark" \
+		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
 
 .PHONY: test
 test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests

@@ -10,6 +10,7 @@ orphans. Only the tests about real scheduling use kube-scheduler.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -22,7 +23,9 @@ from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
 T = TypeVar("T")
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
+PODGROUP_API = "/apis/scheduling.k8s.io/v1beta1"
 OUR_MANAGER = "dra-operators-resourceclaim"
+UPSTREAM_MANAGER = "ResourceClaimController"
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 HOLD_FINALIZER = "e2e.dra-operators.test/hold"
@@ -51,6 +54,10 @@ def claims_path(ns: str, name: str = "", sub: str = "") -> str:
 
 def templates_path(ns: str, name: str = "") -> str:
     return _path(f"{RESOURCE_API}/namespaces/{ns}/resourceclaimtemplates", name, "")
+
+
+def podgroups_path(ns: str, name: str = "", sub: str = "") -> str:
+    return _path(f"{PODGROUP_API}/namespaces/{ns}/podgroups", name, sub)
 
 
 def _path(base: str, name: str, sub: str) -> str:
@@ -135,9 +142,11 @@ def pod_body(
     scheduled: bool = False,
     finalizers: Iterable[str] = (),
     extended_resource: str | None = None,
+    group: str | None = None,
 ) -> dict[str, Any]:
     """A pod that never runs. ``scheduled=True`` leaves it to kube-scheduler; otherwise it
-    either bypasses the scheduler (``node_name``) or names a scheduler nobody runs."""
+    either bypasses the scheduler (``node_name``) or names a scheduler nobody runs. ``group``:
+    a member of that PodGroup."""
     entries = [dict(entry) for entry in claims]
     container: dict[str, Any] = {"name": "main", "image": PLACEHOLDER_IMAGE}
     if entries:
@@ -153,10 +162,24 @@ def pod_body(
         spec["nodeName"] = node_name
     elif not scheduled:
         spec["schedulerName"] = NO_SCHEDULER
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
     metadata: dict[str, Any] = {"name": name}
     if finalizers:
         metadata["finalizers"] = list(finalizers)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def podgroup_body(name: str, claims: Iterable[Mapping[str, str]], gang: int | None = None) -> dict[str, Any]:
+    """A PodGroup sharing ``claims`` with its members; basic scheduling unless ``gang`` (its
+    minCount), since a PodGroup must name a policy."""
+    policy: dict[str, Any] = {"gang": {"minCount": gang}} if gang else {"basic": {}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": policy, "resourceClaims": [dict(entry) for entry in claims]},
+    }
 
 
 def allocation(device: str = "dev-0", request: str = "req-0") -> dict[str, Any]:
@@ -167,6 +190,17 @@ def allocation(device: str = "dev-0", request: str = "req-0") -> dict[str, Any]:
 
 def pod_consumer(pod: Mapping[str, Any]) -> dict[str, str]:
     return {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+
+
+def group_consumer(group: Mapping[str, Any]) -> dict[str, str]:
+    """The reservedFor entry of a PodGroup, which kube-scheduler and the controller write once
+    for all members of the group."""
+    return {
+        "apiGroup": "scheduling.k8s.io",
+        "resource": "podgroups",
+        "name": group["metadata"]["name"],
+        "uid": group["metadata"]["uid"],
+    }
 
 
 # -- actions as a user or an admin ------------------------------------------------------------
@@ -180,6 +214,11 @@ def create_pod(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
 def create_claim(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
     claim: dict[str, Any] = api.create(claims_path(ns), body)
     return claim
+
+
+def create_podgroup(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    group: dict[str, Any] = api.create(podgroups_path(ns), body)
+    return group
 
 
 def create_template(api: Kube, ns: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,7 +283,8 @@ def claims(api: Kube, ns: str) -> list[dict[str, Any]]:
 def claims_of_pod(
     api: Kube, ns: str, pod: Mapping[str, Any], entry: str | None = None
 ) -> list[dict[str, Any]]:
-    """Claims controlled by this pod instance, optionally only those for one entry."""
+    """Claims controlled by this pod instance (or PodGroup instance: any owner), optionally only
+    those for one entry."""
     uid = pod["metadata"]["uid"]
     return [
         claim
@@ -257,6 +297,12 @@ def claims_of_pod(
 def claim_statuses(api: Kube, ns: str, name: str) -> list[dict[str, Any]]:
     pod = api.get(pods_path(ns, name))
     statuses: list[dict[str, Any]] = pod.get("status", {}).get("resourceClaimStatuses", [])
+    return statuses
+
+
+def group_claim_statuses(api: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    group = api.get(podgroups_path(ns, name))
+    statuses: list[dict[str, Any]] = (group.get("status") or {}).get("resourceClaimStatuses") or []
     return statuses
 
 
@@ -275,10 +321,14 @@ def finalizers(obj: Mapping[str, Any]) -> list[str]:
 
 
 def pod_events(api: Kube, ns: str, pod: str) -> list[dict[str, Any]]:
+    return object_events(api, ns, "Pod", pod)
+
+
+def object_events(api: Kube, ns: str, kind: str, name: str) -> list[dict[str, Any]]:
     return [
         event
         for event in api.list(f"/api/v1/namespaces/{ns}/events")
-        if event["involvedObject"].get("kind") == "Pod" and event["involvedObject"].get("name") == pod
+        if event["involvedObject"].get("kind") == kind and event["involvedObject"].get("name") == name
     ]
 
 
@@ -304,6 +354,22 @@ def wait_generated(
         return None
 
     return wait_value(done, timeout, f"the claim of {ns}/{pod['metadata']['name']} entry {entry}")
+
+
+def wait_group_claim(
+    api: Kube, ns: str, group: Mapping[str, Any], entry: str, timeout: float = 30
+) -> dict[str, Any]:
+    """The one claim generated for (PodGroup, entry), once the group's status names it."""
+    name = group["metadata"]["name"]
+
+    def done() -> dict[str, Any] | None:
+        found = claims_of_pod(api, ns, group, entry)
+        statuses = {s["name"]: s.get("resourceClaimName") for s in group_claim_statuses(api, ns, name)}
+        if len(found) == 1 and statuses.get(entry) == found[0]["metadata"]["name"]:
+            return found[0]
+        return None
+
+    return wait_value(done, timeout, f"the claim of PodGroup {ns}/{name} entry {entry}")
 
 
 def wait_value(condition: Callable[[], T | None], timeout: float, what: str) -> T:
@@ -333,6 +399,100 @@ def assert_unchanged(read: Callable[[], T], seconds: float, what: str, interval:
     except WaitTimeout:
         return initial
     raise AssertionError(f"{what} changed during the observation window: was {initial!r}, now {read()!r}")
+
+
+# -- end states, for the differential tests --------------------------------------------------
+
+
+def compact(value: Any) -> Any:
+    """Drop empty fields, which one writer may send as [] and another leave out."""
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items() if v not in (None, [], {})}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    return value
+
+
+def controller_fields(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the resourceclaim controller owns of an object, whichever controller it is: the two
+    field managers differ by design, the operation, subresource and fields must not."""
+    return [
+        {"operation": mf.get("operation"), "subresource": mf.get("subresource"), "fields": mf.get("fieldsV1")}
+        for mf in obj["metadata"].get("managedFields", [])
+        if mf.get("manager") in (OUR_MANAGER, UPSTREAM_MANAGER)
+    ]
+
+
+def snapshot(api: Kube, ns: str, podgroups: bool = False) -> dict[str, Any]:
+    """Claims and pod statuses, keyed and cross-referenced by stable names: generated name
+    suffixes, UIDs, timestamps, resource versions and managed fields normalised away.
+    ``podgroups``: also the PodGroups, and the fields the controller manages on them and on pods."""
+    pods = api.list(pods_path(ns))
+    claims = api.list(claims_path(ns))
+    groups = api.list(podgroups_path(ns)) if podgroups else []
+    names: dict[str, str] = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        generate = meta.get("generateName")
+        names[meta["name"]] = f"{generate}<random>" if generate else meta["name"]
+    uids = {p["metadata"]["uid"]: f"<pod {p['metadata']['name']}>" for p in pods}
+    uids |= {c["metadata"]["uid"]: f"<claim {names[c['metadata']['name']]}>" for c in claims}
+    uids |= {g["metadata"]["uid"]: f"<podgroup {g['metadata']['name']}>" for g in groups}
+
+    def consumer(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "uid": uids.get(entry["uid"], entry["uid"])}
+
+    def claim_name(name: str) -> str:
+        # A terminal pod may still name a generated claim that is gone by now.
+        return names.get(name) or re.sub(f"-{GENERATED_SUFFIX}$", "-<random>", name)
+
+    def recorded(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {**s, "resourceClaimName": claim_name(s["resourceClaimName"])}
+            if s.get("resourceClaimName")
+            else s
+            for s in statuses
+        ]
+
+    state_claims = {}
+    for claim in claims:
+        meta = claim["metadata"]
+        status = dict(claim.get("status") or {})
+        status["reservedFor"] = [consumer(e) for e in status.get("reservedFor") or []]
+        state_claims[names[meta["name"]]] = {
+            "generateName": meta.get("generateName"),
+            "labels": meta.get("labels"),
+            "annotations": meta.get("annotations"),
+            "finalizers": meta.get("finalizers"),
+            "deleting": "deletionTimestamp" in meta,
+            "ownerReferences": [consumer(o) for o in meta.get("ownerReferences", [])],
+            "spec": claim["spec"],
+            "status": status,
+        }
+    state_pods = {}
+    for pod in pods:
+        status = pod.get("status", {})
+        state_pods[pod["metadata"]["name"]] = {
+            "phase": status.get("phase"),
+            "resourceClaimStatuses": recorded(status.get("resourceClaimStatuses", [])),
+            "extendedResourceClaimStatus": status.get("extendedResourceClaimStatus"),
+        }
+        if podgroups:
+            state_pods[pod["metadata"]["name"]]["controller"] = controller_fields(pod)
+    state: dict[str, Any] = {"claims": state_claims, "pods": state_pods}
+    if podgroups:
+        state["podgroups"] = {}
+        for group in groups:
+            statuses = (group.get("status") or {}).get("resourceClaimStatuses") or []
+            state["podgroups"][group["metadata"]["name"]] = {
+                "finalizers": group["metadata"].get("finalizers"),
+                "deleting": "deletionTimestamp" in group["metadata"],
+                "resourceClaims": group["spec"].get("resourceClaims"),
+                "resourceClaimStatuses": recorded(statuses),
+                "controller": controller_fields(group),
+            }
+    compacted: dict[str, Any] = compact(state)
+    return compacted
 
 
 # -- metrics ----------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from e2e.resourceclaim.scenarios import (
     s27_allocated_unused,
     s27_check,
 )
-from e2e.resourceclaim.support import assert_unchanged, claims_path, pods_path
+from e2e.resourceclaim.support import assert_unchanged, snapshot
 from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = pytest.mark.differential
@@ -75,65 +75,6 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
     finally:
         cleanup_namespace(api, ns)
         delete_fake_node(api, node)
-
-
-def _compact(value: Any) -> Any:
-    """Drop empty fields, which one writer may send as [] and another leave out."""
-    if isinstance(value, dict):
-        return {k: _compact(v) for k, v in value.items() if v not in (None, [], {})}
-    if isinstance(value, list):
-        return [_compact(v) for v in value]
-    return value
-
-
-def snapshot(api: Kube, ns: str) -> dict[str, Any]:
-    """Claims and pod statuses, keyed and cross-referenced by stable names."""
-    pods = api.list(pods_path(ns))
-    claims = api.list(claims_path(ns))
-    names: dict[str, str] = {}
-    for claim in claims:
-        meta = claim["metadata"]
-        generate = meta.get("generateName")
-        names[meta["name"]] = f"{generate}<random>" if generate else meta["name"]
-    uids = {p["metadata"]["uid"]: f"<pod {p['metadata']['name']}>" for p in pods}
-    uids |= {c["metadata"]["uid"]: f"<claim {names[c['metadata']['name']]}>" for c in claims}
-
-    def consumer(entry: dict[str, Any]) -> dict[str, Any]:
-        return {**entry, "uid": uids.get(entry["uid"], entry["uid"])}
-
-    state_claims = {}
-    for claim in claims:
-        meta = claim["metadata"]
-        status = dict(claim.get("status") or {})
-        status["reservedFor"] = [consumer(e) for e in status.get("reservedFor") or []]
-        state_claims[names[meta["name"]]] = {
-            "generateName": meta.get("generateName"),
-            "labels": meta.get("labels"),
-            "annotations": meta.get("annotations"),
-            "finalizers": meta.get("finalizers"),
-            "deleting": "deletionTimestamp" in meta,
-            "ownerReferences": [consumer(o) for o in meta.get("ownerReferences", [])],
-            "spec": claim["spec"],
-            "status": status,
-        }
-    state_pods = {}
-    for pod in pods:
-        status = pod.get("status", {})
-        state_pods[pod["metadata"]["name"]] = {
-            "phase": status.get("phase"),
-            "resourceClaimStatuses": [
-                {
-                    **s,
-                    "resourceClaimName": names.get(
-                        s.get("resourceClaimName", ""), s.get("resourceClaimName")
-                    ),
-                }
-                for s in status.get("resourceClaimStatuses", [])
-            ],
-            "extendedResourceClaimStatus": status.get("extendedResourceClaimStatus"),
-        }
-    compacted: dict[str, Any] = _compact({"claims": state_claims, "pods": state_pods})
-    return compacted
 
 
 def test_same_claims_and_pod_statuses_as_upstream(

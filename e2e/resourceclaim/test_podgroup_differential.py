@@ -1,0 +1,91 @@
+"""Differential test of PodGroup ResourceClaims (KEP-5729): our operator against upstream 1.37's
+in-tree resourceclaim controller, both clusters with the workload claims option.
+
+The scenarios of ``scenarios_podgroup.py`` run once in the default cluster with our operator
+(under its own ServiceAccount) and once in an upstream-mode cluster, at the same time. After
+both settle, the claims, PodGroups, pod statuses and the Events on PodGroups are compared, with
+generated name suffixes, UIDs, timestamps and the two controllers' field managers normalised
+away. The group status apply is expected to differ only where a sync adds an entry to a status
+that has others (upstream sends the new entries alone); no scenario here does that.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from e2e import harness
+from e2e.cluster.nodes import create_fake_node, delete_fake_node
+from e2e.kube import Kube
+from e2e.resourceclaim.scenarios import TIMEOUT, Ctx
+from e2e.resourceclaim.scenarios_podgroup import (
+    group_deletion,
+    group_direct_claim,
+    group_late_template,
+    group_late_template_created,
+    group_member_finishes,
+    group_template_claims,
+)
+from e2e.resourceclaim.support import assert_unchanged, snapshot
+from e2e.support import cleanup_namespace, make_namespace
+
+pytestmark = [pytest.mark.differential, pytest.mark.workload_claims]
+
+SETTLE = 5.0
+
+
+def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Run the scenario set in a fresh namespace and return its normalised end state."""
+    ns = make_namespace(api, request)
+    node = f"node-{ns}"
+    create_fake_node(api, node)
+    try:
+        ctx = Ctx(api, ns, node)
+        group_template_claims(ctx)
+        # The late template's group retries with backoff while the other scenarios run.
+        late = group_late_template(ctx)
+        group_direct_claim(ctx)
+        group_member_finishes(ctx)
+        group_deletion(ctx)
+        group_late_template_created(ctx, late, within=TIMEOUT)
+        state = assert_unchanged(
+            lambda: snapshot(api, ns, podgroups=True), SETTLE, f"the scenarios' end state in {ns}"
+        )
+        # A set: how a retried Event is counted (one object or several) is the recorder's business.
+        state["podgroup_events"] = sorted(
+            {
+                (e["type"], e["reason"], e["involvedObject"]["name"], e["message"])
+                for e in api.list(f"/api/v1/namespaces/{ns}/events")
+                if e["involvedObject"].get("kind") == "PodGroup"
+            }
+        )
+        return state
+    finally:
+        cleanup_namespace(api, ns)
+        delete_fake_node(api, node)
+
+
+def test_same_podgroup_claims_and_statuses_as_upstream(
+    api: Kube,
+    upstream_cluster: harness.Cluster,
+    upstream_api: Kube,
+    operator: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    assert upstream_cluster.mode == "upstream-dra"
+    with operator("resourceclaim") as ours_running, ThreadPoolExecutor(2) as pool:
+        ours_future = pool.submit(run_scenario_set, api, request)
+        theirs_future = pool.submit(run_scenario_set, upstream_api, request)
+        ours, theirs = ours_future.result(), theirs_future.result()
+        assert ours_running.ready()
+    for kind in ("claims", "podgroups", "pods"):
+        assert set(ours[kind]) == set(theirs[kind]), kind
+        for name in ours[kind]:
+            assert ours[kind][name] == theirs[kind][name], f"{kind} {name}"
+    assert ours["podgroup_events"] == theirs["podgroup_events"]
+    # The deleted group's generated claim is gone; the others of both kinds are there.
+    assert {"pg-gpu-<random>", "pg-m1-nic-<random>", "pgd-shared", "pgx-shared"} <= set(ours["claims"])
+    assert not [name for name in ours["claims"] if name.startswith("pgx-gpu-")]
+    assert set(ours["podgroups"]) == {"pg", "pgd", "pgf", "pgl"}
