@@ -1,5 +1,6 @@
 """PodGroup ResourceClaims (KEP-5729) with our operator: the real kube-scheduler binds a group's
-members with the group's claim, and the claims survive SIGKILLs of the operator.
+members with the group's claim, the claims survive SIGKILLs of the operator, and the option
+that turns them off keeps the behaviour from before.
 
 The scenarios compared with the in-tree controller are in ``test_podgroup_differential.py``.
 """
@@ -13,30 +14,39 @@ from typing import Any
 import pytest
 
 from e2e.cluster.nodes import make_devices
+from e2e.harness import metric
 from e2e.kube import Kube, wait_for
 from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,
+    FAILED_CREATION,
     POD_CLAIM_NAME,
+    claim_body,
     claim_statuses,
     claims,
     claims_of_pod,
     claims_path,
+    create_claim,
     create_pod,
     create_podgroup,
     create_template,
+    group_claim_statuses,
     group_consumer,
     pod_body,
+    pod_events,
     podgroup_body,
     podgroups_path,
     pods_path,
     template_body,
     template_entry,
+    wait_generated,
     wait_group_claim,
 )
 
 pytestmark = pytest.mark.workload_claims
 
 GROUPS = 50
+CREATES = "dra_operators_resourceclaim_creates_total"
+GROUP_OWNER = {"owner_api_group": "scheduling.k8s.io", "owner_api_kind": "PodGroup"}
 
 
 def test_scheduler_binds_members_with_the_group_claim(
@@ -60,7 +70,7 @@ def test_scheduler_binds_members_with_the_group_claim(
     create_template(api, namespace, template_body("gpu-tmpl", device_class=cls))
     entry = template_entry("gpu", "gpu-tmpl")
 
-    with operator("resourceclaim"):
+    with operator("resourceclaim") as op:
         group = create_podgroup(api, namespace, podgroup_body("pg", [entry], gang=2))
         pods = [
             create_pod(api, namespace, pod_body(name, [entry], scheduled=True, group="pg"))
@@ -73,6 +83,9 @@ def test_scheduler_binds_members_with_the_group_claim(
             return current if all(_bound_to(p, node) for p in current) else None
 
         wait_for(bound, 60, "both members to be bound to the fake node")
+        # One create for the whole group, labelled with its owner as upstream's counter is.
+        labels = {"status": "success", "admin_access": "false", **GROUP_OWNER}
+        assert metric(op.metrics(), CREATES, **labels) == 1
 
     claim = api.get(claims_path(namespace, name))
     results = claim["status"]["allocation"]["devices"]["results"]
@@ -171,3 +184,55 @@ def _assert_one_claim_each(api: Kube, ns: str, groups: list[dict[str, Any]]) -> 
             mismatched.append((name, recorded, owned[0]))
     assert (missing, duplicated, mismatched) == ([], [], []), "missing, duplicated, mismatched claims"
     assert sum(len(v) for v in by_owner.values()) == GROUPS
+
+
+def test_workload_claims_off_handles_members_one_by_one(
+    api: Kube, namespace: str, operator: Callable[..., Any]
+) -> None:
+    """``--workload-claims=off`` keeps the behaviour from before PodGroup claims, on a cluster that
+    has them: a member's entry becomes a claim of the pod, the group gets none, and a claim the
+    group owns that a member records is refused with the Event of spec scenario 31."""
+    create_template(api, namespace, template_body("gpu-tmpl"))
+    entry = template_entry("gpu", "gpu-tmpl")
+    group = create_podgroup(api, namespace, podgroup_body("pg", [entry]))
+    # What the in-tree controller leaves behind: the group's claim, recorded by a member.
+    owned = claim_body("pg-gpu-before", annotations={POD_CLAIM_NAME: "gpu"})
+    owned["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "name": "pg",
+            "uid": group["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    create_claim(api, namespace, owned)
+    recorded = create_pod(api, namespace, pod_body("recorded", [entry], group="pg"))
+    api.patch(
+        pods_path(namespace, "recorded", "status"),
+        {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "pg-gpu-before"}]}},
+    )
+    refused = (
+        f"PodResourceClaim gpu: ResourceClaim {namespace}/pg-gpu-before is controlled by PodGroup pg, "
+        "PodGroup ResourceClaims are not supported"
+    )
+
+    with operator("resourceclaim", extra_args=("--workload-claims=off",)):
+        fresh = create_pod(api, namespace, pod_body("fresh", [entry], group="pg"))
+        claim = wait_generated(api, namespace, fresh, "gpu")
+        assert claim["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+        wait_for(
+            lambda: [
+                e
+                for e in pod_events(api, namespace, "recorded")
+                if e["reason"] == FAILED_CREATION and e["message"] == refused
+            ],
+            30,
+            "the Event refusing the recorded PodGroup claim",
+        )
+    assert [c["metadata"]["name"] for c in claims_of_pod(api, namespace, group)] == ["pg-gpu-before"]
+    assert group_claim_statuses(api, namespace, "pg") == []
+    assert claims_of_pod(api, namespace, recorded) == []
+    assert claim_statuses(api, namespace, "recorded") == [
+        {"name": "gpu", "resourceClaimName": "pg-gpu-before"}
+    ]
