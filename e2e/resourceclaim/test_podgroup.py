@@ -45,6 +45,7 @@ from e2e.resourceclaim.support import (
 pytestmark = pytest.mark.workload_claims
 
 GROUPS = 50
+PACED = ("--kube-api-qps=20", "--kube-api-burst=1")
 CREATES = "dra_operators_resourceclaim_creates_total"
 GROUP_OWNER = {"owner_api_group": "scheduling.k8s.io", "owner_api_kind": "PodGroup"}
 
@@ -61,7 +62,13 @@ def test_scheduler_binds_members_with_the_group_claim(
 ) -> None:
     """A gang of two on a fake node with two devices: both members are bound with the one
     claim our operator generated for the group, which kube-scheduler allocates and reserves
-    for the group, not for each member."""
+    for the group, not for each member.
+
+    Binding is read from spec.nodeName alone: both members of the gang carry the pending
+    allocation into PreBind, and in about a third of the runs the second one fails with "got
+    allocated elsewhere in the meantime" and is bound on its retry, while the status write of
+    the failed attempt (PodScheduled False, SchedulerError) lands after the binding; with no
+    kubelet on the fake node, nothing sets the condition again."""
     node = unique_name("node")
     fake_node(node)
     cls = unique_name("class")
@@ -80,7 +87,7 @@ def test_scheduler_binds_members_with_the_group_claim(
 
         def bound() -> list[dict[str, Any]] | None:
             current = [api.get(pods_path(namespace, p["metadata"]["name"])) for p in pods]
-            return current if all(_bound_to(p, node) for p in current) else None
+            return current if all(p["spec"].get("nodeName") == node for p in current) else None
 
         wait_for(bound, 60, "both members to be bound to the fake node")
         # One create for the whole group, labelled with its owner as upstream's counter is.
@@ -100,19 +107,15 @@ def test_scheduler_binds_members_with_the_group_claim(
     assert [c["metadata"]["name"] for c in claims(api, namespace)] == [name]
 
 
-def _bound_to(pod: dict[str, Any], node: str) -> bool:
-    conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-    return pod["spec"].get("nodeName") == node and conditions.get("PodScheduled") == "True"
-
-
 def test_sigkill_while_creating_group_claims(api: Kube, namespace: str, operator: Callable[..., Any]) -> None:
     """50 PodGroups of one template entry and one member each; the operator is SIGKILLed at
     about a third and two thirds of the claims and restarted each time. In the end each group
     has exactly one claim, its status names it, and so does its member's.
 
-    The operator keeps its default client rate (kube-controller-manager's): it spreads the
-    three writes per group over seconds, where unthrottled it would finish 50 groups between
-    two polls of the test."""
+    The operator runs at kube-controller-manager's client rate without its burst: three writes
+    per group at 20 a second spread the 50 groups over seconds, where unthrottled (or with the
+    burst of 30 a restarted operator starts with) whole tens of claims come between two polls
+    of the test."""
     create_template(api, namespace, template_body("gpu-tmpl"))
     entry = template_entry("gpu", "gpu-tmpl")
     names = [f"g-{i}" for i in range(GROUPS)]
@@ -126,17 +129,17 @@ def test_sigkill_while_creating_group_claims(api: Kube, namespace: str, operator
         return len(claims(api, namespace))
 
     with ThreadPoolExecutor(8) as pool:
-        with operator("resourceclaim") as first:
+        with operator("resourceclaim", extra_args=PACED) as first:
             creations = [pool.submit(create, name) for name in names]
             wait_for(lambda: count() >= GROUPS / 3, 60, "a third of the claims", interval=0.1)
             first.kill()
             at_first_kill = count()
         groups = [future.result() for future in creations]
-    with operator("resourceclaim") as second:
+    with operator("resourceclaim", extra_args=PACED) as second:
         wait_for(lambda: count() >= 2 * GROUPS / 3, 60, "two thirds of the claims", interval=0.1)
         second.kill()
         at_second_kill = count()
-    with operator("resourceclaim") as third:
+    with operator("resourceclaim", extra_args=PACED) as third:
         wait_for(
             lambda: all(_recorded(api, namespace, name) for name in names),
             90,
