@@ -65,10 +65,11 @@ def test_scheduler_binds_members_with_the_group_claim(
     for the group, not for each member.
 
     Binding is read from spec.nodeName alone: both members of the gang carry the pending
-    allocation into PreBind, and in about a third of the runs the second one fails with "got
-    allocated elsewhere in the meantime" and is bound on its retry, while the status write of
-    the failed attempt (PodScheduled False, SchedulerError) lands after the binding; with no
-    kubelet on the fake node, nothing sets the condition again."""
+    allocation into PreBind, the second one's fails with "got allocated elsewhere in the
+    meantime" (in every run, with the in-tree controller as with ours) and the member is bound
+    on its retry; in about a third of the runs the failed attempt's status write (PodScheduled
+    False, SchedulerError) lands after the binding, and with no kubelet on the fake node
+    nothing sets the condition again."""
     node = unique_name("node")
     fake_node(node)
     cls = unique_name("class")
