@@ -17,6 +17,7 @@ from e2e.cluster.nodes import make_devices
 from e2e.harness import metric
 from e2e.kube import Kube, wait_for
 from e2e.resourceclaim.support import (
+    CREATES,
     DELETE_PROTECTION_FINALIZER,
     FAILED_CREATION,
     POD_CLAIM_NAME,
@@ -46,7 +47,6 @@ pytestmark = pytest.mark.workload_claims
 
 GROUPS = 50
 PACED = ("--kube-api-qps=20", "--kube-api-burst=1")
-CREATES = "dra_operators_resourceclaim_creates_total"
 GROUP_OWNER = {"owner_api_group": "scheduling.k8s.io", "owner_api_kind": "PodGroup"}
 
 

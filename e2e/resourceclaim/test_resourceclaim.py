@@ -50,10 +50,12 @@ from e2e.resourceclaim.scenarios import (
     s27_check,
 )
 from e2e.resourceclaim.support import (
+    CREATES,
     DELETE_PROTECTION_FINALIZER,
     FAILED_CREATION,
     GENERATED_SUFFIX,
     OUR_MANAGER,
+    POD_OWNER,
     ObjectHistory,
     allocate,
     assert_no_foreign_state,
@@ -83,8 +85,6 @@ from e2e.resourceclaim.support import (
 )
 from e2e.support import Tracker, cleanup_namespace, make_namespace
 
-CREATES = "dra_operators_resourceclaim_creates_total"
-POD_OWNER = {"owner_api_group": "", "owner_api_kind": "Pod"}
 LATE_TEMPLATE_AFTER = 60.0
 QUIET_PERIOD = 30.0
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
