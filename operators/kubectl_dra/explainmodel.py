@@ -150,13 +150,35 @@ def _in_use(snapshot: Snapshot, besides: Key) -> dict[tuple[str, str, str], Key]
     return used
 
 
-def _rule_taints(snapshot: Snapshot, device: _Device) -> list[DeviceTaint]:
-    taints = []
-    for body in snapshot.rules:
-        rule = DeviceTaintRule.model_validate(body)
-        if selector_matches(rule.spec.device_selector, device.driver, device.pool, device.name):
-            taints.append(rule.spec.taint)
-    return taints
+@dataclass(frozen=True)
+class _Published:
+    """What every request of one claim is measured against, read once per claim: the devices, who
+    holds which, the counters those holders leave, and the DeviceTaintRules."""
+
+    devices: Sequence[_Device]
+    used: Mapping[tuple[str, str, str], Key]
+    remaining: Mapping[CounterKey, Mapping[str, Quantity]]
+    rules: Sequence[DeviceTaintRule]
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, besides: Key) -> _Published:
+        devices, counters = _devices(snapshot.slices)
+        used = _in_use(snapshot, besides)
+        remaining = {name: dict(values) for name, values in counters.items()}
+        for device in devices:
+            if (device.driver, device.pool, device.name) in used:
+                _charge(remaining, device)
+        rules = [DeviceTaintRule.model_validate(body) for body in snapshot.rules]
+        return cls(devices, used, remaining, rules)
+
+    def taints(self, device: _Device) -> list[DeviceTaint]:
+        """The device's own taints and those DeviceTaintRules give it."""
+        by_rules = [
+            rule.spec.taint
+            for rule in self.rules
+            if selector_matches(rule.spec.device_selector, device.driver, device.pool, device.name)
+        ]
+        return [*device.device.taints, *by_rules]
 
 
 def _pods_using(snapshot: Snapshot, namespace: str, claim_name: str) -> list[str]:
@@ -193,13 +215,7 @@ def _expressions(selectors: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str((s.get("cel") or {}).get("expression", "")) for s in selectors if s.get("cel")]
 
 
-def _explain_request(
-    snapshot: Snapshot,
-    key: Key,
-    request: Mapping[str, Any],
-    devices: Sequence[_Device],
-    counters: Mapping[CounterKey, Mapping[str, Quantity]],
-) -> _Tally:
+def _explain_request(snapshot: Snapshot, request: Mapping[str, Any], published: _Published) -> _Tally:
     tally = _Tally()
     class_name = str(request.get("deviceClassName") or "")
     device_class = snapshot.classes.get(class_name)
@@ -218,12 +234,7 @@ def _explain_request(
         tally.error = f"a selector does not compile: {err}"
         return tally
     tolerations = [DeviceToleration.model_validate(t) for t in request.get("tolerations") or []]
-    used = _in_use(snapshot, key)
-    remaining = {name: dict(values) for name, values in counters.items()}
-    for candidate in devices:
-        if (candidate.driver, candidate.pool, candidate.name) in used:
-            _charge(remaining, candidate)
-    for candidate in devices:
+    for candidate in published.devices:
         prepared = PreparedDevice(candidate.device.cel_device(candidate.driver))
         try:
             if not all(expression.matches(prepared) for expression in compiled):
@@ -231,16 +242,17 @@ def _explain_request(
         except CelError:
             continue
         tally.matching += 1
-        owner = used.get((candidate.driver, candidate.pool, candidate.name))
+        owner = published.used.get((candidate.driver, candidate.pool, candidate.name))
         if owner is not None and not candidate.device.allow_multiple_allocations:
             tally.in_use[candidate.ref] = f"{owner[0]}/{owner[1]}"
             continue
-        taints = [*candidate.device.taints, *_rule_taints(snapshot, candidate)]
+        taints = published.taints(candidate)
         if taint_prevents_allocation(taints, tolerations):
-            blocking = [t for t in taints if t.effect in ("NoSchedule", "NoExecute")]
+            # Only the taints that keep the request away, as the allocator judges them.
+            blocking = [t for t in taints if taint_prevents_allocation((t,), tolerations)]
             tally.tainted[candidate.ref] = ", ".join(f"{t.key}={t.value}:{t.effect}" for t in blocking)
             continue
-        if not _fits(remaining, candidate):
+        if not _fits(published.remaining, candidate):
             tally.no_counters.append(candidate.ref)
             continue
         tally.free.append(candidate.ref)
@@ -270,7 +282,7 @@ def _fits(remaining: Mapping[CounterKey, Mapping[str, Quantity]], device: _Devic
 
 
 def _request_findings(snapshot: Snapshot, claim: Mapping[str, Any], key: Key, source: str) -> list[Finding]:
-    devices, counters = _devices(snapshot.slices)
+    published = _Published.of(snapshot, key)
     findings = []
     requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
     for index, request in enumerate(requests):
@@ -281,7 +293,7 @@ def _request_findings(snapshot: Snapshot, claim: Mapping[str, Any], key: Key, so
         ]
         for label, body in alternatives:
             path = f"{source} .spec.devices.requests[{index}].{label.split(' ')[0]}"
-            tally = _explain_request(snapshot, key, body, devices, counters)
+            tally = _explain_request(snapshot, body, published)
             name = request.get("name")
             if tally.error:
                 findings.append(Finding(f"request {name} ({label}): {tally.error}.", path))
