@@ -23,6 +23,7 @@ from e2e.resourceclaim.support import (
     HOLD_FINALIZER,
     POD_CLAIM_NAME,
     allocate,
+    assert_generated_claim,
     assert_unchanged,
     claim_body,
     claim_statuses,
@@ -44,7 +45,6 @@ from e2e.resourceclaim.support import (
     set_phase,
     template_body,
     template_entry,
-    templates_path,
     update_claim_status,
     wait_claim,
     wait_generated,
@@ -90,23 +90,8 @@ def s01_create(ctx: Ctx) -> tuple[dict[str, Any], dict[str, Any]]:
     common_template(ctx)
     pod = create_pod(ctx.api, ctx.ns, pod_body("my-pod", [template_entry("gpu", "gpu-tmpl")]))
     claim = wait_generated(ctx.api, ctx.ns, pod, "gpu")
+    assert_generated_claim(ctx.api, ctx.ns, claim, pod, "my-pod-gpu-")
     meta = claim["metadata"]
-    assert re.fullmatch(f"my-pod-gpu-{GENERATED_SUFFIX}", meta["name"]), meta["name"]
-    assert meta["generateName"] == "my-pod-gpu-"
-    assert meta["ownerReferences"] == [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": "my-pod",
-            "uid": pod["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
-    assert meta["annotations"] == {"note": "x", POD_CLAIM_NAME: "gpu"}
-    assert meta["labels"] == {"app": "demo"}
-    assert not meta.get("finalizers")
-    template = ctx.api.get(templates_path(ctx.ns, "gpu-tmpl"))
-    assert claim["spec"] == template["spec"]["spec"]
     assert claim_statuses(ctx.api, ctx.ns, "my-pod") == [{"name": "gpu", "resourceClaimName": meta["name"]}]
     assert len(claims_of_pod(ctx.api, ctx.ns, pod)) == 1
     return pod, claim

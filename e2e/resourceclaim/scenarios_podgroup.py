@@ -18,8 +18,8 @@ from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,
     FAILED_CREATION,
     GENERATED_SUFFIX,
-    POD_CLAIM_NAME,
     allocate,
+    assert_generated_claim,
     assert_unchanged,
     claim_statuses,
     claims_of_pod,
@@ -39,7 +39,6 @@ from e2e.resourceclaim.support import (
     reserved_for,
     set_phase,
     template_entry,
-    templates_path,
     wait_claim,
     wait_generated,
     wait_group_claim,
@@ -103,23 +102,8 @@ def group_template_claims(ctx: Ctx) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     (m2,) = members(ctx, "pg", ["pg-m2"], [template_entry("gpu", "gpu-tmpl")])
     claim = wait_group_claim(ctx.api, ctx.ns, group, "gpu")
+    assert_generated_claim(ctx.api, ctx.ns, claim, group, "pg-gpu-")
     meta = claim["metadata"]
-    assert re.fullmatch(f"pg-gpu-{GENERATED_SUFFIX}", meta["name"]), meta["name"]
-    assert meta["generateName"] == "pg-gpu-"
-    assert meta["ownerReferences"] == [
-        {
-            "apiVersion": "scheduling.k8s.io/v1beta1",
-            "kind": "PodGroup",
-            "name": "pg",
-            "uid": group["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
-    assert meta["annotations"] == {"note": "x", POD_CLAIM_NAME: "gpu"}
-    assert meta["labels"] == {"app": "demo"}
-    assert not meta.get("finalizers")
-    template = ctx.api.get(templates_path(ctx.ns, "gpu-tmpl"))
-    assert claim["spec"] == template["spec"]["spec"]
     assert group_claim_statuses(ctx.api, ctx.ns, "pg") == [{"name": "gpu", "resourceClaimName": meta["name"]}]
 
     nic = wait_generated(ctx.api, ctx.ns, m1, "nic")

@@ -14,6 +14,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from e2e import harness
@@ -641,3 +642,43 @@ def assert_exactly_one_claim_each(api: Kube, namespace: str, names: list[str]) -
     for pod in api.list(f"/api/v1/namespaces/{namespace}/pods"):
         recorded = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
         assert recorded == claims[pod["metadata"]["name"]][0]
+
+
+def assert_generated_claim(
+    api: Kube, ns: str, claim: Mapping[str, Any], owner: Mapping[str, Any], generate_name: str
+) -> None:
+    """A claim generated from ``gpu-tmpl`` (template scenario fixture) for ``owner``, a pod or a
+    PodGroup: its name, its one controller reference, the template's labels, annotations and spec
+    plus the entry annotation, and no finalizer."""
+    meta = claim["metadata"]
+    assert re.fullmatch(re.escape(generate_name) + GENERATED_SUFFIX, meta["name"]), meta["name"]
+    assert meta["generateName"] == generate_name
+    kind = owner["kind"]
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": kind,
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    entry = generate_name.removeprefix(owner["metadata"]["name"] + "-").removesuffix("-")
+    assert meta["annotations"] == {"note": "x", POD_CLAIM_NAME: entry}
+    assert meta["labels"] == {"app": "demo"}
+    assert not meta.get("finalizers")
+    template = api.get(templates_path(ns, "gpu-tmpl"))
+    assert claim["spec"] == template["spec"]["spec"]
+
+
+def on_both_sides(
+    operator: Callable[..., Any], run: Callable[[Kube], T], ours: Kube, theirs: Kube
+) -> tuple[T, T]:
+    """The same scenario set on our operator's cluster and on the upstream-mode one, at the same
+    time; our operator runs under its own ServiceAccount and is still ready at the end."""
+    with operator("resourceclaim") as running, ThreadPoolExecutor(2) as pool:
+        ours_future = pool.submit(run, ours)
+        theirs_future = pool.submit(run, theirs)
+        results = ours_future.result(), theirs_future.result()
+        assert running.ready()
+    return results

@@ -11,7 +11,6 @@ that has others (upstream sends the new entries alone); no scenario here does th
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from e2e.resourceclaim.scenarios_podgroup import (
     group_member_finishes,
     group_template_claims,
 )
-from e2e.resourceclaim.support import assert_unchanged, snapshot
+from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
 from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.workload_claims]
@@ -75,11 +74,7 @@ def test_same_podgroup_claims_and_statuses_as_upstream(
     request: pytest.FixtureRequest,
 ) -> None:
     assert upstream_cluster.mode == "upstream-dra"
-    with operator("resourceclaim") as ours_running, ThreadPoolExecutor(2) as pool:
-        ours_future = pool.submit(run_scenario_set, api, request)
-        theirs_future = pool.submit(run_scenario_set, upstream_api, request)
-        ours, theirs = ours_future.result(), theirs_future.result()
-        assert ours_running.ready()
+    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
     for kind in ("claims", "podgroups", "pods"):
         assert set(ours[kind]) == set(theirs[kind]), kind
         for name in ours[kind]:

@@ -10,7 +10,6 @@ Scenarios 15 and 16 are left out: the spec expects them to differ (section 14, r
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -37,7 +36,7 @@ from e2e.resourceclaim.scenarios import (
     s27_allocated_unused,
     s27_check,
 )
-from e2e.resourceclaim.support import assert_unchanged, snapshot
+from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
 from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = pytest.mark.differential
@@ -85,11 +84,7 @@ def test_same_claims_and_pod_statuses_as_upstream(
     request: pytest.FixtureRequest,
 ) -> None:
     assert upstream_cluster.mode == "upstream-dra"
-    with operator("resourceclaim") as ours_running, ThreadPoolExecutor(2) as pool:
-        ours_future = pool.submit(run_scenario_set, api, request)
-        theirs_future = pool.submit(run_scenario_set, upstream_api, request)
-        ours, theirs = ours_future.result(), theirs_future.result()
-        assert ours_running.ready()
+    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
     assert set(ours["claims"]) == set(theirs["claims"])
     assert set(ours["pods"]) == set(theirs["pods"])
     for name in ours["claims"]:
