@@ -17,6 +17,7 @@ from typing import Any
 
 from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
+from operators.core.conditions import find
 from operators.core.discovery import ServedResource
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
@@ -72,10 +73,8 @@ async def selectors_api(session: Session, required: bool) -> ServedResource | No
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return dict(condition)
-    return None
+    found = find((obj.get("status") or {}).get("conditions"), kind)
+    return dict(found) if found is not None else None
 
 
 def _current(obj: dict[str, Any], condition: dict[str, Any] | None) -> bool:
