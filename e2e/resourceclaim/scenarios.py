@@ -10,19 +10,22 @@ in the tests.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from e2e.kube import Kube, wait_for
+from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,
+    DRIVER,
     EXTENDED_CLAIM,
     FAILED_CREATION,
     GENERATED_SUFFIX,
     HOLD_FINALIZER,
     POD_CLAIM_NAME,
     allocate,
+    allocation,
     assert_generated_claim,
     assert_unchanged,
     claim_body,
@@ -50,6 +53,7 @@ from e2e.resourceclaim.support import (
     wait_generated,
     wait_value,
 )
+from operators.core import protowire
 
 TIMEOUT = 30.0
 MISSING_TEMPLATE_MESSAGE = (
@@ -59,6 +63,16 @@ MISSING_TEMPLATE_MESSAGE = (
 WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "0000-widget"}
 POD_GROUP = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "0000-podgroup"}
 GHOST = {"resource": "pods", "name": "ghost", "uid": "0000-ghost"}
+# Opaque parameters as clients store them, byte for byte: a Go client's (what the JSON of any
+# client becomes once it passed Go's encoder), and forms that Go's encoder would write otherwise
+# (Python's default separators, unsorted keys, HTML characters, non-ASCII, a float's own literal).
+RAW_PARAMETERS = {
+    "go": '{"a":"b"}',
+    "spaced": '{"b": 1, "a": "x"}',
+    "html": '{"cmd":"a<b && c>d"}',
+    "unicode": '{"name":"é"}',
+    "float": '{"ratio":1.50,"small":1e-7}',
+}
 
 
 @dataclass
@@ -240,6 +254,69 @@ def s17_18_shared_claim(ctx: Ctx) -> None:
     )
     assert reserved_for(claim) == []
     assert not is_allocated(claim)
+
+
+def _with_raw_parameters(body: dict[str, Any], parameters: str) -> str:
+    """``body`` as JSON text with ``parameters`` as the one opaque configuration, as written."""
+    return json.dumps(body, separators=(",", ":")).replace('"@parameters@"', parameters)
+
+
+def _opaque(where: dict[str, Any], **extra: Any) -> None:
+    where["config"] = [{"opaque": {"driver": DRIVER, "parameters": "@parameters@"}, **extra}]
+
+
+def s29_raw_parameters(ctx: Ctx, form: str) -> None:
+    """A user's claim with opaque parameters stored in ``form`` (RAW_PARAMETERS): reserved for
+    two pods, released by one, deleted while the other still uses it, and released, deallocated
+    and gone when that one goes. kube-apiserver compares the stored parameters byte for byte."""
+    name = f"raw-{form}"
+    parameters = RAW_PARAMETERS[form]
+    claim = claim_body(name, finalizer=True)
+    _opaque(claim["spec"]["devices"])
+    ctx.api.request("POST", claims_path(ctx.ns), body=_with_raw_parameters(claim, parameters))
+    stored = ctx.api.get(claims_path(ctx.ns, name))
+    status = {"allocation": allocation()}
+    _opaque(status["allocation"]["devices"], source="FromClaim", requests=["req-0"])
+    ctx.api.request(
+        "PUT",
+        claims_path(ctx.ns, name, "status"),
+        body=_with_raw_parameters({**stored, "status": status}, parameters),
+    )
+    first = create_pod(ctx.api, ctx.ns, pod_body(f"{name}-1", [named_entry("gpu", name)], node_name=ctx.node))
+    second = create_pod(
+        ctx.api, ctx.ns, pod_body(f"{name}-2", [named_entry("gpu", name)], node_name=ctx.node)
+    )
+    both = sorted([pod_consumer(first), pod_consumer(second)], key=str)
+    wait_claim(
+        ctx.api, ctx.ns, name, lambda c: sorted(reserved_for(c), key=str) == both, f"{name} reserved twice"
+    )
+
+    delete_pod_now(ctx.api, ctx.ns, f"{name}-2")
+    claim = wait_claim(ctx.api, ctx.ns, name, lambda c: reserved_for(c) == [pod_consumer(first)], "one left")
+    assert is_allocated(claim), f"{name} must stay allocated while its first pod uses it"
+
+    ctx.api.delete(claims_path(ctx.ns, name))
+    claim = wait_claim(
+        ctx.api, ctx.ns, name, lambda c: bool(c["metadata"].get("deletionTimestamp")), "deleting"
+    )
+    assert reserved_for(claim) == [pod_consumer(first)], "a claim in use is not released by its deletion"
+    assert raw_parameters(ctx.api, ctx.ns, name) == parameters.encode()
+
+    delete_pod_now(ctx.api, ctx.ns, f"{name}-1")
+    wait_for(lambda: ctx.api.get_or_none(claims_path(ctx.ns, name)) is None, TIMEOUT, f"{name} to be gone")
+
+
+def raw_parameters(api: Kube, ns: str, name: str) -> bytes:
+    """The claim's stored parameters, as protobuf carries them (JSON would show them compacted)."""
+    try:
+        envelope = api.request("GET", claims_path(ns, name), accept=protowire.CONTENT_TYPE)
+    except ApiError as err:
+        raise AssertionError(f"read claim {ns}/{name} as protobuf: {err}") from err
+    spec = protowire.values(protowire.unwrap(envelope)[2], 2)[0]
+    devices = protowire.values(spec, 1)[0]
+    config = protowire.values(devices, 3)[0]
+    opaque = protowire.values(protowire.values(config, 2)[0], 1)[0]
+    return protowire.values(protowire.values(opaque, 2)[0], 1)[0]
 
 
 def s19_20_23_foreign_entries(ctx: Ctx) -> None:

@@ -25,6 +25,7 @@ from e2e.harness import metric
 from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim.scenarios import (
     MISSING_TEMPLATE_MESSAGE,
+    RAW_PARAMETERS,
     TIMEOUT,
     Ctx,
     common_template,
@@ -48,6 +49,7 @@ from e2e.resourceclaim.scenarios import (
     s26_claim_being_deleted,
     s27_allocated_unused,
     s27_check,
+    s29_raw_parameters,
 )
 from e2e.resourceclaim.support import (
     CREATES,
@@ -269,6 +271,24 @@ def test_release_and_cleanup(
         "the claim with foreign entries",
     )
     assert_no_foreign_state(api, [namespace])
+
+
+@pytest.mark.parametrize("form", sorted(RAW_PARAMETERS))
+def test_user_claims_keep_their_raw_parameters_through_release(
+    api: Kube,
+    namespace: str,
+    rc: harness.RunningOperator,
+    objects: Tracker,
+    unique_name: Callable[[str], str],
+    form: str,
+) -> None:
+    """A claim whose opaque parameters are stored in a form Go's JSON encoder would not write
+    (kube-apiserver compares them byte for byte on update) is reserved, released, deallocated and
+    deleted like any other, and its parameters are never rewritten."""
+    node = unique_name("node")
+    objects.node(node)
+    s29_raw_parameters(Ctx(api, namespace, node), form)
+    assert rc.ready()
 
 
 def _wait_rejection(api: Kube, ns: str, pod: str, pattern: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Differential test (spec scenario 35): our operator against upstream 1.37's in-tree
 resourceclaim controller.
 
-The scenarios 1-5, 8, 13, 17-19 and 25-27 run once in the default cluster with our operator
+The scenarios 1-5, 8, 13, 17-19, 25-27 and 29 (claims whose raw parameters JSON cannot write
+back) run once in the default cluster with our operator
 (under its own ServiceAccount) and once in an upstream-mode cluster, at the same time.
 After both settle, the claims and pod statuses they leave are compared, with generated
 name suffixes, UIDs, timestamps, resource versions and managed fields normalised away.
@@ -18,6 +19,7 @@ from e2e import harness
 from e2e.cluster.nodes import create_fake_node, delete_fake_node
 from e2e.kube import Kube
 from e2e.resourceclaim.scenarios import (
+    RAW_PARAMETERS,
     TIMEOUT,
     Ctx,
     s01_create,
@@ -35,6 +37,7 @@ from e2e.resourceclaim.scenarios import (
     s26_claim_being_deleted,
     s27_allocated_unused,
     s27_check,
+    s29_raw_parameters,
 )
 from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
 from e2e.support import cleanup_namespace, make_namespace
@@ -68,6 +71,8 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
         s26_claim_being_deleted(ctx)
         s27_allocated_unused(ctx)
         s08_user_creates_claim(ctx)
+        for form in RAW_PARAMETERS:
+            s29_raw_parameters(ctx, form)
         state = assert_unchanged(lambda: snapshot(api, ns), SETTLE, f"the scenarios' end state in {ns}")
         s27_check(ctx)
         return state

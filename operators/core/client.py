@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -31,6 +30,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from yarl import URL
 
+from . import protowire, wirejson
 from .credentials import load_credentials, locate_credentials
 from .metrics import client_request_done, write_refused
 from .ratelimit import TokenBucket
@@ -97,7 +97,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 def _parsed(raw: bytes) -> Any:
     try:
-        return json.loads(raw) if raw else None
+        return wirejson.loads(raw) if raw else None
     except ValueError:
         # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
         return None
@@ -269,9 +269,10 @@ class KubeClient:
         self.requests_total += 1
         headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": self.user_agent}
         # Authentication (bearer token with refresh) comes from kubernetes-asyncio; the body is
-        # sent as is, because ApiClient would re-serialise it through its model classes.
+        # sent as is, because ApiClient would re-serialise it through its model classes, and
+        # written as Go writes JSON, because kube-apiserver compares raw parameters byte for byte.
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
-        data = None if body is None else body if isinstance(body, (bytes, str)) else json.dumps(body)
+        data = None if body is None else body if isinstance(body, (bytes, str)) else wirejson.dumps(body)
         try:
             async with self.session.request(
                 method,
@@ -295,6 +296,8 @@ class KubeClient:
             self._on_success()
         if succeeded and not want_reply:
             return None
+        if succeeded and accept == protowire.CONTENT_TYPE:
+            return raw
         parsed = _parsed(raw)
         if succeeded:
             return parsed
@@ -344,6 +347,17 @@ class KubeClient:
 
     async def get(self, path: str, **params: str) -> Any:
         return await self.request("GET", path, params=params)
+
+    async def get_protobuf(self, path: str) -> bytes:
+        """The object as kube-apiserver stores it, in its protobuf envelope (:mod:`.protowire`)."""
+        raw: bytes = await self.request("GET", path, accept=protowire.CONTENT_TYPE)
+        return raw
+
+    async def replace_protobuf(self, path: str, envelope: bytes, **params: str) -> Any:
+        """A PUT of a protobuf envelope; the answer is read as JSON."""
+        return await self.request(
+            "PUT", path, params=params, body=envelope, content_type=protowire.CONTENT_TYPE
+        )
 
     async def list_metadata(self, path: str, **params: str) -> Any:
         return await self.request("GET", path, params=params, accept=METADATA_LIST)

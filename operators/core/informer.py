@@ -29,14 +29,13 @@ older than a few minutes means a stuck watch).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from . import metrics
+from . import metrics, wirejson
 from .client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -145,7 +144,7 @@ class Informer:
     # -- watching -----------------------------------------------------------------------------
 
     def _handle(self, line: bytes) -> None:
-        event = json.loads(line)
+        event = wirejson.loads(line)
         event_type = event.get("type")
         obj = event.get("object") or {}
         if event_type == "ERROR":

@@ -9,10 +9,10 @@ shared with the cache.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from operators.core import wirejson
 from operators.dra.api import GROUP, VERSION
 from operators.dra.podgroups import POD_GROUP_API_VERSION, PodGroup, PodGroupResourceClaimStatus
 from operators.dra.pods import PodResourceClaimStatus
@@ -58,7 +58,7 @@ def generated_claim(
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": json.loads(template.spec.spec_json),
+        "spec": wirejson.loads(template.spec.spec_json),
     }
 
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.core import metrics as core_metrics
+from operators.core import protowire
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
@@ -36,7 +37,7 @@ from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
 from operators.core.runtime import Runtime
-from operators.dra import api
+from operators.dra import api, claimwire
 from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import POD_GROUPS, SCHEDULING_GROUP, PodGroup
 from operators.dra.pods import pod_event_matters
@@ -229,11 +230,9 @@ class ResourceClaimController:
             path = POD_GROUPS.path(action.name, namespace=action.namespace, subresource="status")
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, PutClaimStatus):
-            path = RESOURCE_CLAIMS.path(action.name, namespace=action.namespace, subresource="status")
-            result = await client.replace(path, action.body, fieldManager=manager)
+            result = await self._put_claim(action.namespace, action.name, action.body, "status")
         elif isinstance(action, PutClaim):
-            path = RESOURCE_CLAIMS.path(action.name, namespace=action.namespace)
-            result = await client.replace(path, action.body, fieldManager=manager)
+            result = await self._put_claim(action.namespace, action.name, action.body, "")
         elif isinstance(action, DeleteClaim):
             result = await client.delete(
                 RESOURCE_CLAIMS.path(action.name, namespace=action.namespace), uid=action.uid
@@ -247,3 +246,23 @@ class ResourceClaimController:
         else:  # pragma: no cover - the Action union is exhausted above
             raise TypeError(f"unknown action {action!r}")
         return result if isinstance(result, dict) else None
+
+    async def _put_claim(self, namespace: str, name: str, body: Mapping[str, Any], subresource: str) -> Any:
+        """A full-object PUT of a claim (or its status); as protobuf where JSON cannot say it."""
+        client, manager = self.runtime.client, self.runtime.field_manager
+        path = RESOURCE_CLAIMS.path(name, namespace=namespace, subresource=subresource)
+        try:
+            return await client.replace(path, body, fieldManager=manager)
+        except ApiError as err:
+            if not claimwire.refused_as_changed(err.body):
+                raise
+        # Its raw parameters were stored in a form no JSON client writes back (claimwire).
+        envelope = await client.get_protobuf(RESOURCE_CLAIMS.path(name, namespace=namespace))
+        _, _, stored = protowire.unwrap(envelope)
+        try:
+            message = claimwire.written_as(stored, body)
+        except claimwire.StaleClaim as stale:
+            raise ApiError(409, "Conflict", f"claim {namespace}/{name} changed meanwhile: {stale}") from stale
+        log.info("Writing claim %s/%s as protobuf: its raw parameters do not survive JSON", namespace, name)
+        envelope = protowire.wrap(claimwire.API_VERSION, claimwire.KIND, message)
+        return await client.replace_protobuf(path, envelope, fieldManager=manager)

@@ -1,0 +1,97 @@
+"""JSON as kube-apiserver writes it, so that what the operators send back is what they read.
+
+kube-apiserver keeps a ``runtime.RawExtension`` (a claim's opaque device parameters, a device
+status's ``data``) as the exact bytes it was given, and compares those bytes when it validates
+an update: a claim's ``spec`` is immutable and its ``status.allocation`` may be cleared but not
+changed. A full-object write of a claim therefore has to reproduce the bytes the server
+returned, byte for byte. Go clients do so by sending protobuf; a JSON client only does if it
+writes JSON the way Go's ``encoding/json`` does. Python's defaults do not: they put a space
+after ``,`` and ``:``, escape every non-ASCII character and reprint floating-point numbers
+their own way, so ``{"a":"b"}`` went back as ``{"a": "b"}`` and the server refused to remove
+a finalizer from any claim a Go client had created ("spec: Invalid value: null: field is
+immutable").
+
+:func:`dumps` writes compact JSON, keeps non-ASCII characters as they are and escapes ``<``,
+``>``, ``&``, U+2028 and U+2029 as Go does (strings are the only place JSON can hold them, so
+the text is escaped as a whole). :func:`loads` keeps the literal of every floating-point
+number whose Python spelling differs (``1.50``, ``1e5``, ``1e-7``), and :func:`dumps` writes
+that literal back. Integers keep their digits anyway. Escapes that Go would not write
+(``\\u0041`` for ``A``) cannot be reproduced; Go clients never write them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_PLACEHOLDER = re.compile('"\\\\u0000literal:([0-9]+)"')
+
+
+class LiteralFloat(float):
+    """A number read from JSON whose literal Python would not print the same way; everything
+    but :func:`dumps` sees the float."""
+
+    __slots__ = ("literal",)
+    literal: str
+
+    def __new__(cls, literal: str) -> LiteralFloat:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
+
+
+class _Seen:
+    """Whether this process has read a :class:`LiteralFloat`. Until it has (on most clusters,
+    never), nothing can hold one and :func:`dumps` takes the C encoder's path alone."""
+
+    literal_floats = False
+
+
+def _parse_float(literal: str) -> float:
+    number = float(literal)
+    if repr(number) == literal:
+        return number
+    _Seen.literal_floats = True
+    return LiteralFloat(literal)
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """Parse JSON from kube-apiserver, keeping what :func:`dumps` needs to write it back."""
+    return json.loads(data, parse_float=_parse_float)
+
+
+def dumps(value: Any) -> str:
+    """``value`` as Go's ``encoding/json`` writes it (see the module docstring)."""
+    text = _with_literals(value) if _Seen.literal_floats else _COMPACT.encode(value)
+    if _GO_ESCAPED.search(text) is None:
+        return text
+    return _GO_ESCAPED.sub(_go_escape, text)
+
+
+def _go_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _with_literals(value: Any) -> str:
+    """The C encoder prints floats itself, so each :class:`LiteralFloat` is swapped for a
+    placeholder string (which JSON text cannot otherwise contain: it starts with an escaped
+    NUL) and its literal put in the placeholder's place afterwards."""
+    literals: list[str] = []
+
+    def swap(node: Any) -> Any:
+        if isinstance(node, LiteralFloat):
+            literals.append(node.literal)
+            return f"\x00literal:{len(literals) - 1}"
+        if isinstance(node, dict):
+            return {key: swap(item) for key, item in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [swap(item) for item in node]
+        return node
+
+    text = _COMPACT.encode(swap(value))
+    if not literals:
+        return text
+    return _PLACEHOLDER.sub(lambda match: literals[int(match.group(1))], text)

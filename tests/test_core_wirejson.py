@@ -1,0 +1,73 @@
+"""Request bodies are written as Go's encoding/json writes them, so raw parameters survive.
+
+The expected texts below were printed by Go's ``encoding/json`` (go1.26): a ``json.RawMessage``
+holding the input, marshalled, which is what kube-apiserver does with a ``runtime.RawExtension``
+when it serves an object as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import examples
+
+from operators.core import wirejson
+
+# (what a client stored, what kube-apiserver serves of it)
+SERVED_BY_GO = [
+    ('{"a":"b"}', '{"a":"b"}'),
+    (
+        '{"html":"<a href=\\"x\\">&amp;</a>","u":"é漢\u2028\u2029","ctl":"\\b\\f\\n\\r\\t\\u0001\\u001f"}',
+        '{"html":"\\u003ca href=\\"x\\"\\u003e\\u0026amp;\\u003c/a\\u003e","u":"é漢\\u2028\\u2029",'
+        '"ctl":"\\b\\f\\n\\r\\t\\u0001\\u001f"}',
+    ),
+    (
+        '{"f":[1.50,1e5,1E400,1e-7,-0.0,0.1,100.0,12345678901234567890]}',
+        '{"f":[1.50,1e5,1E400,1e-7,-0.0,0.1,100.0,12345678901234567890]}',
+    ),
+    ('{"b" : [ true , false , null ] , "a" : {}}', '{"b":[true,false,null],"a":{}}'),
+]
+
+
+@pytest.mark.parametrize(("stored", "served"), SERVED_BY_GO)
+def test_what_is_read_is_written_back_as_go_serves_it(stored: str, served: str) -> None:
+    assert wirejson.dumps(wirejson.loads(served)) == served
+    assert wirejson.dumps(wirejson.loads(stored)) == served
+
+
+def test_a_body_holding_the_parameters_keeps_them_byte_for_byte() -> None:
+    claim = wirejson.loads(
+        '{"spec":{"devices":{"config":[{"opaque":{"driver":"d","parameters":{"a":"b","n":1.50}}}]}},'
+        '"metadata":{"finalizers":["resource.kubernetes.io/delete-protection"]}}'
+    )
+    claim["metadata"]["finalizers"] = []
+    assert wirejson.dumps(claim) == (
+        '{"spec":{"devices":{"config":[{"opaque":{"driver":"d","parameters":{"a":"b","n":1.50}}}]}},'
+        '"metadata":{"finalizers":[]}}'
+    )
+
+
+def test_a_literal_float_is_still_a_float_to_everything_else() -> None:
+    number = wirejson.loads("1.50")
+    assert number == 1.5
+    assert isinstance(number, float)
+    assert json.dumps([number]) == "[1.5]"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@examples(200)
+@given(json_values)
+def test_writing_what_was_read_changes_nothing(value: Any) -> None:
+    text = wirejson.dumps(value)
+    assert json.loads(text) == value
+    assert wirejson.dumps(wirejson.loads(text)) == text
