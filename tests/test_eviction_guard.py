@@ -141,7 +141,8 @@ def _selector(
     ("rule", "admitted"),
     [
         (_rule({}), False),
-        (_rule(None), False),
+        # No selector selects no device; upstream's conformance CRUD spec writes this rule.
+        (_rule(None), True),
         (_rule({}, annotations=ALLOWED), True),
         (_rule(None, annotations=ALLOWED), True),
         (_rule({}, annotations={ANNOTATION: "false"}), False),
