@@ -73,10 +73,13 @@ def claim(
     allocated: bool = True,
     uid: str | None = None,
     pool: str = "node-1",
+    group: str | None = None,
 ) -> ResourceClaim:
-    status: dict[str, Any] = {
-        "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for],
-    }
+    """``group``: the claim of that PodGroup, reserved for it (instead of ``reserved_for``)."""
+    consumers = [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for]
+    if group is not None:
+        consumers = [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group, "uid": "G1"}]
+    status: dict[str, Any] = {"reservedFor": consumers}
     if allocated:
         results = [
             {
@@ -94,6 +97,16 @@ def claim(
         metadata["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": owner_uid, "controller": True}
         ]
+    if group is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "name": group,
+                "uid": "G1",
+                "controller": True,
+            }
+        ]
     return parse(ResourceClaim, {"kind": "ResourceClaim", "metadata": metadata, "status": status})
 
 
@@ -107,6 +120,7 @@ def pod(
     extended: str | None = None,
     deleting: bool = False,
     conditions: Sequence[dict[str, Any]] = (),
+    group: str | None = None,
 ) -> Pod:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
     if deleting:
@@ -117,7 +131,11 @@ def pod(
     body = {
         "kind": "Pod",
         "metadata": metadata,
-        "spec": {"nodeName": node, "resourceClaims": list(claims)},
+        "spec": {
+            "nodeName": node,
+            "resourceClaims": list(claims),
+            **({"schedulingGroup": {"podGroupName": group}} if group else {}),
+        },
         "status": status,
     }
     return parse(Pod, body)

@@ -18,6 +18,7 @@ from devicetaint_builders import (
 from operators.core.models import parse
 from operators.devicetaint.evaluation import (
     ClaimEntry,
+    Consumers,
     PodEviction,
     RuleTaintReason,
     SliceTaintReason,
@@ -182,6 +183,43 @@ def test_extended_resource_claim_is_evicted_too() -> None:
     assert not pod_affected_by(p2, claim(name="c-ext", reserved_for=[("p2", "U2")], owner_uid="U9"))
 
 
+GROUP_ENTRY = [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]
+
+
+def member(name: str, uid: str, claim_name: str = "gang-gpu-x", group: str = "gang") -> Pod:
+    """A member of a PodGroup whose status names the group's claim for its template entry."""
+    return pod(
+        name=name,
+        uid=uid,
+        claims=GROUP_ENTRY,
+        statuses=[{"name": "gpu", "resourceClaimName": claim_name}],
+        group=group,
+    )
+
+
+def test_members_use_the_claim_reserved_for_their_group() -> None:
+    """Upstream's IsForPod and IsReservedForPod with DRAWorkloadResourceClaims: every member of the
+    group that owns the claim and is its consumer is affected, none of another group."""
+    shared = claim(name="gang-gpu-x", group="gang")
+    assert pod_affected_by(member("m1", "M1"), shared, workload_claims=True)
+    assert pod_affected_by(member("m2", "M2"), shared, workload_claims=True)
+    assert not pod_affected_by(member("other", "O1", group="other-gang"), shared, workload_claims=True)
+    assert not pod_affected_by(member("m1", "M1"), shared, workload_claims=False)
+    by_name = pod(
+        name="m3", uid="M3", claims=[{"name": "gpu", "resourceClaimName": "gang-gpu-x"}], group="gang"
+    )
+    assert pod_affected_by(by_name, shared, workload_claims=True)
+
+
+def test_every_member_of_a_group_is_pending_for_a_rule_on_its_device() -> None:
+    shared = claim(name="gang-gpu-x", group="gang")
+    members = [member("m1", "M1"), member("m2", "M2"), member("m3", "M3")]
+    the_rule = rule(selector={"pool": "node-1"})
+    pending = pending_pods(the_rule, entries(shared), pods_by_key(*members, workload_claims=True))
+    assert pending == {("ns1", "m1"), ("ns1", "m2"), ("ns1", "m3")}
+    assert pending_pods(the_rule, entries(shared), pods_by_key(*members)) == set()
+
+
 def test_claim_in_other_namespace_never_affects() -> None:
     assert not pod_affected_by(pod(), claim(namespace="ns2"))
 
@@ -205,8 +243,12 @@ def test_pod_eviction_skips_unaffecting_claims() -> None:
 # --- Rule counts -------------------------------------------------------------------------------------
 
 
-def pods_by_key(*pods: Pod) -> dict[tuple[str, str], Pod]:
-    return {p.key: p for p in pods}
+def pods_by_key(*pods: Pod, workload_claims: bool = False) -> Consumers:
+    members: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for p in pods:
+        if p.pod_group_name:
+            members.setdefault((p.metadata.namespace, p.pod_group_name), set()).add(p.key)
+    return Consumers({p.key: p for p in pods}, members, workload_claims)
 
 
 def test_pending_pods_count_tolerating_pods_but_not_forever_ones() -> None:

@@ -73,7 +73,7 @@ def test_claim_reservation_for_other_pod_instance_is_ignored() -> None:
     assert enqueued(state.apply_claim(claim(), T)) == []
 
 
-def test_podgroup_consumers_are_ignored() -> None:
+def test_podgroup_consumers_are_ignored_where_podgroup_claims_are_off() -> None:
     state = ClusterCache()
     state.apply_slice(resource_slice(taints=TAINTED), T)
     state.apply_pod(pod(), T)
@@ -85,6 +85,30 @@ def test_podgroup_consumers_are_ignored() -> None:
     parsed = type(group).model_validate(body)
     assert parsed.reserved_pod_names() == set()
     assert enqueued(state.apply_claim(parsed, T)) == []
+
+
+def test_every_member_of_a_podgroup_on_a_tainted_device_is_evicted() -> None:
+    """Upstream finds a group's members through its pods-by-PodGroup index; a member that joins
+    later is evaluated as it arrives, and one that leaves is forgotten."""
+    state = ClusterCache()
+    state.workload_claims = True
+    state.apply_slice(resource_slice(taints=TAINTED), T)
+    entry = [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]
+    status = [{"name": "gpu", "resourceClaimName": "gang-gpu"}]
+    first = pod(name="m1", uid="M1", claims=entry, statuses=status, group="gang")
+    second = pod(name="m2", uid="M2", claims=entry, statuses=status, group="gang")
+    state.apply_pod(first, T)
+    state.apply_pod(second, T)
+    shared = claim(name="gang-gpu", group="gang")
+    assert sorted(enqueued(state.apply_claim(shared, T)), key=str) == [
+        (PodItem("ns1", "m1", "M1"), 0.0),
+        (PodItem("ns1", "m2", "M2"), 0.0),
+    ]
+    late = pod(name="m3", uid="M3", claims=entry, statuses=status, group="gang")
+    assert enqueued(state.apply_pod(late, T)) == [(PodItem("ns1", "m3", "M3"), 0.0)]
+    state.delete_pod(second)
+    # A rule on every device would evict the two members left, the one that left not.
+    assert state.rule_counts(rule(selector={})).pending_pods == 2
 
 
 # --- Slices ------------------------------------------------------------------------------------------

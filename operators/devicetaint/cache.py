@@ -28,11 +28,11 @@ from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
 from .evaluation import (
     ClaimEntry,
+    Consumers,
     ObjectKey,
     PodEviction,
     allocated_devices,
     claim_eviction,
-    consumer_pods,
     pending_pods,
     pod_eviction,
     published_devices,
@@ -95,6 +95,9 @@ class EvictionFinished:
 class ClusterCache:
     def __init__(self) -> None:
         self._pods: dict[ObjectKey, Pod] = {}
+        # Decided once at start, before any event: whether members use their PodGroup's claims.
+        self.workload_claims = False
+        self._members: dict[ObjectKey, set[ObjectKey]] = {}
         self._claims: dict[ObjectKey, ClaimEntry] = {}
         self._pools = PoolIndex()
         self._rules: dict[str, DeviceTaintRule] = {}
@@ -136,8 +139,11 @@ class ClusterCache:
         if old is not None and old.metadata.uid != pod.metadata.uid:
             effects.extend(self.delete_pod(old))
             old = None
+        if old is not None:
+            self._leave_group(old)
         if pod.uses_claims:
             self._pods[pod.key] = pod
+            self._join_group(pod)
         else:
             self._pods.pop(pod.key, None)
         # Our own DisruptionTarget write and kubelet status updates must not re-trigger anything.
@@ -150,6 +156,7 @@ class ClusterCache:
         cached = self._pods.get(pod.key)
         if cached is not None and cached.metadata.uid == pod.metadata.uid:
             del self._pods[pod.key]
+            self._leave_group(cached)
         self._scheduled.pop(PodItem.of(pod), None)
         return Effects()
 
@@ -310,7 +317,7 @@ class ClusterCache:
         effect = rule.spec.taint.effect
         if effect not in (EFFECT_NO_EXECUTE, EFFECT_NONE):
             return RuleCounts(evicted_pods=evicted)
-        pending = pending_pods(rule, self._claims, self._pods)
+        pending = pending_pods(rule, self._claims, self._consumers())
         counts = RuleCounts(
             pending_pods=len(pending),
             pending_namespaces=len({namespace for namespace, _ in pending}),
@@ -362,14 +369,14 @@ class ClusterCache:
     def _reevaluate_consumers(self, claims: Iterable[ResourceClaim], now: datetime, effects: Effects) -> None:
         pods: dict[ObjectKey, Pod] = {}
         for claim in claims:
-            for pod in consumer_pods(claim, self._pods):
+            for pod in self._consumers().of(claim):
                 pods.setdefault(pod.key, pod)
         for pod in pods.values():
             self._reevaluate(pod, now, effects)
 
     def _reevaluate(self, pod: Pod, now: datetime, effects: Effects) -> None:
         item = PodItem.of(pod)
-        eviction = pod_eviction(pod, self._claims)
+        eviction = pod_eviction(pod, self._claims, self.workload_claims)
         if eviction is None:
             if self._scheduled.pop(item, None) is not None:
                 effects.cancelled.append(item)
@@ -381,6 +388,21 @@ class ClusterCache:
             effects.enqueue.append(Enqueue(item, delay))
         for reason in rule_reasons(eviction):
             effects.enqueue.append(Enqueue(RuleItem(reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+
+    def _consumers(self) -> Consumers:
+        return Consumers(self._pods, self._members, self.workload_claims)
+
+    def _join_group(self, pod: Pod) -> None:
+        if pod.pod_group_name:
+            self._members.setdefault((pod.metadata.namespace, pod.pod_group_name), set()).add(pod.key)
+
+    def _leave_group(self, pod: Pod) -> None:
+        group = (pod.metadata.namespace, pod.pod_group_name)
+        members = self._members.get(group)
+        if members is not None:
+            members.discard(pod.key)
+            if not members:
+                del self._members[group]
 
     def _forget(self, item: PodItem) -> None:
         self._scheduled.pop(item, None)

@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.discovery import find_served
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
 from operators.dra import taintrules
 from operators.dra.api import GROUP
+from operators.dra.podgroups import POD_GROUP_VERSION, POD_GROUPS, SCHEDULING_GROUP, workload_claims_on
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -89,6 +91,7 @@ class DeviceTaintController:
         self._apis: ServedApis | None = None
         settings = runtime.settings
         self.eviction_api = isinstance(settings, Settings) and settings.eviction_mode == "evict"
+        self.workload_claims_mode = settings.workload_claims if isinstance(settings, Settings) else "auto"
         # Refusals in a row per pod, for the backoff; an entry goes when its pod's eviction ends.
         self._budget_refusals: dict[PodItem, int] = {}
 
@@ -99,6 +102,22 @@ class DeviceTaintController:
         if not apis.claims_and_slices:
             log.warning("resource.k8s.io/v1 does not serve both resourceclaims and resourceslices")
             return False
+        served = await find_served(
+            self.runtime.client, SCHEDULING_GROUP, POD_GROUPS.plural, [POD_GROUP_VERSION]
+        )
+        enabled = workload_claims_on(self.workload_claims_mode, served is not None)
+        if enabled is None:
+            log.warning("--workload-claims=on, but %s does not serve podgroups; not ready", POD_GROUPS.path())
+            return False
+        if enabled != self.cache.workload_claims:
+            # Members of a PodGroup are evicted for the claims reserved for their group (upstream
+            # indexes pods by PodGroup for this).
+            log.info(
+                "PodGroup claims are %s (--workload-claims=%s)",
+                "on" if enabled else "off",
+                self.workload_claims_mode,
+            )
+            self.cache.workload_claims = enabled
         if self._apis is None:
             self._apis = apis
             self._report_rules(apis)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from operators.dra.claims import ResultWithTolerations
+from operators.dra.podgroups import controlled_by_group_of, is_pod_group_consumer, reserved_for_group_of
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
@@ -151,45 +152,74 @@ def referenced_claims(pod: Pod) -> Iterator[tuple[str, bool]]:
         yield extended.resource_claim_name, True
 
 
-def pod_affected_by(pod: Pod, claim: ResourceClaim) -> bool:
-    """Spec §7: scheduled, referencing the claim (owned by the pod where required), allocated, reserved."""
+def pod_affected_by(pod: Pod, claim: ResourceClaim, workload_claims: bool = False) -> bool:
+    """Spec §7: scheduled, referencing the claim (owned by the pod where required), allocated, reserved.
+
+    Where PodGroup claims are on, a member also uses the claims of its group: one its group owns
+    counts as its own, and one reserved for its group counts as reserved for it, as upstream's
+    ``IsForPod`` and ``IsReservedForPod`` read them.
+    """
     if not pod.spec.node_name or claim.status.allocation is None:
         return False
     if claim.metadata.namespace != pod.metadata.namespace:
         return False
     uid = pod.metadata.uid
+    group = pod.pod_group_name if workload_claims else ""
+
+    def owned() -> bool:
+        owners = claim.metadata.owner_references
+        return claim.metadata.controlled_by(uid) or controlled_by_group_of(group, owners)
+
     referenced = any(
-        name == claim.metadata.name and (not must_own or claim.metadata.controlled_by(uid))
-        for name, must_own in referenced_claims(pod)
+        name == claim.metadata.name and (not must_own or owned()) for name, must_own in referenced_claims(pod)
     )
-    return referenced and any(consumer.uid == uid for consumer in claim.status.reserved_for)
+    return referenced and any(
+        consumer.uid == uid or reserved_for_group_of(group, consumer)
+        for consumer in claim.status.reserved_for
+    )
 
 
-def pod_eviction(pod: Pod, claims: Mapping[ObjectKey, ClaimEntry]) -> PodEviction | None:
+def pod_eviction(
+    pod: Pod, claims: Mapping[ObjectKey, ClaimEntry], workload_claims: bool = False
+) -> PodEviction | None:
     """The earliest eviction over the claims that affect the pod, with the union of their reasons."""
     entries: dict[ObjectKey, ClaimEntry] = {}
     for name, _ in referenced_claims(pod):
         entry = claims.get((pod.metadata.namespace, name))
-        if entry is not None and pod_affected_by(pod, entry.claim):
+        if entry is not None and pod_affected_by(pod, entry.claim, workload_claims):
             entries[entry.claim.key] = entry
     return merge_evictions(entry.eviction for entry in entries.values())
 
 
-def consumer_pods(claim: ResourceClaim, pods: Mapping[ObjectKey, Pod]) -> Iterator[Pod]:
-    """The cached pods in ``reservedFor``; a pod of the same name but another UID is not the consumer."""
-    for consumer in claim.status.reserved_for:
-        if not consumer.is_pod:
-            continue
-        pod = pods.get((claim.metadata.namespace, consumer.name))
-        if pod is not None and pod.metadata.uid == consumer.uid:
-            yield pod
+@dataclass(frozen=True)
+class Consumers:
+    """The cached pods, and (where PodGroup claims are on) each group's members by group key."""
+
+    pods: Mapping[ObjectKey, Pod]
+    members: Mapping[ObjectKey, Iterable[ObjectKey]]
+    workload_claims: bool = False
+
+    def of(self, claim: ResourceClaim) -> Iterator[Pod]:
+        """The cached pods in ``reservedFor`` (a pod of the same name but another UID is not the
+        consumer) and the members of a PodGroup there."""
+        namespace = claim.metadata.namespace
+        for consumer in claim.status.reserved_for:
+            if consumer.is_pod:
+                pod = self.pods.get((namespace, consumer.name))
+                if pod is not None and pod.metadata.uid == consumer.uid:
+                    yield pod
+            elif self.workload_claims and is_pod_group_consumer(consumer):
+                for key in self.members.get((namespace, consumer.name), ()):
+                    member = self.pods.get(key)
+                    if member is not None:
+                        yield member
 
 
 # --- Rules -------------------------------------------------------------------------------------------
 
 
 def pending_pods(
-    rule: DeviceTaintRule, claims: Mapping[ObjectKey, ClaimEntry], pods: Mapping[ObjectKey, Pod]
+    rule: DeviceTaintRule, claims: Mapping[ObjectKey, ClaimEntry], consumers: Consumers
 ) -> set[ObjectKey]:
     """Pods without ``deletionTimestamp`` that the rule's taint would evict, read as NoExecute.
 
@@ -205,8 +235,10 @@ def pending_pods(
         )
         if not hit:
             continue
-        for pod in consumer_pods(entry.claim, pods):
-            if pod.metadata.deletion_timestamp is None and pod_affected_by(pod, entry.claim):
+        for pod in consumers.of(entry.claim):
+            if pod.metadata.deletion_timestamp is None and pod_affected_by(
+                pod, entry.claim, consumers.workload_claims
+            ):
                 pending.add(pod.key)
     return pending
 

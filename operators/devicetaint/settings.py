@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from operators.core.settings import InTreeReplacementSettings
+from operators.dra.podgroups import WorkloadClaimsSettings
 
 EvictionMode = Literal["delete", "evict"]
 
 
-class Settings(InTreeReplacementSettings):
+class Settings(WorkloadClaimsSettings):
     eviction_mode: EvictionMode = Field(
         "delete",
         description="How a pod is evicted: delete = a DELETE with the pod's UID as precondition, as the "

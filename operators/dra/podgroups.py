@@ -14,10 +14,14 @@ names the same claim or the same template; any other entry of a member is the me
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
+
+from pydantic import Field
 
 from operators.core.models import KubeModel, LeanObject, NoneAsEmpty, OwnerReference
 from operators.core.resources import ApiResource
+from operators.core.settings import InTreeReplacementSettings, SurfaceMode
 
 from .claims import ConsumerReference
 from .pods import PodResourceClaim
@@ -28,12 +32,6 @@ POD_GROUP_VERSION = "v1beta1"
 
 POD_GROUPS = ApiResource(SCHEDULING_GROUP, POD_GROUP_VERSION, "podgroups")
 POD_GROUP_API_VERSION = f"{SCHEDULING_GROUP}/{POD_GROUP_VERSION}"
-
-
-class PodSchedulingGroup(KubeModel):
-    """A pod's ``spec.schedulingGroup``: the union has one member in 1.37."""
-
-    pod_group_name: str | None = None
 
 
 class PodGroupResourceClaim(KubeModel):
@@ -80,8 +78,41 @@ class PodGroup(LeanObject):
         )
 
 
+class WorkloadClaimsSettings(InTreeReplacementSettings):
+    """The option of the replacements whose objects PodGroup claims change (resourceclaim, devicetaint)."""
+
+    workload_claims: SurfaceMode = Field(
+        "auto",
+        description="ResourceClaims of PodGroups (scheduling.k8s.io/v1beta1, gates GenericWorkload and "
+        "DRAWorkloadResourceClaims): auto = when discovery serves podgroups; on = required (not ready "
+        "while it is not served); off = never, as before 1.37: resourceclaim gives members claims of "
+        "their own, devicetaint evicts no member for a claim reserved for its group.",
+    )
+
+
+def workload_claims_on(mode: SurfaceMode, served: bool) -> bool | None:
+    """Whether PodGroup claims are on, by ``--workload-claims`` and discovery; None: not ready
+    (``on``, but PodGroups are not served)."""
+    if mode == "on" and not served:
+        return None
+    return mode != "off" and served
+
+
 def is_pod_group_consumer(consumer: ConsumerReference) -> bool:
     return consumer.api_group == SCHEDULING_GROUP and consumer.resource == POD_GROUPS.plural
+
+
+def reserved_for_group_of(pod_group_name: str, consumer: ConsumerReference) -> bool:
+    """Whether ``consumer`` is the PodGroup of that name: a member knows its group by name only."""
+    return bool(pod_group_name) and is_pod_group_consumer(consumer) and consumer.name == pod_group_name
+
+
+def controlled_by_group_of(pod_group_name: str, owners: Iterable[OwnerReference]) -> bool:
+    """Whether the controller of an object (a claim) is the PodGroup of that name, in any version."""
+    return bool(pod_group_name) and any(
+        owner.controller and owner.name == pod_group_name and is_pod_group_reference(owner)
+        for owner in owners
+    )
 
 
 def is_pod_group_reference(owner: OwnerReference) -> bool:

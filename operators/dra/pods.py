@@ -42,9 +42,16 @@ class PodExtendedResourceClaimStatus(KubeModel):
     resource_claim_name: str = ""
 
 
+class PodSchedulingGroup(KubeModel):
+    """A pod's ``spec.schedulingGroup`` (1.37, gate GenericWorkload): the union has one member."""
+
+    pod_group_name: str | None = None
+
+
 class PodSpec(KubeModel):
     node_name: str = ""
     resource_claims: Annotated[tuple[PodResourceClaim, ...], NoneAsEmpty] = ()
+    scheduling_group: PodSchedulingGroup | None = None
 
 
 class PodStatus(KubeModel):
@@ -55,6 +62,12 @@ class PodStatus(KubeModel):
 class Pod(LeanObject):
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
+
+    @property
+    def pod_group_name(self) -> str:
+        """The PodGroup the pod is a member of, or ``""``."""
+        group = self.spec.scheduling_group
+        return (group.pod_group_name or "") if group is not None else ""
 
     @property
     def extended_claim_name(self) -> str:

@@ -39,7 +39,7 @@ from operators.core.resources import PODS
 from operators.core.runtime import Runtime
 from operators.dra import api, claimwire
 from operators.dra.api import RESOURCE_CLAIMS
-from operators.dra.podgroups import POD_GROUPS, SCHEDULING_GROUP, PodGroup
+from operators.dra.podgroups import POD_GROUPS, SCHEDULING_GROUP, PodGroup, workload_claims_on
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -96,10 +96,11 @@ class ResourceClaimController:
                 log.warning("%s/%s does not serve %s", api.GROUP, api.VERSION, plural)
                 return False
         pod_groups = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
-        if self.workload_claims_mode == "on" and pod_groups is None:
+        enabled = workload_claims_on(self.workload_claims_mode, pod_groups is not None)
+        if enabled is None:
             log.warning("--workload-claims=on, but %s does not serve podgroups; not ready", POD_GROUPS.path())
             return False
-        self.cache.workload_claims = self.workload_claims_mode != "off" and pod_groups is not None
+        self.cache.workload_claims = enabled
         metrics.workload_claims.set(1 if self.cache.workload_claims else 0)
         log.info(
             "PodGroup ResourceClaims are %s (--workload-claims=%s, podgroups %s)",

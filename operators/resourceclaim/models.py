@@ -26,7 +26,6 @@ from pydantic.alias_generators import to_snake
 from operators.core import wirejson
 from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
 from operators.dra import claims, pods
-from operators.dra.podgroups import PodSchedulingGroup
 
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
 
@@ -84,19 +83,8 @@ class PodStatus(pods.PodStatus):
     phase: str = ""
 
 
-class PodSpec(pods.PodSpec):
-    scheduling_group: PodSchedulingGroup | None = None
-
-
 class Pod(pods.Pod):
-    spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
-
-    @property
-    def pod_group_name(self) -> str:
-        """The PodGroup the pod is a member of, or ``""``."""
-        group = self.spec.scheduling_group
-        return (group.pod_group_name or "") if group is not None else ""
 
     @model_validator(mode="before")
     @classmethod

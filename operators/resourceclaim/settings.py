@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from operators.core.settings import InTreeReplacementSettings, SurfaceMode
+from operators.dra.podgroups import WorkloadClaimsSettings
 
 
-class Settings(InTreeReplacementSettings):
-    workload_claims: SurfaceMode = Field(
-        "auto",
-        description="ResourceClaims of PodGroups (scheduling.k8s.io/v1beta1, gates GenericWorkload and "
-        "DRAWorkloadResourceClaims): auto = when discovery serves podgroups; on = required (not ready "
-        "while it is not served); off = never: member pods are handled one by one, as before 1.37.",
-    )
+class Settings(WorkloadClaimsSettings):
+    """--workload-claims decides whether PodGroups get claims of their own (section 14, row 6)."""
