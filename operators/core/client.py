@@ -11,8 +11,9 @@ each controller, the shared informers and the event broadcaster a client of thei
 the runtime makes :meth:`KubeClient.sibling` clients for listing and for Events: same
 session, own bucket, so reads and diagnostics never slow the controller's writes.
 
-A 429 is retried here, no sooner than its ``Retry-After``, a bounded number of times, as
-client-go does; other errors are raised as :class:`ApiError` for the work queue to retry
+A 429 that means "busy" is retried here, no sooner than its ``Retry-After``, a bounded number of
+times, as client-go does; a 429 that answers the request (a PodDisruptionBudget's refusal) and other
+errors are raised as :class:`ApiError` for the work queue to retry
 with backoff.
 """
 
@@ -81,6 +82,16 @@ class ApiError(Exception):
     @property
     def conflict(self) -> bool:
         return self.status == 409
+
+    @property
+    def busy(self) -> bool:
+        """A 429 that means "not now" (API Priority and Fairness, a rate limit), not a 429 that
+        answers the request: the Eviction API refuses a pod its PodDisruptionBudget protects with
+        a 429 whose Status names the budget in ``details.causes``; retrying that here would only
+        hide the refusal from its caller and spend the request budget."""
+        details = self.body.get("details")
+        causes = details.get("causes") if isinstance(details, Mapping) else None
+        return self.status == 429 and not causes
 
     @property
     def retryable(self) -> bool:
@@ -242,7 +253,7 @@ class KubeClient:
                     method, path, params, body, content_type, timeout, accept, want_reply
                 )
             except ApiError as err:
-                if err.status != 429 or attempt == MAX_THROTTLE_RETRIES:
+                if not err.busy or attempt == MAX_THROTTLE_RETRIES:
                     raise
                 delay = err.retry_after if err.retry_after is not None else 1.0
                 log.info("throttled by the API server (429) on %s %s; retrying in %.1fs", method, path, delay)
