@@ -33,6 +33,10 @@ LIMIT_BIN := 1800
 LIMIT_NODE := 1200
 LIMIT_E2E := 2700
 LIMIT_E2E_WORKLOAD := 900
+LIMIT_CONFORMANCE_CI := 1200
+LIMIT_CONFORMANCE := 7200
+# Parallel ginkgo processes of upstream's suite: most specs wait for the kubelet, not the CPU.
+CONFORMANCE_PROCS ?= 4
 
 .PHONY: help
 help: ## list the targets
@@ -94,8 +98,18 @@ test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (s
 	timeout $(LIMIT_E2E_WORKLOAD) $(PY) -m pytest -m "e2e and workload_claims and not benchmark" \
 		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
 
+# Upstream's own DRA e2e suite (k8s.io/kubernetes test/e2e/dra), unmodified: docs/conformance.md.
+.PHONY: test-conformance
+test-conformance: k8s-bin node-bin ## upstream's DRA e2e suite with our operators and with the in-tree controllers, both passes; the table in test-artifacts/conformance/
+	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full --procs $(CONFORMANCE_PROCS) --write-baseline
+	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full-workload-claims --procs $(CONFORMANCE_PROCS) --write-baseline
+
+.PHONY: test-conformance-ci
+test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstream's DRA e2e suite with our operators, against the kept in-tree baseline
+	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS)
+
 .PHONY: test
-test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
+test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstream's DRA suite (subset)
 	@scripts/phases venv:$(LIMIT_VENV):"$(MAKE) --no-print-directory venv" \
 		lint::"$(MAKE) --no-print-directory lint" \
 		typecheck::"$(MAKE) --no-print-directory typecheck" \
@@ -103,7 +117,8 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
 		node-bin::"$(MAKE) --no-print-directory node-bin" \
 		helm-bin::"$(MAKE) --no-print-directory helm-bin" \
-		test-e2e::"$(MAKE) --no-print-directory test-e2e"
+		test-e2e::"$(MAKE) --no-print-directory test-e2e" \
+		test-conformance-ci::"$(MAKE) --no-print-directory test-conformance-ci"
 
 .PHONY: cluster-up
 cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node; WORKLOAD_CLAIMS=1: PodGroup claims gates and API)

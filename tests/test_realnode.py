@@ -38,6 +38,19 @@ def test_socket_paths_stay_short_under_a_deep_state_directory() -> None:
     assert all(len(str(s)) <= UNIX_PATH_MAX for s in sockets), [len(str(s)) for s in sockets]
 
 
+def test_a_rolling_update_socket_of_a_long_driver_name_fits() -> None:
+    """Upstream's spec "rolling update with long driver name": during a rolling update
+    kubeletplugin names the registration socket <driver>-<11 characters>-reg.sock and the
+    service socket <driver>/dra-<pod UID>.sock; both must fit the 107 bytes of a socket path."""
+    layout = realnode.NodeLayout.of(Path("/home/dev/src/dra/.conformance/ours-full"))
+    registration = (
+        layout.kubelet_root
+        / "plugins_registry"
+        / ("gpu.dra-example-driver.sigs.k8s.io-" + "x" * 11 + "-reg.sock")
+    )
+    assert len(str(registration)) < 108
+
+
 @pytest.mark.parametrize("state", ["/tmp/x", "/tmp/dra-devcluster-abcdefgh", "/home/dev/src/dra/.cluster"])
 def test_interface_name_and_addresses(state: str) -> None:
     layout = realnode.NodeLayout.of(Path(state))
@@ -91,6 +104,41 @@ def test_containerd_configuration_keeps_every_path_inside_the_node() -> None:
     assert images["pinned_images"]["sandbox"] == "docker.io/library/pause:test"
 
 
+def test_upstream_suite_cdi_directory_only_where_asked() -> None:
+    layout = realnode.NodeLayout.of(Path("/tmp/d"))
+    config = tomllib.loads(realnode.containerd_config(layout, "docker.io/library/pause:test", host_cdi=True))
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["cdi_spec_dirs"] == [str(layout.cdi_dir), str(realnode.HOST_CDI_DIR)]
+
+
+def test_teardown_removes_only_the_cdi_specs_the_node_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host_cdi = tmp_path / "var-run-cdi"
+    host_cdi.mkdir()
+    (host_cdi / "someone-elses.json").write_text("{}")
+    monkeypatch.setattr(realnode, "HOST_CDI_DIR", host_cdi)
+    layout = realnode.NodeLayout.of(tmp_path / "state")
+    layout.disk.mkdir(parents=True)
+    realnode.remember_host_cdi(layout)
+    (host_cdi / "test-driver.dra.k8s.io-claim.json").write_text("{}")
+    assert realnode.forget_host_cdi(layout) == []
+    assert sorted(p.name for p in host_cdi.iterdir()) == ["someone-elses.json"]
+    assert not layout.host_cdi_record.exists()
+
+
+def test_teardown_removes_the_cdi_directory_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host_cdi = tmp_path / "var-run-cdi"
+    monkeypatch.setattr(realnode, "HOST_CDI_DIR", host_cdi)
+    layout = realnode.NodeLayout.of(tmp_path / "state")
+    layout.disk.mkdir(parents=True)
+    realnode.remember_host_cdi(layout)
+    host_cdi.mkdir()
+    (host_cdi / "spec.json").write_text("{}")
+    realnode.forget_host_cdi(layout)
+    assert not host_cdi.exists()
+
+
 def test_cni_configuration_never_masquerades() -> None:
     layout = realnode.NodeLayout.of(Path("/tmp/e"))
     config = realnode.cni_config(layout)
@@ -108,7 +156,7 @@ def test_mounts_under_the_node_deepest_first() -> None:
         [
             "22 1 8:0 / / rw - ext4 /dev/vda rw",
             f"30 22 0:5 / {run}/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay o rw",
-            f"31 22 0:6 / {run}/kubelet/pods/uid/volumes/projected/kube\\040api rw - tmpfs t rw",
+            f"31 22 0:6 / {run}/k/pods/uid/volumes/projected/kube\\040api rw - tmpfs t rw",
             f"32 22 0:7 / {run}-other/x rw - tmpfs t rw",
             "33 22 0:8 / /tmp/f/node/containerd/tmpmounts/m1 rw - overlay o rw",
             "34 22 0:9 / /tmp/f/nodes rw - tmpfs t rw",
@@ -116,7 +164,7 @@ def test_mounts_under_the_node_deepest_first() -> None:
     )
     found = layout.mounts(mountinfo)
     assert found == [
-        f"{run}/kubelet/pods/uid/volumes/projected/kube api",
+        f"{run}/k/pods/uid/volumes/projected/kube api",
         f"{run}/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs",
         "/tmp/f/node/containerd/tmpmounts/m1",
     ]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = REPO_ROOT / "e2e" / "controlplane"
+CONFORMANCE_DIR = REPO_ROOT / "e2e" / "conformance"
 DEFAULT_STATE_DIR = REPO_ROOT / ".cluster"
 
 BINARIES = (

@@ -36,6 +36,8 @@ def ensure_devcluster(
     kcm_controllers: str | None = None,
     extra_args: dict[str, list[str]] | None = None,
     fake_nodes: int = 0,
+    extra_images: tuple[Path, ...] = (),
+    host_cdi: bool = False,
     timeout: float = launcher.UpOptions.timeout,
     verbosity: int = launcher.UpOptions.verbosity,
     die_with_parent: bool = False,
@@ -47,12 +49,20 @@ def ensure_devcluster(
     every component, the PodGroup API served); a running one that differs is an error.
 
     ``real_node``: one node with kubelet, containerd and the test DRA driver (``taint_node`` keeps
-    other pods off it; ``services``: its pods reach the API server and Services). ``fake_nodes``
+    other pods off it; ``services``: its pods reach the API server and Services; ``extra_images``
+    are imported into its containerd; ``host_cdi``: it reads CDI specs from /var/run/cdi too, as
+    upstream's DRA e2e suite needs). ``fake_nodes``
     are created once, when the cluster starts. ``build_log`` receives the build's progress and
     ``say`` the node's and the launcher's, so a caller can silence the build alone.
     """
     binaries = build_mod.build(log=build_log)
-    node = realnode.prepare(say, taint=taint_node, services=services) if real_node else None
+    node = (
+        realnode.prepare(
+            say, taint=taint_node, services=services, extra_images=extra_images, host_cdi=host_cdi
+        )
+        if real_node
+        else None
+    )
     options = launcher.UpOptions(
         directory=directory,
         binary_dir=binaries.directory,

@@ -71,6 +71,9 @@ PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static")
 # must carry it in full, or ``ctr import`` stores the image under a generated name.
 _CANONICAL_PREFIX = "docker.io/library/"
 _UNQUALIFIED = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_QUALIFIED = re.compile(
+    r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+|localhost)(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+)
 
 # dpkg keeps no documentation but the copyright files (the image's licences).
 _DPKG_EXCLUDES = (
@@ -119,9 +122,12 @@ class ImageResult:
 
 
 def canonical_name(ref: str) -> str:
-    """The name containerd stores an unqualified ``name:tag`` under."""
+    """The name containerd stores a ``name:tag`` under: an unqualified one in Docker Hub's
+    library, one that names its registry (``registry.k8s.io/...``) as it is."""
+    if _QUALIFIED.fullmatch(ref):
+        return ref
     if not _UNQUALIFIED.fullmatch(ref):
-        raise ImageError(f"{ref!r} is not an unqualified name:tag")
+        raise ImageError(f"{ref!r} is not a name:tag")
     return _CANONICAL_PREFIX + ref
 
 
@@ -697,6 +703,70 @@ def ensure_operator(say: Say = print) -> ImageResult:
 def operator_image(say: Say = print) -> Path:
     """The operator image's OCI archive, built from the repository's Dockerfile."""
     return ensure_operator(say).archive
+
+
+# -- images derived from another ------------------------------------------------------------
+
+
+def derived_key(base_digest: str, ref: str, files: dict[str, Path]) -> str:
+    return _key(
+        {
+            "image": "derived",
+            "base": base_digest,
+            "ref": ref,
+            "files": {name: _sha256_file(path) for name, path in sorted(files.items())},
+        }
+    )
+
+
+def _build_derived(
+    tmp: Path, base: ImageResult, ref: str, files: dict[str, Path]
+) -> tuple[str, dict[str, Any]]:
+    """The base's layers under another name, with ``files`` (path in the image -> file here,
+    executable) as one more layer."""
+    layout = tmp / "layout"
+    with tarfile.open(base.archive) as tar:
+        tar.extractall(layout, filter="data")
+    index = json.loads((layout / "index.json").read_text())
+
+    def read_blob(descriptor: dict[str, Any]) -> dict[str, Any]:
+        blob = layout / "blobs" / "sha256" / str(descriptor["digest"]).removeprefix("sha256:")
+        loaded: dict[str, Any] = json.loads(blob.read_text())
+        return loaded
+
+    manifest = read_blob(index["manifests"][0])
+    if files:
+        layer = tmp / "layer.tar"
+        with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name, path in sorted(files.items()):
+                info = tar.gettarinfo(path, arcname=name.lstrip("/"))
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mode, info.mtime = 0o755, 0
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+        descriptor, diff_id = _layer(layout, layer)
+        config = read_blob(manifest["config"])
+        config["rootfs"]["diff_ids"].append(diff_id)
+        config.setdefault("history", []).append(
+            {"created": _now(), "created_by": f"add {' '.join(sorted(files))}"}
+        )
+        manifest["config"] = _json_blob(layout, config, _OCI_CONFIG)
+        manifest["layers"].append(descriptor)
+    index["manifests"] = [_json_blob(layout, manifest, _OCI_MANIFEST)]
+    (layout / "index.json").write_text(json.dumps(index))
+    digest = name_layout(layout, ref)
+    pack_layout(layout, tmp / "image.tar")
+    return digest, {"base": base.digest, "files": sorted(files)}
+
+
+def ensure_derived(
+    name: str, ref: str, base: ImageResult, files: dict[str, Path] | None = None, say: Say = print
+) -> ImageResult:
+    """An image named ``ref`` made of ``base`` and, if given, a layer of ``files``."""
+    extra = dict(files or {})
+    key = derived_key(base.digest, ref, extra)
+    return _cached(name, key, ref, lambda tmp: _build_derived(tmp, base, ref, extra), say)
 
 
 # -- containerd -----------------------------------------------------------------------------

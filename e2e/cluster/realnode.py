@@ -7,10 +7,11 @@ benchmarks.
 Where things live:
 - ``<state>/node/``: everything on disk (containerd's image store, configuration, CDI specs, CNI
   IPAM records, pod logs).
-- ``/run/dra-operators/<key>/``: what holds unix sockets (containerd's socket and state, the
-  kubelet's root directory with the plugin registry). A socket path may be at most 107 bytes,
-  and a state directory inside a checkout can be arbitrarily deep; ``<state>/node/run`` links
-  there.
+- ``/run/dra-operators/<key>/``: what holds unix sockets (containerd's socket and state). A
+  socket path may be at most 107 bytes, and a state directory inside a checkout can be
+  arbitrarily deep; ``<state>/node/run`` links there.
+- ``/run/dra/<key>/``: the kubelet's root directory (plugin registry, DRA plugin sockets), as short
+  as ``/var/lib/kubelet`` (see KUBELET_ROOTS).
 - Names on the machine (the bridge, the cgroup subtree) and the pod subnet carry a key derived
   from the state directory, so ``make run`` and ``make test`` can each have their node at once.
 
@@ -49,6 +50,13 @@ REAL_NODE_LABEL = "dra-operators.test/real-node"
 # pods must never start) cannot land there; real-node tests tolerate it.
 REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
 RUNTIME_ROOT = Path("/run/dra-operators")
+# The kubelets' root directories, apart and short: a DRA driver's socket during a rolling update is
+# <root>/plugins/<driver>/dra-<pod UID>.sock, and upstream's suite checks that a 34-character
+# driver name still fits the 107 bytes of a socket path ("rolling update with long driver name"),
+# which leaves 18 characters for the root (/var/lib/kubelet has 16; /run/dra/<key> has 17).
+KUBELET_ROOTS = Path("/run/dra")
+# Where upstream's DRA e2e suite puts its CDI specs (its proxy pod mounts this host path).
+HOST_CDI_DIR = Path("/var/run/cdi")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
@@ -93,7 +101,7 @@ class NodeLayout:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.run / "kubelet"
+        return KUBELET_ROOTS / self.key
 
     @property
     def containerd_state(self) -> Path:
@@ -106,6 +114,11 @@ class NodeLayout:
     @property
     def cdi_dir(self) -> Path:
         return self.disk / "cdi"
+
+    @property
+    def host_cdi_record(self) -> Path:
+        """What was in HOST_CDI_DIR before the node used it: what teardown leaves there."""
+        return self.disk / "host-cdi-before.json"
 
     @property
     def cni_conf_dir(self) -> Path:
@@ -139,7 +152,11 @@ class NodeLayout:
         """Mount points under the node's directories (from /proc/self/mountinfo), deepest first."""
         if mountinfo is None:
             mountinfo = Path("/proc/self/mountinfo").read_text()
-        roots = [str(self.disk.resolve()) if self.disk.exists() else str(self.disk), str(self.run)]
+        roots = [
+            str(self.disk.resolve()) if self.disk.exists() else str(self.disk),
+            str(self.run),
+            str(self.kubelet_root),
+        ]
         found = set()
         for line in mountinfo.splitlines():
             point = _unescape(line.split()[4])
@@ -202,7 +219,7 @@ def ensure_debian_packages(say: Callable[[str], None]) -> None:
 # -- configuration ----------------------------------------------------------------------------
 
 
-def containerd_config(layout: NodeLayout, pause_image: str) -> str:
+def containerd_config(layout: NodeLayout, pause_image: str, host_cdi: bool = False) -> str:
     """containerd 2 configuration (version 3) with every path inside the node's directories."""
     runtime = "plugins.'io.containerd.cri.v1.runtime'"
     lines = [
@@ -232,7 +249,7 @@ def containerd_config(layout: NodeLayout, pause_image: str) -> str:
         '  stream_server_port = "0"',
         "",
         f"[{runtime}]",
-        f'  cdi_spec_dirs = ["{layout.cdi_dir}"]',
+        f"  cdi_spec_dirs = {json.dumps([str(layout.cdi_dir), *([str(HOST_CDI_DIR)] if host_cdi else [])])}",
         # Sandboxes get oom_score_adj -998, which needs CAP_SYS_RESOURCE; the machines this runs
         # on may withhold it even from root (runc then fails with "can't get final child's PID
         # from pipe"). Restricted, no container goes below containerd's own score.
@@ -426,6 +443,35 @@ def setup_host(layout: NodeLayout) -> None:
     (layout.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(cni_config(layout), indent=2))
 
 
+def remember_host_cdi(layout: NodeLayout) -> None:
+    if layout.host_cdi_record.exists():
+        return
+    existed = HOST_CDI_DIR.is_dir()
+    before = sorted(p.name for p in HOST_CDI_DIR.iterdir()) if existed else []
+    layout.host_cdi_record.write_text(json.dumps({"existed": existed, "files": before}))
+
+
+def forget_host_cdi(layout: NodeLayout) -> list[str]:
+    """Remove from HOST_CDI_DIR what appeared there since the node started; what could not be."""
+    try:
+        record = json.loads(layout.host_cdi_record.read_text())
+    except (OSError, ValueError):
+        return []
+    left = []
+    kept = set(record.get("files") or [])
+    for path in HOST_CDI_DIR.iterdir() if HOST_CDI_DIR.is_dir() else ():
+        if path.name not in kept:
+            try:
+                path.unlink()
+            except OSError as err:
+                left.append(f"CDI spec {path}: {err}")
+    if not record.get("existed"):
+        with contextlib.suppress(OSError):
+            HOST_CDI_DIR.rmdir()
+    layout.host_cdi_record.unlink()
+    return left
+
+
 def teardown_host(layout: NodeLayout, shim_binary: str | None, say: Callable[[str], None]) -> list[str]:
     """Everything the node left on the machine, removed; what could not be removed."""
     left: list[str] = []
@@ -456,13 +502,15 @@ def teardown_host(layout: NodeLayout, shim_binary: str | None, say: Callable[[st
             top.rmdir()
         except OSError as err:
             left.append(f"cgroup {top}: {err}")
-    if layout.run.exists():
-        shutil.rmtree(layout.run, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        RUNTIME_ROOT.rmdir()  # only when no other node uses it
+    for directory, parent in ((layout.run, RUNTIME_ROOT), (layout.kubelet_root, KUBELET_ROOTS)):
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            parent.rmdir()  # only when no other node uses it
     link = layout.disk / "run"
     if link.is_symlink():
         link.unlink()
+    left += forget_host_cdi(layout)
     for note in left:
         say(f"left behind: {note}")
     return left
@@ -474,8 +522,7 @@ def leftovers(layout: NodeLayout, shim_binary: str | None = None) -> list[str]:
     found += [f"cgroup {c}" for c in layout.cgroup_dirs()]
     if link_exists(layout.bridge):
         found.append(f"link {layout.bridge}")
-    if layout.run.exists():
-        found.append(f"directory {layout.run}")
+    found += [f"directory {d}" for d in (layout.run, layout.kubelet_root) if d.exists()]
     if shim_binary:
         found += [f"shim pid {p}" for p in _shims_of(layout, shim_binary)]
     return found
@@ -508,6 +555,9 @@ class NodeOptions:
     # kube-proxy runs (what the deployed operators need). Only one such cluster per machine:
     # kube-proxy's iptables chains are global.
     services: bool = False
+    # containerd also reads CDI specs from HOST_CDI_DIR, where upstream's DRA e2e suite writes
+    # them; teardown removes what the node's pods added there.
+    host_cdi: bool = False
 
     @property
     def shim(self) -> Path:
@@ -604,7 +654,9 @@ def start(
 
     layout = NodeLayout.of(launcher.dir)
     config = layout.disk / "containerd.toml"
-    config.write_text(containerd_config(layout, options.pause_image))
+    if options.host_cdi:
+        remember_host_cdi(layout)
+    config.write_text(containerd_config(layout, options.pause_image, options.host_cdi))
     launcher._spawn(
         "containerd", [f"--config={config}", "--log-level=warn"], 0, options.bin_dir, loopback=False
     )
@@ -741,11 +793,20 @@ def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
     return any(layout.kubelet_root.glob("plugins_registry/*.sock"))
 
 
-def prepare(say: Callable[[str], None], taint: bool = False, services: bool = False) -> NodeOptions:
-    """Everything the node runs, installed or built (or reused from the cache)."""
+def prepare(
+    say: Callable[[str], None],
+    taint: bool = False,
+    services: bool = False,
+    extra_images: Sequence[Path] = (),
+    host_cdi: bool = False,
+) -> NodeOptions:
+    """Everything the node runs, installed or built (or reused from the cache); ``extra_images``
+    are imported as well."""
     from . import build, images
 
     ensure_debian_packages(say)
     containerd = build.build_containerd(log=say)
-    archives = (images.pause_image(say), images.base_image(say), images.operator_image(say))
-    return NodeOptions(containerd.directory, archives, images.PAUSE_IMAGE, taint=taint, services=services)
+    archives = (images.pause_image(say), images.base_image(say), images.operator_image(say), *extra_images)
+    return NodeOptions(
+        containerd.directory, archives, images.PAUSE_IMAGE, taint=taint, services=services, host_cdi=host_cdi
+    )

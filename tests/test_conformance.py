@@ -1,0 +1,101 @@
+"""The conformance tier's own logic: which specs run, how results are read and compared."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from e2e.conformance import results
+from e2e.conformance.selection import CI, FULL, FULL_WORKLOAD_CLAIMS, reason_not_run
+
+DRA = "[sig-node] [DRA]"
+KUBELET = f"{DRA} kubelet [Feature:DynamicResourceAllocation]"
+DEALLOCATE = f"{DRA} control plane must deallocate after use"
+ROLLING = f"{KUBELET} rolling update [KubeletMinVersion:1.33]"
+POOLS = f"{DRA} control plane [FeatureGate:DRAResourcePoolStatus] should filter by pool name [Alpha]"
+
+
+def junit_case(name: str, status: str, inner: str) -> str:
+    return f'  <testcase name="{name}" classname="Kubernetes e2e suite" status="{status}">{inner}</testcase>'
+
+
+# As ginkgo writes them: the node type first, then the labels and the version constraints.
+JUNIT = "\n".join(
+    [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<testsuites><testsuite name="Kubernetes e2e suite">',
+        junit_case("[SynchronizedBeforeSuite]", "passed", ""),
+        junit_case(f"[It] {DEALLOCATE} [sig-node, DRA]", "passed", ""),
+        junit_case(
+            f"[It] {ROLLING} [sig-node, DRA, Feature:DynamicResourceAllocation, KubeletMinVersion:1.33]"
+            " [kubelet: [&gt;=1.33]]",
+            "failed",
+            '<failure message="x">x</failure>',
+        ),
+        junit_case(f"[It] {POOLS} [sig-node, DRA]", "skipped", '<skipped message="2 ready nodes required"/>'),
+        "</testsuite></testsuites>",
+    ]
+)
+
+
+def test_a_junit_report_gives_each_spec_by_its_text(tmp_path: Path) -> None:
+    report = tmp_path / "ours.xml"
+    report.write_text(JUNIT)
+    assert results.read_junit(report) == {DEALLOCATE: "passed", ROLLING: "failed", POOLS: "skipped"}
+    assert results.read_junit(tmp_path / "missing.xml") == {}
+
+
+def test_a_defect_is_a_spec_that_passes_in_tree_and_fails_or_is_missing_with_ours() -> None:
+    upstream = {DEALLOCATE: "passed", ROLLING: "failed", POOLS: "passed"}
+    table = results.Table(upstream, {DEALLOCATE: "failed", ROLLING: "failed"})
+    assert set(table.regressions()) == {DEALLOCATE, POOLS}
+    assert (
+        results.Table(upstream, {DEALLOCATE: "passed", ROLLING: "passed", POOLS: "passed"}).regressions()
+        == []
+    )
+    assert results.Table(upstream, {}).regressions() == [], "where ours did not run, nothing is compared"
+
+
+def test_the_table_shows_both_results_and_the_counts() -> None:
+    text = results.Table({DEALLOCATE: "passed"}, {DEALLOCATE: "passed"}).markdown(
+        "v1.37.2", "ci", "2026-12-04", {"ours": 120.0}
+    )
+    assert f"| {DEALLOCATE} | passed | passed |" in text
+    assert "ours: 1 passed, 0 failed, 0 skipped, 2 min" in text
+
+
+def test_a_baseline_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    results.write_baseline(path, "v1.37.2", "full", {ROLLING: "failed", DEALLOCATE: "passed"})
+    assert results.read_baseline(path) == {DEALLOCATE: "passed", ROLLING: "failed"}
+
+
+def test_the_selections_leave_out_what_cannot_run_and_the_podgroup_specs_but_the_second_pass() -> None:
+    device_plugin = (
+        f"{KUBELET} on single node supports extended resources together with ResourceClaim [Serial]"
+    )
+    podgroup = (
+        f"{KUBELET} [FeatureGate:DRADeviceTaints] [FeatureGate:DRAWorkloadResourceClaims]"
+        " [FeatureGate:GenericWorkload] [KubeletMinVersion:1.36]"
+        " DeviceTaintRule evicts pod with PodGroup claim"
+    )
+    assert reason_not_run(device_plugin) is not None
+    assert re.search(FULL.skip(), device_plugin)
+    assert re.search(FULL.skip(), podgroup)
+    assert not re.search(FULL.skip(), DEALLOCATE)
+    assert not re.search(FULL_WORKLOAD_CLAIMS.skip(), podgroup)
+    assert "DRAWorkloadResourceClaims" in FULL_WORKLOAD_CLAIMS.label_filter
+
+
+def test_the_ci_subset_is_the_controllers_specs() -> None:
+    chosen = [
+        DEALLOCATE,
+        f"{KUBELET} removes reservation from claim when pod is done",
+        f"{KUBELET} [FeatureGate:DRADeviceTaints] DeviceTaintRule evicts pod"
+        " [FeatureGate:DRADeviceTaintRules]",
+        f"{DRA} CRUD Tests resource.k8s.io/v1 DeviceTaintRule [Conformance]",
+    ]
+    left = [f"{KUBELET} registers plugin", ROLLING]
+    assert all(re.search(CI.focus, spec) for spec in chosen)
+    assert not any(re.search(CI.focus, spec) for spec in left)
+    assert CI.baseline_name == "full"
