@@ -146,8 +146,8 @@ def write(path: Path, text: str) -> str:
         (
             ["--metrics-bind-address", "8080"],
             {},
-            "invalid settings: --metrics-bind-address=8080: '8080' is not host:port (e.g. 0.0.0.0:8080, "
-            "or :8080)",
+            "invalid settings: --metrics-bind-address=8080: '8080' is not host:port "
+            "(e.g. :8080, 127.0.0.1:8080 or [::1]:8080)",
         ),
         (
             ["--log-format", "xml"],

@@ -143,6 +143,7 @@ def test_the_values_schema_refuses_what_would_not_work(helm: str) -> None:
         (["--set", "profile=cloud"], "profile"),
         (["--set", "replicas=0"], "replicas"),
         (["--set", "operators.bindingattacher.drivers[0]=Not_A_Driver"], "drivers"),
+        (["--set-json", "operators.bindingattacher.drivers=[]"], "drivers"),
         (["--set", "operators.resourceclaim.extraArgs[0]=leader-elect"], "extraArgs"),
         (["--set", "operators.nosuch.enabled=true"], "nosuch"),
         (["--set", "evictionGuard.enabled=yes"], "evictionGuard"),
@@ -151,6 +152,13 @@ def test_the_values_schema_refuses_what_would_not_work(helm: str) -> None:
         assert done.returncode != 0, values
         assert "schema" in done.stderr, done.stderr
         assert complaint in done.stderr, done.stderr
+    # No list at all (null removes the key) is refused by the template: RBAC would read the
+    # missing resourceNames as every driver.
+    done = _helm(
+        helm, "template", "x", str(CHART), "--set", "operators.bindingattacher.drivers=null", check=False
+    )
+    assert done.returncode != 0
+    assert "must name at least one driver" in done.stderr, done.stderr
 
 
 def test_values_reach_the_objects(helm: str) -> None:

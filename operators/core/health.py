@@ -1,9 +1,11 @@
 """Liveness, readiness and the metrics endpoint, served by aiohttp.
 
-- ``/healthz`` (liveness): the process runs and the API server has answered within
-  ``api_unreachable_timeout`` seconds. A longer silence makes the kubelet restart us, which
-  re-establishes every watch from scratch.
-- ``/readyz`` (readiness): every readiness gate is true: the informers' initial listing is
+- ``/healthz`` (liveness): the process's event loop answers. Nothing else: the kubelet restarts a
+  process that fails it, and a restart mends only a process that is stuck, not an API server
+  that is away (restarting then would turn an outage into a crash loop, and every watch would
+  have to list again once it is back).
+- ``/readyz`` (readiness): the API server has answered within ``api_unreachable_timeout``
+  seconds, and every readiness gate is true: the informers' initial listing is
   complete, the APIs the operator needs are served (discovery), and this replica holds the
   leader Lease (or leader election is off). A standby that waits for the Lease is ready too,
   once its own namespace exists ("ok: standby"): a Deployment counts only ready pods as
@@ -57,9 +59,7 @@ class Health:
         self.gates[name] = value
 
     def alive(self) -> tuple[bool, str]:
-        silence = time.monotonic() - self.last_api_success
-        if silence > self.api_unreachable_timeout:
-            return False, f"API server unreachable for {silence:.0f}s"
+        # Answering at all is the proof: the handler runs on the loop every sync runs on.
         return True, "ok"
 
     def refuse(self, reason: str) -> None:
@@ -68,6 +68,9 @@ class Health:
     def ready(self) -> tuple[bool, str]:
         if self.refused:
             return False, self.refused
+        silence = time.monotonic() - self.last_api_success
+        if silence > self.api_unreachable_timeout:
+            return False, f"API server unreachable for {silence:.0f}s"
         standby = self.gates.get(LEADER) is False
         gates = {n: v for n, v in self.gates.items() if n in STANDBY_GATES} if standby else self.gates
         waiting = sorted(name for name, value in gates.items() if not value)
@@ -107,9 +110,12 @@ def build_app(
     return app
 
 
-def split_address(address: str) -> tuple[str, int]:
+def split_address(address: str) -> tuple[str | None, int]:
+    """(host, port) of ``host:port``, ``[v6 address]:port`` or ``:port``; no host (None) listens
+    on every address of both families, so IPv6-only clusters can probe and scrape too."""
     host, _, port = address.rpartition(":")
-    return (host or "0.0.0.0"), int(port)
+    host = host.removeprefix("[").removesuffix("]")
+    return (host or None), int(port)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,13 @@ class OperatorSettings(BaseModel):
         "name plus a random suffix (two processes on one host must not share a Lease identity).",
     )
     metrics_bind_address: str = Field(
-        "0.0.0.0:8080", description="host:port of the Prometheus /metrics endpoint."
+        ":8080",
+        description="host:port of the Prometheus /metrics endpoint; no host: every address, IPv4 and IPv6.",
     )
     health_probe_bind_address: str = Field(
-        "0.0.0.0:8081", description="host:port of /healthz and /readyz (may equal the metrics address)."
+        ":8081",
+        description="host:port of /healthz and /readyz (may equal the metrics address); no host: every "
+        "address, IPv4 and IPv6.",
     )
     metrics_secure: bool = Field(
         True,
@@ -97,7 +100,10 @@ class OperatorSettings(BaseModel):
         30, ge=1, description="Client-side request burst (kube-controller-manager's default)."
     )
     api_unreachable_timeout: float = Field(
-        60.0, gt=0, description="Seconds without any answer from kube-apiserver before /healthz fails."
+        60.0,
+        gt=0,
+        description="Seconds without any answer from kube-apiserver before /readyz fails (/healthz never "
+        "does for that: a restart cannot bring the API server back).",
     )
     shutdown_grace_period: float = Field(
         20.0,
@@ -123,7 +129,7 @@ class OperatorSettings(BaseModel):
     def _address(cls, value: str) -> str:
         _host, colon, port = value.rpartition(":")
         if not colon or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"{value!r} is not host:port (e.g. 0.0.0.0:8080, or :8080)")
+            raise ValueError(f"{value!r} is not host:port (e.g. :8080, 127.0.0.1:8080 or [::1]:8080)")
         return value
 
     @model_validator(mode="after")

@@ -29,6 +29,3 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: dra-operators-{{ . }}
 {{- end -}}
 
-{{- define "dra-operators.leaderElect" -}}
-{{- if gt (int .Values.replicas) 1 -}}true{{- else -}}false{{- end -}}
-{{- end -}}
