@@ -83,13 +83,6 @@ IN_TREE_WRITES = [
         _object("v1", "Pod", _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status")),
     ),
     (
-        RESOURCECLAIM,
-        "resourceclaims",
-        _object(
-            "resource.k8s.io/v1", "ResourceClaim", _entry("kube-controller-manager", "Update", CREATED_CLAIM)
-        ),
-    ),
-    (
         DEVICETAINT,
         "devicetaintrules",
         _object(
@@ -177,6 +170,17 @@ def test_an_in_tree_write_older_than_the_operator_is_no_evidence(
                 "resource.k8s.io/v1",
                 "ResourceClaim",
                 _entry("dra-operators-resourceclaim", "Update", CREATED_CLAIM),
+            ),
+        ),
+        # A claim created under kube-controller-manager's own field manager: a tenant allowed to
+        # create claims can choose any manager (issue #38), so a claim alone is never evidence.
+        (
+            RESOURCECLAIM,
+            "resourceclaims",
+            _object(
+                "resource.k8s.io/v1",
+                "ResourceClaim",
+                _entry("kube-controller-manager", "Update", CREATED_CLAIM),
             ),
         ),
         # A claim a user created with kubectl, even one carrying the annotation.
@@ -279,11 +283,11 @@ def test_odd_objects_are_no_evidence_and_raise_nothing(body: dict[str, Any]) -> 
 def test_the_guard_reports_the_first_evidence_once() -> None:
     reported: list[Evidence] = []
     guard = Guard(RESOURCECLAIM, STARTED.replace(microsecond=123), reported.append)
-    (_, _, pod), (_, _, claim) = IN_TREE_WRITES[:2]
+    (_, _, pod) = IN_TREE_WRITES[0]
     guard.observe("resourcetemplates", pod)
     assert reported == [], "only the kinds of its signatures are looked at"
     guard.observe("pods", pod)
-    guard.observe("resourceclaims", claim)
+    guard.observe("pods", pod)
     assert [e.kind for e in reported] == ["Pod"]
     assert guard.evidence is reported[0]
 

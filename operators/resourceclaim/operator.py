@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from operators.core import metricsauth
-from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
+from operators.core.coexistence import InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.dra.api import GROUP
 from operators.dra.podgroups import POD_GROUP_VERSION, SCHEDULING_GROUP
@@ -74,7 +74,10 @@ IN_TREE: Final = InTreeController(
             owns=("f:status", "f:resourceClaimStatuses"),
             wrote="applied status.resourceClaimStatuses of",
         ),
-        # With PodGroup claims, it applies each group's claim statuses the same way.
+        # With PodGroup claims, it applies each group's claim statuses the same way. The claims it
+        # creates are no evidence: a tenant who may create claims chooses any field manager
+        # (kubectl create --field-manager=kube-controller-manager), while these two writes need
+        # pods/status or podgroups/status, which tenants are not given.
         Signature(
             api_group=SCHEDULING_GROUP,
             plural="podgroups",
@@ -83,17 +86,6 @@ IN_TREE: Final = InTreeController(
             subresource="status",
             owns=("f:status", "f:resourceClaimStatuses"),
             wrote="applied status.resourceClaimStatuses of",
-        ),
-        # It creates the claims of templates without a field manager: only this controller of
-        # kube-controller-manager sets the pod-claim-name annotation.
-        Signature(
-            api_group=GROUP,
-            plural="resourceclaims",
-            manager=KUBE_CONTROLLER_MANAGER,
-            operation="Update",
-            subresource="",
-            owns=("f:metadata", "f:annotations", "f:resource.kubernetes.io/pod-claim-name"),
-            wrote="created",
         ),
     ),
 )
