@@ -197,5 +197,10 @@ class Guard:
         assert self.controller is not None
         found = find_evidence(self.controller, plural, body, self.since)
         if found is not None:
-            self.evidence = found
-            self._on_evidence(found)
+            self.found(found)
+
+    def found(self, evidence: Evidence) -> None:
+        """Evidence found by other means (the operator's question before its first write)."""
+        if self.evidence is None:
+            self.evidence = evidence
+            self._on_evidence(evidence)

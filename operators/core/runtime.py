@@ -54,7 +54,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -142,6 +142,8 @@ class OperatorDefinition:
     namespace_use: str = ""
     # kube-controller-manager's controller this operator replaces: the coexistence guard.
     in_tree: InTreeController | None = None
+    # Asks that controller before this operator's first write: its evidence, or None.
+    ask_in_tree: Callable[[Runtime, InTreeController], Awaitable[Evidence | None]] | None = None
 
     @property
     def component_name(self) -> str:
@@ -699,6 +701,12 @@ async def run(
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime, definition.watches, health, stop):
             return runtime.exit_code
+        if definition.in_tree is not None and definition.ask_in_tree is not None:
+            # Before the first write: the guard must not learn of the in-tree controller from a
+            # pod both of them acted on.
+            evidence = await definition.ask_in_tree(runtime, definition.in_tree)
+            if evidence is not None:
+                runtime.guard.found(evidence)
         kinds = watched_kinds(definition.watches, runtime)
         for watch in followed_watches(definition.watches, runtime):
             runtime.spawn(follow_served_version(runtime, watch), f"follow-{watch.plural}")

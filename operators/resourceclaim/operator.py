@@ -15,6 +15,7 @@ from operators.core.runtime import OperatorDefinition, Watch
 from operators.dra.api import GROUP
 from operators.dra.podgroups import POD_GROUP_VERSION, SCHEDULING_GROUP
 
+from . import probe
 from .constants import OPERATOR_NAME
 from .controller import ResourceClaimController
 from .settings import Settings
@@ -55,6 +56,12 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
     *metricsauth.API_CALLS,
+    # The question to kube-controller-manager before the first write (probe.py), in the
+    # operator's namespace only: a pod that names a claim template of the operator's own.
+    ("", "pods", "create"),
+    ("", "pods", "delete"),
+    (GROUP, "resourceclaimtemplates", "get"),
+    (GROUP, "resourceclaimtemplates", "create"),
     # Leader election, in the operator's namespace only.
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "get"),
@@ -122,4 +129,5 @@ DEFINITION = OperatorDefinition(
         ),
     ),
     in_tree=IN_TREE,
+    ask_in_tree=probe.ask,
 )
