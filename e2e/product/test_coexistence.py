@@ -12,6 +12,7 @@ ours.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +37,8 @@ pytestmark = [pytest.mark.differential, pytest.mark.timeout(300)]
 RESOURCE = "/apis/resource.k8s.io/v1"
 RULES = f"{RESOURCE}/devicetaintrules"
 ATTEMPTS = 10
+STARTS = 5
+PODS_PER_START = 4
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +88,10 @@ def _ours(obj: dict[str, Any]) -> set[str]:
 
 def _tripped(op: harness.RunningOperator, controller: str) -> bool:
     return controller in harness.in_tree_detected(op.metrics())
+
+
+def _wait_tripped(op: harness.RunningOperator, controller: str) -> None:
+    wait_for(lambda: _tripped(op, controller), 30, f"the guard to see {controller}")
 
 
 def _until_tripped(op: harness.RunningOperator, controller: str, create_one: Callable[[int], None]) -> int:
@@ -155,6 +162,51 @@ def test_resourceclaim_stops_beside_the_in_tree_controller(
         assert not _ours(obj), f"{name}: a write of ours after the guard fired"
         assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours after the guard fired"
     print(f"resourceclaim: the guard fired at race pod {took}")
+
+
+@pytest.mark.parametrize("created", ["before", 0, 1, 4])
+def test_resourceclaim_asks_before_its_first_write(
+    upstream_api: Kube,
+    upstream_namespace: str,
+    beside_in_tree: Callable[..., harness.RunningOperator],
+    created: str | int,
+) -> None:
+    """Issue #38: the guard knows before the operator's first write, so no pod ever gets a second
+    claim, whether the template pods were pending when the operator started or came 0, 1 or 4 s
+    after it; five starts each."""
+    api, ns = upstream_api, upstream_namespace
+    create_template(api, ns, template_body("gpu"))
+    names: list[str] = []
+    for run in range(STARTS):
+
+        def burst(run: int = run) -> None:
+            for index in range(PODS_PER_START):
+                name = f"start-{run}-{index}"
+                create_pod(api, ns, pod_body(name, [template_entry("gpu", "gpu")]))
+                names.append(name)
+
+        if created == "before":
+            burst()
+        op = beside_in_tree("resourceclaim")
+        if created != "before":
+            # The scenario's own timing (pods that come while the operator starts), not a wait.
+            time.sleep(float(created))
+            burst()
+        _wait_tripped(op, "resourceclaim-controller")
+        op.stop()
+
+    def handled() -> bool:
+        return all(
+            api.get(pods_path(ns, name)).get("status", {}).get("resourceClaimStatuses") for name in names
+        )
+
+    wait_for(handled, 120, "the in-tree controller to give every pod its claim")
+    for name in names:
+        obj = api.get(pods_path(ns, name))
+        owned = claims_of_pod(api, ns, obj)
+        assert len(owned) == 1, f"{name}: {[c['metadata']['name'] for c in owned]}"
+        assert not _ours(obj), f"{name}: a write of ours"
+        assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours"
 
 
 def test_resourceclaim_acts_with_the_override(

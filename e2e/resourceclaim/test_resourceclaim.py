@@ -57,6 +57,7 @@ from e2e.resourceclaim.support import (
     FAILED_CREATION,
     GENERATED_SUFFIX,
     OUR_MANAGER,
+    POD_CLAIM_NAME,
     POD_OWNER,
     ObjectHistory,
     allocate,
@@ -289,6 +290,58 @@ def test_user_claims_keep_their_raw_parameters_through_release(
     objects.node(node)
     s29_raw_parameters(Ctx(api, namespace, node), form)
     assert rc.ready()
+
+
+# The field managers of kube-controller-manager's writes the coexistence guard knows.
+IN_TREE_MANAGERS = ("kube-controller-manager", "ResourceClaimController", "device-taint-eviction-controller")
+
+
+def test_a_tenant_cannot_switch_the_operator_off(
+    api: Kube, cluster: harness.Cluster, namespace: str, rc: harness.RunningOperator
+) -> None:
+    """Issue #38: a tenant allowed only to create claims and pods in its namespace writes claims
+    under every field manager of the in-tree controller; the operator stays ready and a pod
+    created afterwards gets its claim."""
+    tenant = "tenant"
+    api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": tenant}})
+    rules = [
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims"],
+            "verbs": ["create", "get", "update", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get"]},
+    ]
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    api.create(f"{rbac}/namespaces/{namespace}/roles", {"metadata": {"name": tenant}, "rules": rules})
+    api.create(
+        f"{rbac}/namespaces/{namespace}/rolebindings",
+        {
+            "metadata": {"name": tenant},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": tenant},
+            "subjects": [{"kind": "ServiceAccount", "name": tenant, "namespace": namespace}],
+        },
+    )
+    as_tenant = Kube(harness.token_kubeconfig(cluster, api, namespace, tenant))
+    try:
+        for manager in IN_TREE_MANAGERS:
+            body = claim_body(f"forged-{manager.lower()}")
+            body["metadata"]["annotations"] = {POD_CLAIM_NAME: "gpu"}
+            as_tenant.request("POST", claims_path(namespace), body=body, params={"fieldManager": manager})
+            as_tenant.request(
+                "PATCH",
+                claims_path(namespace, body["metadata"]["name"]),
+                body={**body, "metadata": {**body["metadata"], "labels": {"forged": "true"}}},
+                content_type="application/apply-patch+yaml",
+                params={"fieldManager": manager, "force": "true"},
+            )
+        create_template(api, namespace, template_body("gpu-tmpl"))
+        pod = create_pod(api, namespace, pod_body("after-forgery", [template_entry("gpu", "gpu-tmpl")]))
+        wait_generated(api, namespace, pod, "gpu")
+        assert rc.ready(), "forged claims are no evidence of the in-tree controller"
+        assert harness.in_tree_detected(rc.metrics()) == ()
+    finally:
+        as_tenant.close()
 
 
 def _wait_rejection(api: Kube, ns: str, pod: str, pattern: str) -> dict[str, Any]:
