@@ -99,3 +99,9 @@ def test_the_ci_subset_is_the_controllers_specs() -> None:
     assert all(re.search(CI.focus, spec) for spec in chosen)
     assert not any(re.search(CI.focus, spec) for spec in left)
     assert CI.baseline_name == "full"
+
+
+def test_passes_merge_to_the_result_where_a_spec_ran() -> None:
+    first = {DEALLOCATE: "passed", POOLS: "skipped"}
+    second = {DEALLOCATE: "skipped", POOLS: "passed", ROLLING: "failed"}
+    assert results.merged(first, second) == {DEALLOCATE: "passed", POOLS: "passed", ROLLING: "failed"}

@@ -44,6 +44,17 @@ def read_junit(path: Path) -> dict[str, str]:
     return outcomes
 
 
+def merged(*passes: dict[str, str]) -> dict[str, str]:
+    """One result per spec over several passes (the full selection, the PodGroup pass): where a
+    spec ran in one pass and was skipped in another, the pass where it ran counts."""
+    result: dict[str, str] = {}
+    for outcomes in passes:
+        for spec, outcome in outcomes.items():
+            if result.get(spec, SKIPPED) == SKIPPED:
+                result[spec] = outcome
+    return result
+
+
 def write_baseline(path: Path, version: str, selection: str, outcomes: dict[str, str]) -> None:
     document = {
         "kubernetes": version,
