@@ -15,12 +15,15 @@ RUN python3 -m venv /opt/dra-operators \
 
 FROM ${BASE}
 # A numeric non-root user, so runAsNonRoot can be verified by the kubelet. Not named `operator`:
-# Debian's base-passwd already has that group (gid 37).
+# Debian's base-passwd already has that group (gid 37). tini is PID 1: Python would not reap the
+# orphans an Exec action's helper leaves behind (the e2e base image has it already).
 RUN groupadd --gid 65532 dra-operators \
- && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin dra-operators
+ && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin dra-operators \
+ && { command -v tini >/dev/null || { apt-get update && apt-get install -y --no-install-recommends tini \
+      && rm -rf /var/lib/apt/lists/*; }; }
 COPY --from=build /opt/dra-operators /opt/dra-operators
 ENV PATH=/opt/dra-operators/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
 EXPOSE 8080 8081
-ENTRYPOINT ["dra-operators"]
+ENTRYPOINT ["tini", "--", "dra-operators"]
 CMD ["--help"]

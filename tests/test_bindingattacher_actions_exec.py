@@ -7,11 +7,18 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from bindingattacher_builders import attach_request
 
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
 from operators.bindingattacher.actions.calls import invoke
-from operators.bindingattacher.actions.execcommand import ExecAction, command_problem
+from operators.bindingattacher.actions.execcommand import (
+    DANGEROUS_ENV,
+    MAX_STDOUT_BYTES,
+    ExecAction,
+    command_problem,
+    env_problem,
+)
 from operators.bindingattacher.actions.factory import BuildContext, build_action
 from operators.bindingattacher.models import ActionSpec
 
@@ -121,32 +128,96 @@ async def test_sigkill_follows_an_ignored_sigterm(tmp_path: Path) -> None:
 
 
 def test_command_checks(tmp_path: Path) -> None:
-    assert command_problem(["relative/tool"]) == (
+    allowed = str(tmp_path)
+    assert command_problem(["relative/tool"], allowed) == (
         "InvalidActionConfig",
         "spec.action.exec.command[0]: 'relative/tool' must be an absolute path",
     )
-    problem = command_problem([str(tmp_path / "missing")])
+    problem = command_problem([str(tmp_path / "missing")], allowed)
     assert problem is not None
     assert problem[0] == "CommandNotFound"
-    assert command_problem([script(tmp_path, "exit 0\n")]) is None
+    assert command_problem([script(tmp_path, "exit 0\n")], allowed) is None
+
+
+def test_only_the_operators_commands_run(tmp_path: Path) -> None:
+    """Issue #38: whoever creates a policy would otherwise run any binary of the image (a shell,
+    python3) as the attacher, with its ServiceAccount token."""
+    allowed = tmp_path / "commands"
+    allowed.mkdir()
+    mine = script(allowed, "exit 0\n")
+    outside = script(tmp_path, "exit 0\n", "outside.sh")
+    (allowed / "sneaky").symlink_to(outside)
+    assert command_problem([mine], str(allowed)) is None
+    assert command_problem(["/bin/sh", "-c", "id"], str(allowed))[0] == "CommandNotAllowed"  # type: ignore[index]
+    assert command_problem([str(allowed / "sneaky")], str(allowed))[0] == "CommandNotAllowed"  # type: ignore[index]
+    assert command_problem([str(allowed / ".." / "outside.sh")], str(allowed))[0] == "CommandNotAllowed"  # type: ignore[index]
+    reason, message = command_problem([mine], "") or ("", "")
+    assert reason == "ExecNotConfigured"
+    assert "--exec-commands-dir" in message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "BASH_ENV",
+        "ENV",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PATH",
+        "NODE_OPTIONS",
+        "PERL5OPT",
+    ],
+)
+def test_variables_that_load_code_are_refused(name: str) -> None:
+    assert env_problem(name) is not None
+    assert env_problem("GPU_FABRIC") is None
 
 
 async def test_factory_rejects_reserved_env_and_missing_commands(tmp_path: Path) -> None:
     good = script(tmp_path, "exit 0\n")
-    reserved = ActionSpec.model_validate(
-        {"kind": "Exec", "exec": {"command": [good], "env": [{"name": "DRA_OPERATORS_X", "value": "1"}]}}
-    )
+    context = BuildContext(policy_name="p", exec_commands_dir=str(tmp_path))
+    for name in ("DRA_OPERATORS_X", "BASH_ENV"):
+        refused = ActionSpec.model_validate(
+            {"kind": "Exec", "exec": {"command": [good], "env": [{"name": name, "value": "1"}]}}
+        )
+        with pytest.raises(ActionConfigError) as excinfo:
+            await build_action(refused, context)
+        assert excinfo.value.reason == "InvalidActionConfig"
+    missing = ActionSpec.model_validate({"kind": "Exec", "exec": {"command": [str(tmp_path / "attach")]}})
     with pytest.raises(ActionConfigError) as excinfo:
-        await build_action(reserved, BuildContext(policy_name="p"))
-    assert excinfo.value.reason == "InvalidActionConfig"
-    missing = ActionSpec.model_validate({"kind": "Exec", "exec": {"command": ["/nonexistent/attach"]}})
-    with pytest.raises(ActionConfigError) as excinfo:
-        await build_action(missing, BuildContext(policy_name="p"))
+        await build_action(missing, context)
     assert excinfo.value.reason == "CommandNotFound"
     built = await build_action(
-        ActionSpec.model_validate({"kind": "Exec", "exec": {"command": [good]}}), BuildContext("p")
+        ActionSpec.model_validate({"kind": "Exec", "exec": {"command": [good]}}), context
     )
     assert built.description == f"exec action {good}"
+    with pytest.raises(ActionConfigError) as excinfo:
+        await build_action(
+            ActionSpec.model_validate({"kind": "Exec", "exec": {"command": [good]}}), BuildContext("p")
+        )
+    assert excinfo.value.reason == "ExecNotConfigured"
+
+
+async def test_a_flood_of_output_is_read_and_dropped(tmp_path: Path) -> None:
+    """100 MiB on stdout and stderr: the call ends with a clear error, and only the caps are kept."""
+    command = script(tmp_path, "head -c 104857600 /dev/zero | tr '\\0' x\nhead -c 104857600 /dev/zero >&2\n")
+    result = await ExecAction([command]).attach(attach_request())
+    assert result.outcome is Outcome.TRANSIENT_ERROR
+    assert result.message == f"{command}: stdout exceeds {MAX_STDOUT_BYTES} bytes"
+
+
+async def test_nothing_the_command_forked_outlives_its_call(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    command = script(
+        tmp_path,
+        f"(trap '' TERM; while true; do sleep 0.1; done) & echo $! > {pids}\n"
+        'echo \'{"outcome": "Succeeded"}\'\n',
+    )
+    result = await ExecAction([command]).attach(attach_request())
+    assert result.outcome is Outcome.SUCCEEDED
+    assert gone_within([int(pids.read_text())], 5)
 
 
 async def test_no_writable_tmp_is_a_transient_error_that_names_the_fix(
@@ -160,3 +231,16 @@ async def test_no_writable_tmp_is_a_transient_error_that_names_the_fix(
     assert result.outcome is Outcome.TRANSIENT_ERROR
     assert result.message.startswith(f"no working directory for {command}: ")
     assert "emptyDir at /tmp" in result.message
+
+
+def test_the_crd_refuses_the_same_variables() -> None:
+    """The API server refuses them at admission, with the same expression the factory uses."""
+    crd = yaml.safe_load(
+        (Path(__file__).parents[1] / "crds" / "deviceattachpolicies.dra-operators.io.yaml").read_text()
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    name = schema["properties"]["spec"]["properties"]["action"]["properties"]["exec"]["properties"]["env"][
+        "items"
+    ]["properties"]["name"]
+    rules = [rule["rule"] for rule in name["x-kubernetes-validations"]]
+    assert f"!self.matches('{DANGEROUS_ENV.pattern}')" in rules

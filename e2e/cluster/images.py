@@ -3,7 +3,7 @@
 Three images, each cached under ``cache_root()/images/<name>-<key>/`` (``image.tar`` plus
 ``build.json``), where the key is a hash of everything the image is made from:
 
-- the base: Debian ``SUITE`` made by ``mmdebstrap`` (python3, venv, useradd). It is also the
+- the base: Debian ``SUITE`` made by ``mmdebstrap`` (python3, venv, useradd, tini). It is also the
   test workload image (``sh``, ``sleep``, ``env``). Key: the package list, the suite and
   ``RECIPE_VERSION``; the Debian mirror is mmdebstrap's default, or ``DEVCLUSTER_APT_MIRROR``
   (any MIRROR argument mmdebstrap takes, for example a sources file of this machine).
@@ -58,7 +58,8 @@ SUITE = "bookworm"
 # What the Dockerfile and the test pods need: python3 + venv (ensurepip), useradd/groupadd
 # (passwd), TLS roots for pip (ca-certificates). sh, sleep and env are Essential packages.
 # libstdc++6: compiled wheels (google-re2, which cel-python uses) link it; python:3.11-slim has it.
-BASE_PACKAGES = ("ca-certificates", "libstdc++6", "passwd", "python3", "python3-venv")
+# tini: the operator image's PID 1, which reaps what an Exec action's helper leaves behind.
+BASE_PACKAGES = ("ca-certificates", "libstdc++6", "passwd", "python3", "python3-venv", "tini")
 BASE_IMAGE = f"dra-operators-base:{SUITE}"
 # The tag follows build/pause/Makefile's TAG of the Kubernetes version built here.
 PAUSE_TAG = "3.10.2"
@@ -487,7 +488,14 @@ def _build_base(tmp: Path, say: Say) -> tuple[str, dict[str, Any]]:
     with tarfile.open(layer) as tar:
         names = {member.name.removeprefix("./") for member in tar}
     # A tar member's path may resolve through the merged-/usr symlinks (bin -> usr/bin).
-    for needed in ("usr/bin/sh", "usr/bin/sleep", "usr/bin/env", "usr/bin/python3", "usr/sbin/useradd"):
+    for needed in (
+        "usr/bin/sh",
+        "usr/bin/sleep",
+        "usr/bin/env",
+        "usr/bin/python3",
+        "usr/sbin/useradd",
+        "usr/bin/tini",
+    ):
         if needed not in names:
             raise ImageError(f"the base image lacks /{needed}")
     digest = write_layout(

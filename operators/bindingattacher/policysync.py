@@ -154,6 +154,7 @@ class PolicySync:
                     secrets=secrets,
                     pool_size=_pool_size(candidate),
                     inventory_listener=self._listener(candidate),
+                    exec_commands_dir=self.settings.exec_commands_dir,
                     logger=logging.getLogger(f"{__name__}.{state.name}"),
                 ),
             )

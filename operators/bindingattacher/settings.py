@@ -26,6 +26,13 @@ class BindingAttacherSettings(OperatorSettings):
         description="Allow policies with action.kind Test (a fake backend for acceptance and chaos "
         "tests); off so that a production cluster never reports fake attachments.",
     )
+    exec_commands_dir: str = Field(
+        "",
+        description="The directory of the commands Exec actions may run (mount a ConfigMap there); a "
+        "policy's command must resolve to a file in it. Unset: Exec actions are refused (Ready=False, "
+        "ExecNotConfigured), since whoever creates a DeviceAttachPolicy would otherwise run code as "
+        "the attacher.",
+    )
     binding_timeout: str | None = Field(
         None,
         description="kube-scheduler's DynamicResourcesArgs.bindingTimeout (a Go duration such as 30s). "

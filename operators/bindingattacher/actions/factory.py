@@ -49,7 +49,7 @@ from .base import (
     BaseAction,
     Outcome,
 )
-from .execcommand import RESERVED_ENV_PREFIX, ExecAction, command_problem
+from .execcommand import ExecAction, command_problem, env_problem
 from .testaction import InventoryListener, TestAction, TestParameters
 from .webhook import WebhookAction, WebhookSettings, check_url, secret_value, ssl_context
 
@@ -154,6 +154,8 @@ class BuildContext:
     """``concurrency.maxAttaches + concurrency.maxDetaches`` (webhook connection pool)."""
     entry_points: EntryPoints = installed_entry_points
     inventory_listener: InventoryListener | None = None
+    # --exec-commands-dir: the only commands an Exec action may run ("" refuses Exec).
+    exec_commands_dir: str = ""
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dra_operators.bindingattacher"))
 
 
@@ -190,7 +192,7 @@ async def build_action(spec: ActionSpec, context: BuildContext) -> BuiltAction:
         case ActionKind.WEBHOOK:
             return _webhook(spec.webhook, context)
         case ActionKind.EXEC:
-            return _exec(spec)
+            return _exec(spec, context)
         case ActionKind.NOOP:
             noop = spec.noop or NoopActionSpec()
             return BuiltAction(NoopAction(_seconds(noop.delay, "spec.action.noop.delay")), NOOP_DESCRIPTION)
@@ -252,16 +254,17 @@ def _webhook(webhook: WebhookActionSpec | None, context: BuildContext) -> BuiltA
     return BuiltAction(WebhookAction(settings), description)
 
 
-def _exec(spec: ActionSpec) -> BuiltAction:
+def _exec(spec: ActionSpec, context: BuildContext) -> BuiltAction:
     exec_spec = spec.exec
     command = exec_spec.command if exec_spec is not None else ()
-    problem = command_problem(command)
+    problem = command_problem(command, context.exec_commands_dir)
     if problem:
         raise ActionConfigError(*problem)
     env: dict[str, str] = {}
     for var in exec_spec.env if exec_spec is not None else ():
-        if not ENV_NAME.fullmatch(var.name) or var.name.startswith(RESERVED_ENV_PREFIX):
-            raise _invalid(f"spec.action.exec.env: {var.name!r} is not a permitted variable name")
+        why = env_problem(var.name) if ENV_NAME.fullmatch(var.name) else "not a variable name"
+        if why:
+            raise _invalid(f"spec.action.exec.env: {var.name!r} is not a permitted variable name: {why}")
         env[var.name] = var.value
     return BuiltAction(ExecAction(command, env), f"exec action {command[0]}")
 
