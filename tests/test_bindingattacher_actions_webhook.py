@@ -266,9 +266,39 @@ async def test_insecure_http_is_flagged_in_the_description() -> None:
     spec = ActionSpec.model_validate(
         {"kind": "Webhook", "webhook": {"url": "http://x.test/v1", "allowInsecureHTTP": True}}
     )
-    built = await build_action(spec, BuildContext(policy_name="p"))
+    built = await build_action(spec, BuildContext(policy_name="p", allow_insecure_webhooks=True))
     assert "InsecureTransport" in built.description
     await close_action(built.action)
+
+
+async def test_plain_http_and_url_credentials_need_the_operator_too() -> None:
+    """Issue #38: a policy author alone cannot send the bearer token in clear text, and a
+    password in a URL never reaches a condition."""
+    plain = ActionSpec.model_validate(
+        {"kind": "Webhook", "webhook": {"url": "http://x.test/v1", "allowInsecureHTTP": True}}
+    )
+    with pytest.raises(ActionConfigError) as excinfo:
+        await build_action(plain, BuildContext(policy_name="p"))
+    assert "--allow-insecure-webhooks" in excinfo.value.message
+    secret = ActionSpec.model_validate(
+        {"kind": "Webhook", "webhook": {"url": "https://user:hunter2@x.test/v1"}}
+    )
+    with pytest.raises(ActionConfigError) as excinfo:
+        await build_action(secret, BuildContext(policy_name="p"))
+    assert "hunter2" not in excinfo.value.message
+    assert "***@x.test" in excinfo.value.message
+    built = await build_action(secret, BuildContext(policy_name="p", allow_insecure_webhooks=True))
+    assert "hunter2" not in built.description
+    await close_action(built.action)
+
+
+async def test_timeouts_have_a_ceiling() -> None:
+    slow = ActionSpec.model_validate(
+        {"kind": "Webhook", "webhook": {"url": "https://x.test/v1", "connectTimeout": "10m"}}
+    )
+    with pytest.raises(ActionConfigError) as excinfo:
+        await build_action(slow, BuildContext(policy_name="p"))
+    assert excinfo.value.message == "spec.action.webhook.connectTimeout: 10m must be at most 60s"
 
 
 def test_request_body_is_json() -> None:

@@ -91,3 +91,19 @@ async def test_slots_count_attaches_per_policy_and_all_calls_overall() -> None:
     assert tracker.counts() == {("drv", "attach"): 1, ("drv", "detach"): 1, ("drv2", "probe"): 1}
     await tracker.close()
     assert tracker.counts() == {}
+
+
+async def test_one_policy_cannot_take_every_slot() -> None:
+    """Issue #38: --max-actions-per-policy leaves the other policies their share."""
+    tracker = CallTracker(max_total=4, spawn=spawn, max_per_policy=2)
+    block = asyncio.Event()
+
+    async def wait() -> CallOutcome:
+        await block.wait()
+        return _outcome()
+
+    tracker.start("a1", Operation.ATTACH, "greedy", "drv", wait, lambda: None)
+    tracker.start("d1", Operation.DETACH, "greedy", "drv", wait, lambda: None)
+    assert not tracker.slot_free("greedy", max_attaches=100), "its share is used up"
+    assert tracker.slot_free("modest", max_attaches=1), "the others still get slots"
+    await tracker.close()

@@ -66,6 +66,8 @@ def test_acceptance_scenario_policy_is_valid() -> None:
         ),
         ({"nodeWaitTimeout": "soon"}, "spec.nodeWaitTimeout: 'soon' is not a duration"),
         ({"action": {"kind": "Noop", "timeout": "0.5s"}}, "spec.action.timeout"),
+        # A call holds a process-wide slot while it runs (issue #38).
+        ({"action": {"kind": "Noop", "timeout": "1h"}}, "spec.action.timeout: 1h must be at most 900s"),
         ({"action": {"kind": "Noop", "noop": {"delay": "30s"}}}, "spec.action.noop.delay"),
         ({"retry": {"initialBackoff": "1m", "maxBackoff": "30s"}}, "spec.retry.initialBackoff"),
         (

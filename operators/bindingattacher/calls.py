@@ -162,8 +162,9 @@ DETACH_FAILED_EVENT_SECONDS = 3600.0
 
 
 class CallTracker:
-    def __init__(self, max_total: int, spawn: Spawn) -> None:
+    def __init__(self, max_total: int, spawn: Spawn, max_per_policy: int | None = None) -> None:
         self.max_total = max_total
+        self.max_per_policy = max_per_policy or max_total
         self._spawn = spawn
         self._calls: dict[str, _Call] = {}
         self._runtime: dict[str, RecordRuntime] = {}
@@ -206,8 +207,9 @@ class CallTracker:
 
     def slot_free(self, policy: str, max_attaches: int) -> bool:
         running = self._running()
-        attaches = sum(1 for c in running if c.policy == policy and c.operation is not Operation.DETACH)
-        return attaches < max_attaches and len(running) < self.max_total
+        mine = [c for c in running if c.policy == policy]
+        attaches = sum(1 for c in mine if c.operation is not Operation.DETACH)
+        return attaches < max_attaches and len(mine) < self.max_per_policy and len(running) < self.max_total
 
     def start(
         self,

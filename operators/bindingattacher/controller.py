@@ -67,7 +67,9 @@ class BindingAttacherController:
         self.settings = settings
         client = runtime.client
         self.cache = ClusterCache()
-        self.calls = CallTracker(settings.max_concurrent_actions, runtime.spawn)
+        self.calls = CallTracker(
+            settings.max_concurrent_actions, runtime.spawn, settings.max_actions_per_policy
+        )
         self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn)
         self.taint_rules_served = False
         self.policies = PolicySync(

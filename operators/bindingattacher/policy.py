@@ -67,6 +67,7 @@ READY = "Ready"
 FINALIZER = "dra-operators.io/attachments"
 
 MAX_REASON_CHARS = 64
+MAX_ACTION_TIMEOUT = timedelta(minutes=15)
 MAX_MANAGED_TYPES = 8
 MAX_POOLS = 64
 MAX_DRIVER_CHARS = 63
@@ -196,6 +197,11 @@ def _settings(spec: DeviceAttachPolicySpec) -> PolicySettings:
     # Attach calls are cut to the remaining budget anyway, so only the lower bound is enforced.
     if action_timeout < timedelta(seconds=1):
         raise _Invalid(f"spec.action.timeout: {spec.action.timeout} must be at least 1s")
+    # A call holds one of the process-wide slots for as long as it runs.
+    if action_timeout > MAX_ACTION_TIMEOUT:
+        raise _Invalid(
+            f"spec.action.timeout: {spec.action.timeout} must be at most {format_seconds(MAX_ACTION_TIMEOUT)}"
+        )
     if spec.action.kind is ActionKind.NOOP:
         delay = _duration((spec.action.noop or NoopActionSpec()).delay, "spec.action.noop.delay")
         if delay >= binding:

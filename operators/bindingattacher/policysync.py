@@ -155,6 +155,7 @@ class PolicySync:
                     pool_size=_pool_size(candidate),
                     inventory_listener=self._listener(candidate),
                     exec_commands_dir=self.settings.exec_commands_dir,
+                    allow_insecure_webhooks=self.settings.allow_insecure_webhooks,
                     logger=logging.getLogger(f"{__name__}.{state.name}"),
                 ),
             )

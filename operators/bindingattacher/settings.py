@@ -33,6 +33,18 @@ class BindingAttacherSettings(OperatorSettings):
         "ExecNotConfigured), since whoever creates a DeviceAttachPolicy would otherwise run code as "
         "the attacher.",
     )
+    allow_insecure_webhooks: bool = Field(
+        False,
+        description="Let policies call webhooks over plain HTTP (with their allowInsecureHTTP) or with "
+        "credentials in the URL; for test clusters only, since a policy author could send the bearer "
+        "token in clear text.",
+    )
+    max_actions_per_policy: int = Field(
+        50,
+        ge=1,
+        description="Action calls in flight for one policy, over its attaches and detaches: no policy "
+        "takes every slot of --max-concurrent-actions from the others.",
+    )
     binding_timeout: str | None = Field(
         None,
         description="kube-scheduler's DynamicResourcesArgs.bindingTimeout (a Go duration such as 30s). "

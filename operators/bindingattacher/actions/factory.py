@@ -35,9 +35,10 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from operators.dra.durations import parse_go_duration
+from operators.dra.durations import format_seconds, parse_go_duration
 
 from ..models import ActionKind, ActionSpec, NoopActionSpec, TestActionSpec, WebhookActionSpec
 from .base import (
@@ -51,11 +52,13 @@ from .base import (
 )
 from .execcommand import ExecAction, command_problem, env_problem
 from .testaction import InventoryListener, TestAction, TestParameters
-from .webhook import WebhookAction, WebhookSettings, check_url, secret_value, ssl_context
+from .webhook import WebhookAction, WebhookSettings, check_url, secret_value, shown_url, ssl_context
 
 EntryPoints = Callable[[], Iterable[importlib.metadata.EntryPoint]]
 
 MAX_CONFIG_BYTES = 16384
+# A connection that takes longer is not coming: the call's own timeout still applies on top.
+MAX_CONNECT_SECONDS = 60.0
 
 
 def installed_entry_points() -> Iterable[importlib.metadata.EntryPoint]:
@@ -156,6 +159,8 @@ class BuildContext:
     inventory_listener: InventoryListener | None = None
     # --exec-commands-dir: the only commands an Exec action may run ("" refuses Exec).
     exec_commands_dir: str = ""
+    # --allow-insecure-webhooks: plain HTTP (with the policy's allowInsecureHTTP) and URL credentials.
+    allow_insecure_webhooks: bool = False
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dra_operators.bindingattacher"))
 
 
@@ -175,6 +180,13 @@ def _seconds(text: str, path: str) -> float:
         return parse_go_duration(text).total_seconds()
     except ValueError as exc:
         raise _invalid(f"{path}: {exc}") from exc
+
+
+def _capped_seconds(text: str, path: str, most: float) -> float:
+    seconds = _seconds(text, path)
+    if seconds > most:
+        raise _invalid(f"{path}: {text} must be at most {format_seconds(timedelta(seconds=most))}")
+    return seconds
 
 
 def _check_sub_objects(spec: ActionSpec) -> None:
@@ -217,7 +229,7 @@ async def _python(spec: ActionSpec, context: BuildContext) -> BuiltAction:
 def _webhook(webhook: WebhookActionSpec | None, context: BuildContext) -> BuiltAction:
     if webhook is None or not webhook.url:
         raise _invalid("spec.action.webhook.url is required for kind Webhook")
-    problem = check_url(webhook.url, webhook.allow_insecure_http)
+    problem = check_url(webhook.url, webhook.allow_insecure_http, context.allow_insecure_webhooks)
     if problem:
         raise _invalid(problem)
     if webhook.ca_bundle and webhook.ca_secret_ref:
@@ -244,11 +256,13 @@ def _webhook(webhook: WebhookActionSpec | None, context: BuildContext) -> BuiltA
         ssl_context=ssl_context(ca, cert, key) if secure else None,
         server_name=webhook.server_name or None,
         bearer_token=token or None,
-        connect_timeout=_seconds(webhook.connect_timeout, "spec.action.webhook.connectTimeout"),
+        connect_timeout=_capped_seconds(
+            webhook.connect_timeout, "spec.action.webhook.connectTimeout", MAX_CONNECT_SECONDS
+        ),
         probe=webhook.probe,
         pool_size=max(context.pool_size, 1),
     )
-    description = f"webhook action {webhook.url}"
+    description = f"webhook action {shown_url(webhook.url)}"
     if not secure:
         description += "; InsecureTransport: plain HTTP is meant for test clusters only"
     return BuiltAction(WebhookAction(settings), description)

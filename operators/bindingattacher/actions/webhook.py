@@ -87,20 +87,46 @@ def _load_client_cert(context: ssl.SSLContext, cert_pem: str, key_pem: str) -> N
             ) from exc
 
 
-def check_url(url: str, allow_insecure_http: bool) -> str | None:
-    """The problem with a webhook URL, or None."""
+def shown_url(url: str) -> str:
+    """The URL as messages and conditions show it: without user information (a password)."""
     try:
         parts = urlsplit(url)
+    except ValueError:
+        return "(unparsable URL)"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return parts._replace(netloc=f"***@{netloc}").geturl()
+
+
+def check_url(url: str, allow_insecure_http: bool, operator_allows_insecure: bool = False) -> str | None:
+    """The problem with a webhook URL, or None. Plain HTTP needs the policy's allowInsecureHTTP and
+    the operator's --allow-insecure-webhooks; so do credentials in the URL."""
+    shown = shown_url(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port raises only when read
     except ValueError as exc:
-        return f"spec.action.webhook.url: {url!r} does not parse: {exc}"
+        return f"spec.action.webhook.url: {shown!r} does not parse: {exc}"
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        return f"spec.action.webhook.url: {url!r} must be an absolute https:// URL"
+        return f"spec.action.webhook.url: {shown!r} must be an absolute https:// URL"
     if parts.scheme == "http" and not allow_insecure_http:
         return (
-            f"spec.action.webhook.url: {url!r} uses plain http; set allowInsecureHTTP only on test clusters"
+            f"spec.action.webhook.url: {shown!r} uses plain http; set allowInsecureHTTP only on test clusters"
+        )
+    if parts.scheme == "http" and not operator_allows_insecure:
+        return (
+            f"spec.action.webhook.url: {shown!r} uses plain http, which this attacher's operator does not "
+            "allow (--allow-insecure-webhooks)"
+        )
+    if (parts.username is not None or parts.password is not None) and not operator_allows_insecure:
+        return (
+            f"spec.action.webhook.url: {shown!r} carries credentials; use bearerTokenSecretRef or a client "
+            "certificate (credentials in a URL need the operator's --allow-insecure-webhooks)"
         )
     if parts.query or parts.fragment:
-        return f"spec.action.webhook.url: {url!r} must not have a query or fragment"
+        return f"spec.action.webhook.url: {shown!r} must not have a query or fragment"
     return None
 
 
@@ -203,7 +229,10 @@ class WebhookAction(BaseAction):
                     return transient(f"HTTP {response.status}: response body exceeds {MAX_BODY_BYTES} bytes")
                 return result_for_response(response.status, response.reason or "", response.headers, body)
         except (aiohttp.ClientError, ssl.SSLError, OSError, TimeoutError) as exc:
-            return transient(f"{operation.lower()} request to {url} failed: {type(exc).__name__}: {exc}")
+            message = str(exc).replace(url, shown_url(url))
+            return transient(
+                f"{operation.lower()} request to {shown_url(url)} failed: {type(exc).__name__}: {message}"
+            )
 
 
 async def _read_limited(stream: aiohttp.StreamReader, limit: int) -> bytes:
