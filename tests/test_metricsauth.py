@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from typing import Any
@@ -96,6 +97,53 @@ async def test_an_allowed_reader_is_cached_for_five_minutes() -> None:
     clock.now += ALLOWED_TTL
     assert (await authorizer.verdict("Bearer t")).status == 200
     assert reviews.asked.count("TokenReview") == 2, f"the token TTL ({TOKEN_TTL} s) had passed too"
+
+
+class SlowReviews(Reviews):
+    """An API server that takes its time: reviews stay in flight until released."""
+
+    def __init__(self, users: dict[str, dict[str, Any]], allowed: set[str]) -> None:
+        super().__init__(users, allowed)
+        self.release = asyncio.Event()
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self.release.wait()
+        return await super().create(path, body)
+
+
+async def test_a_flood_of_tokens_costs_a_bounded_number_of_reviews() -> None:
+    """Issue #38: 1000 distinct bogus tokens at once; at most MAX_REVIEWS_IN_FLIGHT reviews reach
+    the API server, the rest are told 429, and a known reader is still answered from the cache."""
+    reviews = SlowReviews({"good": READER}, {PROMETHEUS})
+    authorizer = _authorizer(reviews, Clock())
+    reviews.release.set()
+    assert (await authorizer.verdict("Bearer good")).status == 200
+    reviews.release.clear()
+    reviews.asked.clear()
+    flood = [asyncio.ensure_future(authorizer.verdict(f"Bearer bogus-{i}")) for i in range(1000)]
+    await asyncio.sleep(0)
+    assert (await authorizer.verdict("Bearer good")).status == 200, (
+        "a cached reader is served during the flood"
+    )
+    reviews.release.set()
+    statuses = [verdict.status for verdict in await asyncio.gather(*flood)]
+    assert statuses.count(401) == metricsauth.MAX_REVIEWS_IN_FLIGHT
+    assert statuses.count(429) == 1000 - metricsauth.MAX_REVIEWS_IN_FLIGHT
+    assert reviews.asked.count("TokenReview") == metricsauth.MAX_REVIEWS_IN_FLIGHT
+
+
+async def test_the_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metricsauth, "MAX_CACHED", 16)
+    authorizer = _authorizer(Reviews({}, set()), Clock())
+    for i in range(100):
+        assert (await authorizer.verdict(f"Bearer bogus-{i}")).status == 401
+    assert authorizer.cached_answers() <= 32
+
+
+async def test_a_review_that_never_ends_is_a_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metricsauth, "REVIEW_TIMEOUT", 0.05)
+    authorizer = _authorizer(SlowReviews({"good": READER}, {PROMETHEUS}), Clock())
+    assert (await authorizer.verdict("Bearer good")).status == 503
 
 
 async def test_the_secure_listener_refuses_without_a_token_and_serves_with_one() -> None:

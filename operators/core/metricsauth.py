@@ -7,6 +7,12 @@ SubjectAccessReview for ``get`` on the non-resource URL ``/metrics``: the Cluste
 delegating authenticator and authorizer cache them (a token for a minute, an allowed user for
 five, a denial for thirty seconds), so a scrape every 30 s costs the API server almost nothing.
 
+Anyone who reaches the port can send tokens, so checking them is bounded: at most
+``MAX_REVIEWS_IN_FLIGHT`` reviews at once (beyond that the answer is 429 and nothing is sent to
+the API server), each within ``REVIEW_TIMEOUT`` seconds (503 then), and at most ``MAX_CACHED``
+answers per cache (the oldest go first). A flood of bogus tokens therefore costs a bounded number
+of TokenReviews and bounded memory, and a known scraper's cached answer is served throughout.
+
 The serving certificate comes from ``--metrics-cert-dir`` (``tls.crt`` and ``tls.key``, e.g. from
 cert-manager), or else is self-signed at start, as controller-runtime does; Prometheus then
 scrapes with ``insecureSkipVerify`` and authenticates with its ServiceAccount token.
@@ -16,6 +22,7 @@ scrapes with ``insecureSkipVerify`` and authenticates with its ServiceAccount to
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import ipaddress
@@ -47,6 +54,9 @@ API_CALLS = [
 TOKEN_TTL = 60.0
 ALLOWED_TTL = 300.0
 DENIED_TTL = 30.0
+MAX_REVIEWS_IN_FLIGHT = 8
+REVIEW_TIMEOUT = 10.0
+MAX_CACHED = 1024
 CERT_NAME, KEY_NAME = "tls.crt", "tls.key"
 CERT_VALIDITY = datetime.timedelta(days=365)
 
@@ -70,6 +80,7 @@ class MetricsAuthorizer:
         self._clock = clock
         self._users: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._decisions: dict[str, tuple[float, Verdict]] = {}
+        self._in_flight = 0
 
     async def verdict(self, authorization: str | None) -> Verdict:
         token = _bearer(authorization)
@@ -80,14 +91,24 @@ class MetricsAuthorizer:
         cached = self._decisions.get(key)
         if cached and cached[0] > now:
             return cached[1]
+        if self._in_flight >= MAX_REVIEWS_IN_FLIGHT:
+            return Verdict(429, "Too many requests: too many credentials are being checked; retry later")
+        self._in_flight += 1
+        try:
+            verdict = await asyncio.wait_for(self._review(key, token, now), REVIEW_TIMEOUT)
+        except TimeoutError:
+            return Verdict(503, "the API server did not check the credentials in time; retry later")
+        finally:
+            self._in_flight -= 1
+        ttl = ALLOWED_TTL if verdict.status == 200 else DENIED_TTL
+        self._remember(self._decisions, key, (now + ttl, verdict), now)
+        return verdict
+
+    async def _review(self, key: str, token: str, now: float) -> Verdict:
         user = await self._user(key, token, now)
         if user is None:
             return Verdict(401, "Unauthorized: the token is not valid")
-        verdict = await self._authorize(user)
-        ttl = ALLOWED_TTL if verdict.status == 200 else DENIED_TTL
-        self._decisions[key] = (now + ttl, verdict)
-        self._forget_expired(now)
-        return verdict
+        return await self._authorize(user)
 
     async def _user(self, key: str, token: str, now: float) -> dict[str, Any] | None:
         cached = self._users.get(key)
@@ -99,7 +120,7 @@ class MetricsAuthorizer:
         )
         status = (review or {}).get("status") or {}
         user = status.get("user") if status.get("authenticated") else None
-        self._users[key] = (now + TOKEN_TTL, user)
+        self._remember(self._users, key, (now + TOKEN_TTL, user), now)
         return user
 
     async def _authorize(self, user: dict[str, Any]) -> Verdict:
@@ -122,10 +143,21 @@ class MetricsAuthorizer:
             403, f"Forbidden: {spec['user']} may not get {METRICS_PATH} (dra-operators-metrics-reader)"
         )
 
-    def _forget_expired(self, now: float) -> None:
-        for cache in (self._users, self._decisions):
-            for key in [k for k, (until, _) in cache.items() if until <= now]:
-                del cache[key]
+    @staticmethod
+    def _remember(
+        cache: dict[str, tuple[float, Any]], key: str, entry: tuple[float, Any], now: float
+    ) -> None:
+        """Store an answer, keeping the cache within MAX_CACHED entries: expired ones go first,
+        then the oldest."""
+        if len(cache) >= MAX_CACHED and key not in cache:
+            for stale in [k for k, (until, _) in cache.items() if until <= now]:
+                del cache[stale]
+            while len(cache) >= MAX_CACHED:
+                del cache[next(iter(cache))]
+        cache[key] = entry
+
+    def cached_answers(self) -> int:
+        return len(self._users) + len(self._decisions)
 
 
 def middleware(authorizer: MetricsAuthorizer) -> Callable[..., Awaitable[web.StreamResponse]]:
