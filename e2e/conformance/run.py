@@ -170,7 +170,9 @@ def run(options: Options) -> int:
             results.write_baseline(baseline, version, options.selection.name, outcomes["upstream"])
             _say(f"baseline written: {baseline}")
     elif baseline.is_file():
-        ran = set(outcomes.get("ours", {}))
+        # The baseline covers a wider selection: only the specs this run selected are compared.
+        ran = {spec for spec, outcome in outcomes.get("ours", {}).items() if outcome != results.SKIPPED}
+        outcomes["ours"] = {spec: outcomes["ours"][spec] for spec in ran}
         outcomes["upstream"] = {s: o for s, o in results.read_baseline(baseline).items() if s in ran}
         _say(f"in-tree results from {baseline.relative_to(REPO_ROOT)}")
     table = results.Table(outcomes.get("upstream", {}), outcomes.get("ours", {}))
