@@ -149,19 +149,25 @@ def test_resourceclaim_stops_beside_the_in_tree_controller(
     for index in range(len(after)):
         pod(index, "after")
 
+    _one_claim_each_and_none_of_ours(api, ns, after, 60)
+    print(f"resourceclaim: the guard fired at race pod {took}")
+
+
+def _one_claim_each_and_none_of_ours(api: Kube, ns: str, names: list[str], within: float) -> None:
+    """The in-tree controller gives every pod its claim, and nothing of ours is on them."""
+
     def handled() -> bool:
         return all(
-            api.get(pods_path(ns, name)).get("status", {}).get("resourceClaimStatuses") for name in after
+            api.get(pods_path(ns, name)).get("status", {}).get("resourceClaimStatuses") for name in names
         )
 
-    wait_for(handled, 60, "the in-tree controller to give every later pod its claim")
-    for name in after:
+    wait_for(handled, within, "the in-tree controller to give every pod its claim")
+    for name in names:
         obj = api.get(pods_path(ns, name))
         owned = claims_of_pod(api, ns, obj)
         assert len(owned) == 1, f"{name}: {[c['metadata']['name'] for c in owned]}"
-        assert not _ours(obj), f"{name}: a write of ours after the guard fired"
-        assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours after the guard fired"
-    print(f"resourceclaim: the guard fired at race pod {took}")
+        assert not _ours(obj), f"{name}: a write of ours"
+        assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours"
 
 
 @pytest.mark.parametrize("created", ["before", 0, 1, 4])
@@ -195,18 +201,7 @@ def test_resourceclaim_asks_before_its_first_write(
         _wait_tripped(op, "resourceclaim-controller")
         op.stop()
 
-    def handled() -> bool:
-        return all(
-            api.get(pods_path(ns, name)).get("status", {}).get("resourceClaimStatuses") for name in names
-        )
-
-    wait_for(handled, 120, "the in-tree controller to give every pod its claim")
-    for name in names:
-        obj = api.get(pods_path(ns, name))
-        owned = claims_of_pod(api, ns, obj)
-        assert len(owned) == 1, f"{name}: {[c['metadata']['name'] for c in owned]}"
-        assert not _ours(obj), f"{name}: a write of ours"
-        assert not _ours(owned[0]), f"{owned[0]['metadata']['name']}: a write of ours"
+    _one_claim_each_and_none_of_ours(api, ns, names, 120)
 
 
 def test_resourceclaim_acts_with_the_override(
