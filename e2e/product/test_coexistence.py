@@ -60,8 +60,10 @@ def beside_in_tree(
     """``beside_in_tree(name, *args)`` starts our operator on the upstream-mode cluster."""
     started: list[harness.RunningOperator] = []
 
-    def start(name: str, *args: str) -> harness.RunningOperator:
-        op = harness.start_operator(name, identity(name), upstream_cluster.workdir, "subprocess", args)
+    def start(name: str, *args: str, wait_ready: bool = True) -> harness.RunningOperator:
+        op = harness.start_operator(
+            name, identity(name), upstream_cluster.workdir, "subprocess", args, wait_ready=wait_ready
+        )
         op.expects_in_tree = True
         started.append(op)
         return op
@@ -137,7 +139,8 @@ def test_resourceclaim_stops_beside_the_in_tree_controller(
 ) -> None:
     api, ns = upstream_api, upstream_namespace
     create_template(api, ns, template_body("gpu"))
-    op = beside_in_tree("resourceclaim")
+    # It asks kube-controller-manager before its first write, so it may never become ready.
+    op = beside_in_tree("resourceclaim", wait_ready=False)
 
     def pod(index: int, prefix: str = "race") -> None:
         create_pod(api, ns, pod_body(f"{prefix}-{index}", [template_entry("gpu", "gpu")]))
@@ -193,7 +196,8 @@ def test_resourceclaim_asks_before_its_first_write(
 
         if created == "before":
             burst()
-        op = beside_in_tree("resourceclaim")
+        # Not ready at all when the guard answers before the first write: only alive.
+        op = beside_in_tree("resourceclaim", wait_ready=False)
         if created != "before":
             # The scenario's own timing (pods that come while the operator starts), not a wait.
             time.sleep(float(created))

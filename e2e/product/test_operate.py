@@ -48,11 +48,12 @@ def test_leader_election_hands_over(
     try:
         second = harness.start_operator_unready(OPERATOR, identity(), cluster.workdir, args)
         try:
+            # Ready as a standby first: the Lease follows within a retry period.
+            wait_for(first.leading, 30, "the first replica to hold the Lease")
             lease = api.get(
                 f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/dra-operators-{OPERATOR}"
             )
             holder = lease["spec"]["holderIdentity"]
-            assert first.leading()
             wait_for(second.ready, 30, "the standby to be ready as a standby")
             assert not second.leading(), "the standby must not act as the leader"
             batch1 = [f"a-{i}" for i in range(10)]
@@ -288,8 +289,9 @@ def test_conflicts_are_retried_until_convergence(
 
 
 def test_metrics_and_health(cluster: harness.Cluster, namespace: str, operator: Callable[..., Any]) -> None:
-    """The metrics endpoint serves the documented names; /healthz fails when the API server is
-    unreachable for longer than --api-unreachable-timeout, and recovers after."""
+    """The metrics endpoint serves the documented names; /readyz fails when the API server is
+    unreachable for longer than --api-unreachable-timeout and recovers after, while /healthz stays
+    200 throughout: a restart would not bring the API server back (issue #38)."""
     assert cluster.state is not None
     directory = Path(cluster.state.dir)
     with operator(OPERATOR, extra_args=("--api-unreachable-timeout=5",)) as op:
@@ -306,15 +308,18 @@ def test_metrics_and_health(cluster: harness.Cluster, namespace: str, operator: 
         ):
             assert name in metrics, f"{name} missing from /metrics"
         assert f'dra_operators_workqueue_depth{{name="{OPERATOR}"}}' in metrics
+        ready_url = op.health_url.replace("/healthz", "/readyz")
         assert harness.http_get(op.health_url)[0] == 200
         launcher.stop_component(directory, "kube-apiserver")
         try:
-            wait_for(lambda: harness.http_get(op.health_url)[0] == 503, 30, "/healthz to report the outage")
-            _status, body = harness.http_get(op.health_url)
+            wait_for(lambda: harness.http_get(ready_url)[0] == 503, 30, "/readyz to report the outage")
+            _status, body = harness.http_get(ready_url)
             assert "API server unreachable" in body
+            assert harness.http_get(op.health_url)[0] == 200, "live throughout the outage"
         finally:
             launcher.start_component(directory, "kube-apiserver")
-        wait_for(lambda: harness.http_get(op.health_url)[0] == 200, 60, "/healthz to recover")
+        wait_for(lambda: harness.http_get(ready_url)[0] == 200, 60, "/readyz to recover")
+        assert harness.http_get(op.health_url)[0] == 200
         assert op.alive()
 
 

@@ -54,7 +54,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -143,7 +143,7 @@ class OperatorDefinition:
     # kube-controller-manager's controller this operator replaces: the coexistence guard.
     in_tree: InTreeController | None = None
     # Asks that controller before this operator's first write: its evidence, or None.
-    ask_in_tree: Callable[[Runtime, InTreeController], Awaitable[Evidence | None]] | None = None
+    ask_in_tree: Callable[[Runtime, InTreeController], Coroutine[Any, Any, Evidence | None]] | None = None
 
     @property
     def component_name(self) -> str:
@@ -680,6 +680,14 @@ async def run(
                 await _first(state.wait_usable(), stop.wait())
                 if stop.is_set():
                     return 0
+        asking: asyncio.Task[Evidence | None] | None = None
+        if definition.in_tree is not None and definition.ask_in_tree is not None:
+            # Asked at start, while a standby still waits for the Lease: a hand-over then costs no
+            # more than the Lease's expiry. What changes later, the guard sees in what it watches.
+            asking = asyncio.create_task(
+                definition.ask_in_tree(runtime, definition.in_tree), name="ask-in-tree"
+            )
+            tasks.append(asking)
         if settings.leader_elect:
             acquired = asyncio.Event()
             lead_task = asyncio.create_task(
@@ -701,10 +709,10 @@ async def run(
         runtime.controller = definition.make_controller(runtime)
         if not await _until_prepared(runtime, definition.watches, health, stop):
             return runtime.exit_code
-        if definition.in_tree is not None and definition.ask_in_tree is not None:
+        if asking is not None:
             # Before the first write: the guard must not learn of the in-tree controller from a
             # pod both of them acted on.
-            evidence = await definition.ask_in_tree(runtime, definition.in_tree)
+            evidence = await asking
             if evidence is not None:
                 runtime.guard.found(evidence)
         kinds = watched_kinds(definition.watches, runtime)

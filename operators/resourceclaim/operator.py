@@ -20,6 +20,15 @@ from .constants import OPERATOR_NAME
 from .controller import ResourceClaimController
 from .settings import Settings
 
+PROBE_CALLS: Final[list[tuple[str, str, str]]] = [
+    # The question to kube-controller-manager before the first write (probe.py), in the
+    # operator's namespace only: a pod that names a claim template of the operator's own.
+    ("", "pods", "create"),
+    ("", "pods", "delete"),
+    (GROUP, "resourceclaimtemplates", "get"),
+    (GROUP, "resourceclaimtemplates", "create"),
+]
+
 DEFAULT_WORKERS: Final = 50
 """As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
 
@@ -56,12 +65,7 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
     *metricsauth.API_CALLS,
-    # The question to kube-controller-manager before the first write (probe.py), in the
-    # operator's namespace only: a pod that names a claim template of the operator's own.
-    ("", "pods", "create"),
-    ("", "pods", "delete"),
-    (GROUP, "resourceclaimtemplates", "get"),
-    (GROUP, "resourceclaimtemplates", "create"),
+    *PROBE_CALLS,
     # Leader election, in the operator's namespace only.
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "get"),

@@ -45,6 +45,14 @@ DEVICE_CLASS = "coexistence-probe.dra-operators.io"
 ANSWER_SECONDS = 5.0
 """How long the in-tree controller gets to answer; it answers within a second when it runs."""
 POLL_SECONDS = 0.25
+STALE_SECONDS = 4 * ANSWER_SECONDS
+
+
+def _created(meta: Mapping[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(meta.get("creationTimestamp")).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def template_body(namespace: str) -> dict[str, Any]:
@@ -92,7 +100,8 @@ async def ask(runtime: Runtime, controller: InTreeController) -> Evidence | None
     """The in-tree controller's answer to a probe pod, or None (no answer, or no probe made)."""
     client = runtime.client
     namespace = runtime.settings.namespace
-    since = datetime.now(UTC)
+    # To the second, as managedFields times are: the answer may come within the same second.
+    since = datetime.now(UTC).replace(microsecond=0)
     try:
         await _remove_earlier_probes(runtime, namespace)
         await _ensure_template(runtime, namespace)
@@ -141,10 +150,15 @@ async def _answer(
 
 
 async def _remove_earlier_probes(runtime: Runtime, namespace: str) -> None:
-    """Probe pods a crash left behind: once this operator acts, it would give them claims."""
+    """Probe pods a crash left behind: once this operator acts, it would give them claims. Not
+    the probe another replica is asking with right now (younger than STALE_SECONDS)."""
     listed = await runtime.client.get(PODS.path(namespace=namespace), labelSelector=f"{LABEL}=true")
+    now = datetime.now(UTC)
     for item in listed.get("items") or []:
         meta = item.get("metadata") or {}
+        created = _created(meta)
+        if created is not None and (now - created).total_seconds() < STALE_SECONDS:
+            continue
         try:
             await runtime.client.delete(
                 PODS.path(meta.get("name", ""), namespace=namespace), uid=meta.get("uid")
