@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from operators import OPERATOR_NAMES
+from operators.kubectl_dra.grants import driver_grant
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,10 +28,17 @@ def _api_calls(operator: str) -> set[tuple[str, str, str]]:
     return set(importlib.import_module(f"operators.{operator}.operator").API_CALLS)
 
 
+# What a user grants after the install, as the README says: the binding attacher may write a
+# driver's claim status only once `kubectl dra grant-driver <driver>` has granted that driver.
+GRANTED_AFTER_INSTALL: dict[str, list[dict[str, Any]]] = {
+    "bindingattacher": driver_grant("driver.example.com", "dra-operators"),
+}
+
+
 def _granted(operator: str) -> set[tuple[str, str, str]]:
     docs: list[dict[str, Any]] = [
         d for d in yaml.safe_load_all((ROOT / "manifests" / operator / "rbac.yaml").read_text()) if d
-    ]
+    ] + GRANTED_AFTER_INSTALL.get(operator, [])
     granted: set[tuple[str, str, str]] = set()
     for doc in docs:
         if doc["kind"] not in ("ClusterRole", "Role"):

@@ -152,13 +152,17 @@ def test_the_values_schema_refuses_what_would_not_work(helm: str) -> None:
         assert done.returncode != 0, values
         assert "schema" in done.stderr, done.stderr
         assert complaint in done.stderr, done.stderr
-    # No list at all (null removes the key) is refused by the template: RBAC would read the
-    # missing resourceNames as every driver.
-    done = _helm(
-        helm, "template", "x", str(CHART), "--set", "operators.bindingattacher.drivers=null", check=False
-    )
-    assert done.returncode != 0
-    assert "must name at least one driver" in done.stderr, done.stderr
+    # No list at all (the default) grants no driver: each is granted by `kubectl dra grant-driver`.
+    # RBAC would read a role without resourceNames as every driver, so none is rendered.
+    for values in ([], ["--set", "operators.bindingattacher.drivers=null"]):
+        objects = _objects(_template(helm, values))
+        assert ("ClusterRole", "dra-operators-bindingattacher-drivers") not in objects, values
+        assert ("ClusterRoleBinding", "dra-operators-bindingattacher-drivers") not in objects, values
+        assert not any(
+            "resourceclaims/driver" in rule.get("resources", [])
+            for obj in objects.values()
+            for rule in obj.get("rules", [])
+        ), values
 
 
 def test_values_reach_the_objects(helm: str) -> None:

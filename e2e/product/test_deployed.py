@@ -65,8 +65,8 @@ OWN = "/apis/dra-operators.io/v1alpha1"
 POLICIES = f"{OWN}/deviceattachpolicies"
 TAINT_RULES = f"{RESOURCE}/devicetaintrules"
 COMMAND = "/etc/dra-operators/commands/fabric-attach"
-# Granted by the shipped manifests (manifests/bindingattacher/rbac.yaml).
-SHIPPED_DRIVER = "gpu.fabric.example.com"
+# The demo's driver, granted at install as a user grants theirs: the shipped manifests grant none.
+DEMO_DRIVER = "gpu.fabric.example.com"
 NO_RESTART_WINDOW = 120.0
 
 
@@ -76,6 +76,8 @@ def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
         return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
 
     with install(deployed_cluster, apply, OPERATOR_NAMES, "deployed.json") as here:
+        granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
+        assert granted.returncode == 0, granted.stderr
         yield here
 
 
@@ -468,15 +470,15 @@ def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
     installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
 ) -> None:
     api = installed.api
-    device_class, _ = fabric(SHIPPED_DRIVER)
-    api.create(POLICIES, _exec_policy("fabric-exec", SHIPPED_DRIVER))
+    device_class, _ = fabric(DEMO_DRIVER)
+    api.create(POLICIES, _exec_policy("fabric-exec", DEMO_DRIVER))
     wait_for(lambda: policy_ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
     _fabric_pod(api, deployed_namespace, device_class)
     device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 90, "the pod to be bound")
     claim = api.get(f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims/trainer-fabric")
     entries = claim["status"].get("devices") or []
     attached = [c for e in entries if e["device"] == device for c in e.get("conditions", [])]
-    assert any(c["type"] == f"{SHIPPED_DRIVER}/attached" and c["status"] == "True" for c in attached), entries
+    assert any(c["type"] == f"{DEMO_DRIVER}/attached" and c["status"] == "True" for c in attached), entries
     # The command's answer names the temp file it wrote under the read-only root (/tmp emptyDir).
     messages = " ".join(c.get("message", "") for c in attached)
     assert "staged in /tmp/fabric-attach-" in messages, attached
