@@ -35,6 +35,7 @@ from operators.bindingattacher.selection import (
     shown_failure,
 )
 from operators.bindingattacher.statemachine import IdentityState
+from operators.dra.attachments import RECORD_FINALIZER
 
 RULES = {FABRIC: SelectionRules(driver=FABRIC, ready=True), NIC: SelectionRules(driver=NIC, ready=True)}
 
@@ -157,7 +158,7 @@ def test_identity_state_of_records() -> None:
 
 def test_manifest_shape() -> None:
     body = ledger.manifest(record(status=DeviceAttachmentStatus(phase=Phase.ATTACHING, attempts=1)))
-    assert body["metadata"]["finalizers"] == [ledger.FINALIZER]
+    assert body["metadata"]["finalizers"] == [RECORD_FINALIZER]
     assert body["metadata"]["labels"][ledger.LABEL_CLAIM_UID] == CLAIM_UID
     assert body["spec"]["allocationTimestamp"] == "2026-08-01T10:00:00Z"
     assert body["spec"]["node"] == "node-a"

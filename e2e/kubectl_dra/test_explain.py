@@ -9,17 +9,22 @@ writing their status as an administrator, as kube-scheduler would (see e2e/devic
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from e2e import harness
+from e2e.bindingattacher.world import install_crds, policy_body
 from e2e.cluster.constants import REPO_ROOT
 from e2e.devicetaint.world import RESOURCE, World, open_world
 from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
+from operators.dra.attachments import LABEL_POLICY, POLICY_FINALIZER, RECORD_FINALIZER
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
@@ -183,3 +188,83 @@ def test_explain_claims_and_pods(
 
     # Clean-up of what no controller releases here.
     api.patch(f"{claims}/stuck", {"metadata": {"finalizers": []}})
+
+
+def test_explain_names_the_way_out_of_the_attacher_finalizers_only_when_it_is_gone(
+    cluster: harness.Cluster, api: Kube, namespace: str, unique_name: Callable[[str], str]
+) -> None:
+    """A DeviceAttachPolicy and its record, each held by the attacher's finalizer, with no attacher
+    running (this namespace stands for the operators' one). Explain names the commands; running
+    them exactly as printed ends both deletions. With a Lease renewed as a running attacher renews
+    it, explain names none."""
+    install_crds(cluster, api)
+    name = unique_name("policy")
+    policies = "/apis/dra-operators.io/v1alpha1/deviceattachpolicies"
+    records = f"/apis/dra-operators.io/v1alpha1/namespaces/{namespace}/deviceattachments"
+    record = "da-e2e-explain"
+    try:
+        body = policy_body(name, "gpu.example.com", action={"kind": "Noop"})
+        body["metadata"]["finalizers"] = [POLICY_FINALIZER]
+        api.create(policies, body)
+        api.create(
+            records,
+            {
+                "apiVersion": "dra-operators.io/v1alpha1",
+                "kind": "DeviceAttachment",
+                "metadata": {
+                    "name": record,
+                    "labels": {LABEL_POLICY: name},
+                    "finalizers": [RECORD_FINALIZER],
+                },
+                "spec": {
+                    "claim": {
+                        "namespace": namespace,
+                        "name": "gpu",
+                        "uid": "0b0b0b0b-0000-4000-8000-000000000000",
+                    },
+                    "allocationTimestamp": "2026-12-04T09:00:00Z",
+                    "driver": "gpu.example.com",
+                    "pool": "pool-a",
+                    "device": "gpu-0",
+                    "policy": {"name": name},
+                    "deadline": "2026-12-04T09:10:00Z",
+                },
+            },
+        )
+        api.delete(f"{policies}/{name}")
+        api.delete(f"{records}/{record}")
+
+        said = explain(cluster, "policy", name, namespace)
+        assert said[0] == "It has 1 DeviceAttachment (Pending 1)."
+        assert f"held by the finalizers {POLICY_FINALIZER}" in said[1]
+        assert said[3].startswith("The binding attacher does not run here: it has no Lease")
+        commands = re.findall(r"`(kubectl patch [^`]+)`", said[4])
+        assert len(commands) == 2, said[4]
+        assert explain(cluster, "attachment", record, namespace)[-1] == said[4].replace(
+            f"; `{commands[1]}`", ""
+        )
+
+        # A running attacher: its Lease held and just renewed. The way out is not offered.
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        api.create(
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": "dra-operators-bindingattacher"},
+                "spec": {"holderIdentity": "attacher-e2e", "leaseDurationSeconds": 60, "renewTime": now},
+            },
+        )
+        running = explain(cluster, "policy", name, namespace)
+        assert running[3].startswith("The binding attacher runs: attacher-e2e holds its Lease")
+        assert not any("kubectl patch" in line for line in running)
+
+        for command in commands:
+            cluster.kubectl(*shlex.split(command)[1:])
+        wait_for(lambda: api.get_or_none(f"{records}/{record}") is None, 30, "the record to be deleted")
+        wait_for(lambda: api.get_or_none(f"{policies}/{name}") is None, 30, "the policy to be deleted")
+    finally:
+        # Whatever happened above, leave no cluster-scoped object held for ever.
+        for path in (f"{records}/{record}", f"{policies}/{name}"):
+            if api.get_or_none(path) is not None:
+                api.patch(path, {"metadata": {"finalizers": None}})

@@ -27,6 +27,7 @@ from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
 from operators.dra import api
+from operators.dra.attachments import POLICIES, RECORDS, VERSION
 
 from . import metrics
 from .actions import close_action
@@ -45,7 +46,7 @@ from .cache import (
 from .calls import CallTracker
 from .identity import DeviceKey
 from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
-from .models import POLICIES, RECORDS, VERSION, DeviceAttachment, Phase, ResourceClaim
+from .models import DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
 from .policysync import PolicySync, policy_ref
 from .settings import BindingAttacherSettings

@@ -72,15 +72,15 @@ from operators.core.models import parse_or_skip
 from operators.core.reconcile import Requeue
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
 from operators.dra.api import DEVICE_TAINT_RULES, GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES, VERSION
+from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER, RECORDS
 from operators.dra.pools import published_device
 
 from . import metrics
 from .cache import ClaimCache, project_claim, put_record
 from .devicestatus import WriteError, apply_body, classify_write_error, field_manager
 from .identity import DeviceKey, taint_rule_name
-from .ledger import FINALIZER, LABEL_POLICY, LedgerIndex, manifest
+from .ledger import LedgerIndex, manifest
 from .models import (
-    RECORDS,
     ActionDevice,
     ConsumerReference,
     DeviceAttachment,
@@ -236,8 +236,8 @@ class LedgerWriter:
         """Store the final status without our finalizer, then delete the record."""
         name = record.metadata.name
         current = record
-        if FINALIZER in record.metadata.finalizers and record.metadata.resource_version:
-            remaining = tuple(f for f in record.metadata.finalizers if f != FINALIZER)
+        if RECORD_FINALIZER in record.metadata.finalizers and record.metadata.resource_version:
+            remaining = tuple(f for f in record.metadata.finalizers if f != RECORD_FINALIZER)
             try:
                 body = await self.client.replace(
                     self.path(name), self._body(record, remaining), fieldManager=self.field_manager

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from operators.core.models import ObjectMeta
+from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER
 
 from .identity import AllocationIdentity, DeviceKey, attachment_key, record_key
 from .models import (
@@ -36,11 +37,9 @@ from .selection import NodeResolution
 from .statemachine import IdentityState
 
 KIND = "DeviceAttachment"
-FINALIZER = "dra-operators.io/detach"
 FORGET_ANNOTATION = "dra-operators.io/forget"
 LABEL_CLAIM_UID = "dra-operators.io/claim-uid"
 LABEL_DRIVER = "dra-operators.io/driver"
-LABEL_POLICY = "dra-operators.io/policy"
 
 _K = TypeVar("_K")
 
@@ -84,7 +83,7 @@ def new_record(
     meta = ObjectMeta(
         name=key,
         namespace=namespace,
-        finalizers=(FINALIZER,),
+        finalizers=(RECORD_FINALIZER,),
         labels={LABEL_CLAIM_UID: claim.metadata.uid, LABEL_DRIVER: result.driver, LABEL_POLICY: policy_name},
     )
     return DeviceAttachment(metadata=meta, spec=spec, status=status)

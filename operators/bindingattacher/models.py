@@ -29,15 +29,12 @@ from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 from operators.core import PROJECT_GROUP
 from operators.core.conditions import Condition, format_time
 from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
-from operators.core.resources import ApiResource
 from operators.dra import claims, pods, slices
+from operators.dra.attachments import VERSION
 
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str)]
 
-VERSION = "v1alpha1"
 API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
-POLICIES = ApiResource(PROJECT_GROUP, VERSION, "deviceattachpolicies", namespaced=False)
-RECORDS = ApiResource(PROJECT_GROUP, VERSION, "deviceattachments")
 
 
 def _none_as_blank(value: Any) -> Any:

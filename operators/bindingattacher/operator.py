@@ -17,9 +17,9 @@ from typing import Final
 from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.dra.api import GROUP
+from operators.dra.attachments import VERSION
 
 from .controller import BindingAttacherController
-from .models import VERSION
 from .settings import BindingAttacherSettings
 
 DEFAULT_WORKERS: Final = 20

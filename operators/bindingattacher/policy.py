@@ -64,7 +64,6 @@ from .statemachine import Backoff, MachineSettings
 ACCEPTED = "Accepted"
 AUTHORIZED = "Authorized"
 READY = "Ready"
-FINALIZER = "dra-operators.io/attachments"
 
 MAX_REASON_CHARS = 64
 MAX_ACTION_TIMEOUT = timedelta(minutes=15)

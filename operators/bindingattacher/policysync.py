@@ -32,6 +32,7 @@ from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import SECRETS, SELF_SUBJECT_ACCESS_REVIEWS
+from operators.dra.attachments import POLICIES, POLICY_FINALIZER
 from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
@@ -39,7 +40,7 @@ from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
 from .kube import InventoryMirror
 from .ledger import LedgerIndex
-from .models import API_VERSION, POLICIES, ActionKind, DeviceAttachPolicy
+from .models import API_VERSION, ActionKind, DeviceAttachPolicy
 from .policy import PolicyBook, PolicyState
 from .settings import BindingAttacherSettings
 
@@ -258,11 +259,11 @@ class PolicySync:
     # -- finalizer and status --------------------------------------------------------------------
 
     async def _finalizer(self, state: PolicyState, accepted: bool) -> Requeue | None:
-        has = policy.FINALIZER in state.finalizers
+        has = POLICY_FINALIZER in state.finalizers
         if not state.deleting and accepted and not has:
-            return await self._set_finalizers(state, (*state.finalizers, policy.FINALIZER))
+            return await self._set_finalizers(state, (*state.finalizers, POLICY_FINALIZER))
         if state.deleting and has and not self._referenced(state.name):
-            removed = tuple(f for f in state.finalizers if f != policy.FINALIZER)
+            removed = tuple(f for f in state.finalizers if f != POLICY_FINALIZER)
             if stop := await self._set_finalizers(state, removed):
                 return stop
             if state.action is not None:

@@ -33,6 +33,7 @@ from .session import Session
 T = TypeVar("T")
 DEFAULT_TIMEOUT = "30s"
 DRAIN_TIMEOUT = "5m"
+OPERATORS_NAMESPACE = "dra-operators"
 CHANGES = ("taint", "drain")
 
 
@@ -224,12 +225,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Say in plain words why a ResourceClaim or a Pod is where it is: which request "
         "cannot be allocated and why each device is out of reach (in use, tainted, counters), which "
         "binding condition a device waits for, what holds a claim that is being deleted, which "
-        "reserved pod is gone. Every statement names the field it is read from.",
+        "reserved pod is gone; for the binding attacher's DeviceAttachPolicies and DeviceAttachments, "
+        "what holds their deletion and the way out when the attacher is gone. Every statement names "
+        "the field it is read from.",
     )
-    why.add_argument("kind", choices=("claim", "pod"), help="what to explain")
+    why.add_argument("kind", choices=tuple(explain.KINDS), help="what to explain")
     why.add_argument("name", help="its name")
     why.add_argument(
-        "-n", "--namespace", help="its namespace (default: the context's namespace, as kubectl's)"
+        "-n",
+        "--namespace",
+        help="its namespace (default: the context's namespace, as kubectl's; for policy and "
+        "attachment, the operators' namespace dra-operators)",
     )
     grant = sub.add_parser(
         "grant-driver",
@@ -241,7 +247,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     grant.add_argument("driver", help="the driver name of the DeviceAttachPolicy")
     grant.add_argument(
-        "-n", "--namespace", default="dra-operators", help="the operators' namespace (default dra-operators)"
+        "-n",
+        "--namespace",
+        default=OPERATORS_NAMESPACE,
+        help=f"the operators' namespace (default {OPERATORS_NAMESPACE})",
     )
     _maintenance(sub, connection, answer, namespaces, asking)
     shell = sub.add_parser(
@@ -464,7 +473,10 @@ def _run(args: argparse.Namespace) -> None:
             asyncio.run(_with_session(args, lambda s: _grant(s, documents)))
         return
     if args.command == "explain":
-        namespace = args.namespace or _default_namespace(args)
+        if args.kind in ("policy", "attachment"):
+            namespace = args.namespace or OPERATORS_NAMESPACE
+        else:
+            namespace = args.namespace or _default_namespace(args)
         question = explain.ExplainQuery(args.kind, namespace, args.name)
         findings = asyncio.run(_with_session(args, lambda s: explain.explain(s, question)))
         if args.output:
