@@ -143,12 +143,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"invalid settings: {err}")
     from .core import gc_tuning
     from .core.eventloop import new_event_loop
-    from .core.runtime import run
+    from .core.runtime import LEASE_LOST, run
 
     gc_tuning.tune()
+    first = True
     try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            return runner.run(run(definition, settings))
+        while True:
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                code = runner.run(run(definition, settings, configure_logging=first))
+            if code != LEASE_LOST:
+                return code
+            first = False
     except ConfigurationError as err:
         return _fail(str(err))
 

@@ -80,6 +80,12 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
+LEASE_LOST = 75
+"""``run``'s answer when the Lease was lost: every write has stopped, and the caller starts a new
+run, which waits as a standby and rebuilds its state from the cluster. Not an exit of the process:
+an API server outage longer than the renew deadline costs every replica its Lease, and a container
+restart would add the kubelet's back-off to the outage."""
+
 DISCOVERY_RETRY_SECONDS = 30.0
 API_PING_SECONDS = 10.0
 # How often the served version of a discovered watch is asked again (see Watch.versions).
@@ -596,7 +602,7 @@ async def run(
     stop: asyncio.Event | None = None,
     configure_logging: bool = True,
 ) -> int:
-    """Run until SIGTERM/SIGINT or ``stop`` (exit 0), or loss of the Lease (exit 1).
+    """Run until SIGTERM/SIGINT or ``stop`` (exit 0), or loss of the Lease (:data:`LEASE_LOST`).
 
     ``stop`` and ``configure_logging=False`` serve in-process runs (tests), where the caller
     owns logging and signals.
@@ -696,7 +702,7 @@ async def run(
             tasks.append(lead_task)
             await _first(acquired.wait(), stop.wait(), lost.wait())
             if not acquired.is_set():
-                return 1 if lost.is_set() else 0
+                return LEASE_LOST if lost.is_set() else 0
             log.info(
                 "acquired the Lease %s/%s as %s",
                 settings.namespace,
@@ -758,8 +764,12 @@ async def run(
         kopf_running = [operator] if operator is not None else []
         await _first(stop.wait(), lost.wait(), *kopf_running, keep=kopf_running)
         if lost.is_set():
-            log.error("lost the Lease %s/%s; exiting", settings.namespace, definition.component_name)
-            exit_code = 1
+            log.error(
+                "lost the Lease %s/%s; stopping every write, to start over as a standby",
+                settings.namespace,
+                definition.component_name,
+            )
+            exit_code = LEASE_LOST
         elif operator is not None and operator.done():
             log.error("the watch machinery stopped unexpectedly: %r", operator.exception())
             exit_code = 1

@@ -1,0 +1,45 @@
+"""A replica that loses its Lease starts over in the same process, as a standby: an API server
+outage longer than the renew deadline must not restart the container."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators import cli
+from operators.core import gc_tuning, runtime
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _untuned_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() tunes the process's collector; this process is pytest's."""
+    monkeypatch.setattr(gc_tuning, "tune", lambda: None)
+
+
+def test_a_lost_lease_starts_a_new_run_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [runtime.LEASE_LOST, runtime.LEASE_LOST, 0]
+    runs: list[dict[str, Any]] = []
+
+    async def fake_run(definition: Any, settings: Any, **options: Any) -> int:
+        runs.append(options)
+        return answers[len(runs) - 1]
+
+    monkeypatch.setattr(runtime, "run", fake_run)
+    assert cli.main(["run", "resourceclaim"]) == 0
+    # Logging is set up once; each later run starts from nothing but the settings.
+    assert runs == [{"configure_logging": True}, {"configure_logging": False}, {"configure_logging": False}]
+
+
+def test_any_other_answer_ends_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = []
+
+    async def fake_run(definition: Any, settings: Any, **options: Any) -> int:
+        runs.append(options)
+        return 1
+
+    monkeypatch.setattr(runtime, "run", fake_run)
+    assert cli.main(["run", "resourceclaim"]) == 1
+    assert len(runs) == 1
