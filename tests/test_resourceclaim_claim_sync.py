@@ -376,6 +376,47 @@ def test_generated_claim_of_running_pod_is_kept() -> None:
     assert api.actions == []
 
 
+def test_a_duplicate_of_the_claim_the_pod_records_is_deleted() -> None:
+    """Two controllers raced (a hand-over): the pod's status names my-pod-gpu-abcde, and a
+    second claim was generated for the same entry. It is never used; it goes."""
+    recorded = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
+    duplicate = make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu")
+    cache = cache_with(pods=[generated_pod()], claims=[recorded, duplicate])
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "my-pod-gpu-zzzzz") == Done("deleted duplicate generated claim")
+    assert api.writes() == [DeleteClaim("demo", "my-pod-gpu-zzzzz", "D")]
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("owning pod may still run")
+    assert api.actions == []
+
+
+def test_a_duplicate_is_kept_while_the_pod_records_none_or_it_is_in_use() -> None:
+    duplicate = make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu")
+    unrecorded = make_pod("my-pod", "U", claims=[template_entry("gpu", "gpu-tmpl")], node_name="node-1")
+    api = FakeApi()
+    assert run_claim_sync(cache_with(pods=[unrecorded], claims=[duplicate]), api, "my-pod-gpu-zzzzz") == Done(
+        "owning pod may still run"
+    )
+    for in_use in (
+        make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu", allocated=True),
+        make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu", deleting=True),
+    ):
+        api = FakeApi()
+        run_claim_sync(cache_with(pods=[generated_pod()], claims=[in_use]), api, "my-pod-gpu-zzzzz")
+        assert api.actions == []
+
+
+def test_the_pod_event_routes_a_duplicate_it_makes_visible() -> None:
+    """The duplicate may be seen before the status names the other claim: the pod's next event
+    routes it to the claim sync."""
+    duplicate = make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu")
+    unrecorded = make_pod("my-pod", "U", claims=[template_entry("gpu", "gpu-tmpl")], node_name="node-1")
+    cache = cache_with(pods=[unrecorded], claims=[duplicate])
+    keys = cache.apply_pod_event("MODIFIED", generated_pod())
+    assert "claim:demo/my-pod-gpu-zzzzz" in keys
+    assert "claim:demo/my-pod-gpu-zzzzz" not in cache.apply_pod_event("MODIFIED", unrecorded)
+
+
 def test_generated_claim_of_unknown_pod_is_left_to_the_garbage_collector() -> None:
     claim = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
     api = FakeApi()

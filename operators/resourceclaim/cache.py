@@ -206,7 +206,23 @@ class ClusterCache:
         else:
             self._pods[key] = pod
             self._index_pod(key, pod)
-        return route_pod(pod, removed=removed, lookup_claim=self.claim, lookup_group=self.group_lookup)
+        keys = route_pod(pod, removed=removed, lookup_claim=self.claim, lookup_group=self.group_lookup)
+        if not removed:
+            keys.extend(self._unrecorded_claim_keys(pod))
+        return keys
+
+    def _unrecorded_claim_keys(self, pod: Pod) -> list[str]:
+        """The claims generated for ``pod`` that its status does not name while it names another
+        for the same entry: duplicates, which the claim sync deletes. Routed on the pod's events
+        because the status may come to name the other claim after the duplicate's own events."""
+        recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+        keys = []
+        for key in self._claims_by_owner.get(object_key(pod.namespace, pod.uid)):
+            claim = self._claims[key]
+            entry = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+            if entry is not None and recorded.get(entry) not in (None, claim.name):
+                keys.append(claim_key(claim.namespace, claim.name))
+        return keys
 
     def apply_claim_event(self, event_type: str | None, claim: ResourceClaim) -> list[str]:
         key = object_key(claim.namespace, claim.name)

@@ -2,7 +2,8 @@
 
 It releases a claim from consumers that are gone, replaced or done, deallocates it when
 its last consumer goes, removes the ``delete-protection`` finalizer once nothing is
-allocated, and deletes a generated claim whose pod will not run again.
+allocated, and deletes a generated claim whose pod will not run again, or that duplicates the
+claim its running pod's status names for the same entry.
 
 Safety rules that shape the code:
 
@@ -25,6 +26,7 @@ Safety rules that shape the code:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import Any
 
@@ -40,7 +42,8 @@ from .bodies import (
     without_delete_protection,
 )
 from .cache import ClusterCache
-from .models import ResourceClaim
+from .constants import POD_CLAIM_NAME_ANNOTATION
+from .models import Pod, ResourceClaim
 from .plan import (
     Action,
     DeleteClaim,
@@ -147,7 +150,7 @@ def _delete_if_pod_will_not_run(cache: ClusterCache, claim: ResourceClaim) -> Pl
         # The pod may just be unknown yet; if it is really gone, the garbage collector acts.
         return Done("owning pod is not in the cache")
     if pod.uid == owner.uid and not is_pod_done(pod):
-        return Done("owning pod may still run")
+        return (yield from _delete_if_duplicate(claim, pod))
     if claim.metadata.deletion_timestamp is not None:
         return Done("claim is already being deleted")
     reply = yield DeleteClaim(claim.namespace, claim.name, claim.uid)
@@ -155,6 +158,34 @@ def _delete_if_pod_will_not_run(cache: ClusterCache, claim: ResourceClaim) -> Pl
         return _retry("delete unused generated claim", claim, reply)
     yield Log("Deleted unused generated claim", {"claim": f"{claim.namespace}/{claim.name}"})
     return Done("deleted unused generated claim")
+
+
+def _delete_if_duplicate(claim: ResourceClaim, pod: Pod) -> Plan:
+    """A claim generated for a running pod's entry while the pod's status names another claim
+    for that entry. Only two controllers racing make one (a hand-over whose old leader's create
+    landed after the new leader had created and recorded its own); the pod never uses it, since
+    kube-scheduler and the kubelet read the claim names from the status, which do not change once
+    set. Deleted while nothing is allocated or reserved, as the pod's deletion would (beyond
+    upstream, which leaves it until then)."""
+    entry = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+    recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}.get(entry or "")
+    if entry is None or recorded in (None, claim.name):
+        return Done("owning pod may still run")
+    if claim.is_allocated or claim.status.reserved_for or claim.metadata.deletion_timestamp is not None:
+        return Done("duplicate claim is allocated, reserved or being deleted")
+    reply = yield DeleteClaim(claim.namespace, claim.name, claim.uid)
+    if isinstance(reply, Failed):
+        return _retry("delete duplicate generated claim", claim, reply)
+    yield Log(
+        "Deleted a duplicate generated claim",
+        {
+            "claim": f"{claim.namespace}/{claim.name}",
+            "pod": f"{pod.namespace}/{pod.name}",
+            "kept": str(recorded),
+        },
+        level=logging.WARNING,
+    )
+    return Done("deleted duplicate generated claim")
 
 
 def _retry(what: str, claim: ResourceClaim, reply: Failed) -> Done | Retry:
