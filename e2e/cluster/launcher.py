@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -667,7 +668,9 @@ def component_health(state: ClusterState) -> dict[str, dict[str, Any]]:
             elif name == "etcd":
                 ready = _http_ok(f"http://{LOOPBACK}:{comp.port}/health", None)[0]
             elif name == "kube-apiserver":
-                ready = _http_ok(f"https://{LOOPBACK}:{comp.port}/readyz", _ssl_context(keys, True))[0]
+                # Where it serves: loopback, or the services bridge's address with SERVICES=1.
+                host = urlsplit(state.server).hostname or LOOPBACK
+                ready = _http_ok(f"https://{host}:{comp.port}/readyz", _ssl_context(keys, True))[0]
             else:
                 ready = _http_ok(f"https://{LOOPBACK}:{comp.port}/healthz", _ssl_context(keys, False))[0]
         result[name] = {"pid": comp.pid, "alive": alive, "ready": ready, "port": comp.port, "log": comp.log}
