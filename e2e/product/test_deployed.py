@@ -9,6 +9,7 @@ Measurements (time to Ready, each operator's memory) go to ``test-artifacts/depl
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -26,7 +27,7 @@ from demo.player import Player
 from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.bindingattacher.world import condition, policy_ready
-from e2e.cluster import images, realnode
+from e2e.cluster import build, images, launcher, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from e2e.product import support
@@ -53,9 +54,11 @@ from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
     assert_exactly_one_claim_each,
+    claims_by_pod,
     placeholder_pods,
 )
 from operators import OPERATOR_NAMES
+from operators.core.client import ApiError
 from operators.dra.quantity import parse_quantity
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
@@ -126,6 +129,75 @@ def test_every_operator_is_available_under_its_own_service_account(installed: In
         assert ready["Ready"] == "True", f"{name}: {pod['status']['conditions']}"
 
 
+SCRAPE_HELPERS = (
+    "import json, ssl, sys, urllib.error, urllib.request\n"
+    "tls = ssl.create_default_context(); tls.check_hostname = False; tls.verify_mode = ssl.CERT_NONE\n"
+    "own = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"
+    "def get(url, token):\n"
+    "    headers = {'Authorization': 'Bearer ' + token} if token else {}\n"
+    "    try:\n"
+    "        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30,"
+    " context=tls) as answer:\n"
+    "            return answer.status, answer.read().decode()\n"
+    "    except urllib.error.HTTPError as err:\n"
+    "        return err.code, err.read().decode()\n"
+)
+"""What a scraping pod's script starts with: ``get(url, token)`` -> (status, body), and ``own``,
+the pod's ServiceAccount token."""
+
+
+def _run_as_metrics_reader(
+    installed: Installed, namespace: str, pod: str, script: str, args: list[str]
+) -> None:
+    """``script`` in a pod of the operator image under a ServiceAccount bound to
+    dra-operators-metrics-reader, until it finishes."""
+    api = installed.api
+    accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+    if api.get_or_none(f"{accounts}/reader") is None:
+        api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}})
+    binding = f"dra-operators-metrics-reader-{namespace}"
+    api.create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "dra-operators-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
+    try:
+        api.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "reader",
+                    "containers": [
+                        {
+                            "name": "scrape",
+                            "image": images.OPERATOR_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "command": ["python3", "-c", script, *args],
+                        }
+                    ],
+                },
+            },
+        )
+        wait_for(
+            lambda: phase(api, namespace, pod) in ("Succeeded", "Failed"), 300, f"the {pod} pod to finish"
+        )
+    finally:
+        api.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
+
+
 def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
     installed: Installed, deployed_namespace: str
 ) -> None:
@@ -148,23 +220,7 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
     # Three callers: the scraper's own ServiceAccount, bound to dra-operators-metrics-reader; a
     # ServiceAccount without that role; and no token at all.
     accounts = f"/api/v1/namespaces/{deployed_namespace}/serviceaccounts"
-    for account in ("reader", "stranger"):
-        api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
-    binding = f"dra-operators-metrics-reader-{deployed_namespace}"
-    api.create(
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": binding},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "dra-operators-metrics-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": deployed_namespace}],
-        },
-    )
+    api.create(accounts, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "stranger"}})
     stranger = api.create(
         f"{accounts}/stranger/token",
         {
@@ -174,50 +230,12 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
         },
     )["status"]["token"]
     script = (
-        "import json, ssl, sys, urllib.error, urllib.request\n"
-        "tls = ssl.create_default_context(); tls.check_hostname = False; tls.verify_mode = ssl.CERT_NONE\n"
-        "own = open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"
-        "def get(url, token):\n"
-        "    headers = {'Authorization': 'Bearer ' + token} if token else {}\n"
-        "    try:\n"
-        "        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10,"
-        " context=tls) as answer:\n"
-        "            return answer.status, answer.read().decode()\n"
-        "    except urllib.error.HTTPError as err:\n"
-        "        return err.code, err.read().decode()\n"
-        "for name, url in json.loads(sys.argv[1]).items():\n"
+        SCRAPE_HELPERS + "for name, url in json.loads(sys.argv[1]).items():\n"
         "    refused = [get(url, sys.argv[2])[0], get(url, '')[0]]\n"
         "    status, body = get(url, own)\n"
         "    print(f'=== {name} {status} {refused[0]} {refused[1]}'); print(body)\n"
     )
-    try:
-        api.create(
-            f"/api/v1/namespaces/{deployed_namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "scraper"},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": "reader",
-                    "containers": [
-                        {
-                            "name": "scrape",
-                            "image": images.OPERATOR_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "command": ["python3", "-c", script, json.dumps(urls), stranger],
-                        }
-                    ],
-                },
-            },
-        )
-        wait_for(
-            lambda: phase(api, deployed_namespace, "scraper") in ("Succeeded", "Failed"),
-            120,
-            "the scraper pod to finish",
-        )
-    finally:
-        api.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
+    _run_as_metrics_reader(installed, deployed_namespace, "scraper", script, [json.dumps(urls), stranger])
     output = logs(installed.cluster, deployed_namespace, "scraper")
     assert phase(api, deployed_namespace, "scraper") == "Succeeded", output[-2000:]
     sections: dict[str, str] = {}
@@ -245,6 +263,199 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
     named |= set(re.findall(r"\bdra_operators_[a-z_]+", (monitoring / "dashboard.json").read_text()))
     assert named, "no series named by the alerts and the dashboard"
     assert named <= exported, f"named but exported by no operator: {sorted(named - exported)}"
+
+
+HELD_PODS = 50
+DEVICETAINT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/dra-operators-devicetaint"
+
+
+def _refused_evictions(installed: Installed) -> float:
+    """kube-apiserver's count of evictions it answered with 429 (a budget's refusal)."""
+    total = 0.0
+    for line in installed.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and all(
+            label in line for label in ('code="429"', 'resource="pods"', 'subresource="eviction"')
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _rolled(api: Kube, path: str) -> bool:
+    deployment = api.get(path)
+    status = deployment["status"]
+    return bool(
+        status.get("observedGeneration") == deployment["metadata"]["generation"]
+        and status.get("updatedReplicas") == status.get("replicas") == status.get("availableReplicas")
+    )
+
+
+def _held_pod(name: str) -> dict[str, Any]:
+    body = pod_body(name, "", "sleep 3600")
+    body["metadata"]["labels"] = {"app": "held"}
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    return body
+
+
+def test_a_budget_that_allows_no_disruption_holds_fifty_running_pods_with_backoff(
+    installed: Installed, deployed_namespace: str, gpu_class: str, unique_name: Callable[[str], str]
+) -> None:
+    """devicetaint in evict mode, 50 pods Running on the real node on one shared claim, and a
+    PodDisruptionBudget that allows no disruption: a NoExecute rule on the device gives the first
+    Warning naming the budget within 2 s, kube-apiserver refuses at most about 5 evictions per pod
+    in the first 20 s (1, 2, 4, 8 s apart), and once the budget allows it every pod goes."""
+    api, namespace = installed.api, deployed_namespace
+    args = api.get(DEVICETAINT)["spec"]["template"]["spec"]["containers"][0]["args"]
+    api.request(
+        "PATCH",
+        DEVICETAINT,
+        body=[
+            {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--eviction-mode=evict"}
+        ],
+        content_type="application/json-patch+json",
+    )
+    rule = unique_name("held")
+    pdbs = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        wait_for(functools.partial(_rolled, api, DEVICETAINT), 180, "devicetaint to roll out in evict mode")
+        wait_for(functools.partial(_holder, api, "devicetaint"), 60, "a devicetaint leader")
+        api.create(
+            f"{RESOURCE}/namespaces/{namespace}/resourceclaims",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "shared"},
+                "spec": {
+                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": gpu_class}}]}
+                },
+            },
+        )
+        names = [f"held-{i}" for i in range(HELD_PODS)]
+        for name in names:
+            api.create(pods, _held_pod(name))
+        api.create(
+            pdbs,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "keep-all"},
+                # An integer minAvailable: the disruption controller counts pods without a controller
+                # only for that form.
+                "spec": {"minAvailable": HELD_PODS, "selector": {"matchLabels": {"app": "held"}}},
+            },
+        )
+
+        def all_healthy() -> bool:
+            budget = api.get(f"{pdbs}/keep-all").get("status", {})
+            return bool(budget.get("currentHealthy") == HELD_PODS == budget.get("expectedPods"))
+
+        wait_for(all_healthy, 300, f"{HELD_PODS} Running, Ready pods under the budget")
+        device = allocated_device(api, namespace, "shared")
+        refused_before = _refused_evictions(installed)
+        create_noexecute_rule(api, rule, device)
+        started = time.monotonic()
+
+        def first_warning() -> dict[str, Any] | None:
+            events = api.list(f"/api/v1/namespaces/{namespace}/events")
+            found = [
+                e for e in events if e["type"] == "Warning" and "PodDisruptionBudget keep-all" in e["message"]
+            ]
+            return found[0] if found else None
+
+        warning = wait_for(first_warning, 10, "a Warning naming the budget", interval=0.1)
+        first_after = time.monotonic() - started
+        assert warning is not None
+        # The window of the backoff schedule is the measurement, not a synchronisation.
+        time.sleep(max(0.0, started + 20 - time.monotonic()))
+        refused = _refused_evictions(installed) - refused_before
+        installed.measurements["budget"] = {
+            "first_warning_seconds": round(first_after, 2),
+            "refused_in_20_s": refused,
+            "per_pod": round(refused / HELD_PODS, 2),
+        }
+        assert first_after <= 2.0, f"the first Warning came {first_after:.1f} s after the rule"
+        assert HELD_PODS <= refused <= 6 * HELD_PODS, f"{refused} refusals in 20 s for {HELD_PODS} pods"
+        assert all(api.get_or_none(f"{pods}/{name}") for name in names), "a pod went while its budget held"
+
+        api.patch(f"{pdbs}/keep-all", {"spec": {"minAvailable": 0}})
+        wait_for(
+            lambda: eviction_condition(api.get_or_none(f"{TAINT_RULES}/{rule}")).get("reason") == "Completed",
+            120,
+            "every pod evicted once the budget allows it",
+        )
+    finally:
+        api.delete(f"{TAINT_RULES}/{rule}")
+        api.request(
+            "PATCH",
+            DEVICETAINT,
+            body=[{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args}],
+            content_type="application/json-patch+json",
+        )
+        wait_for(functools.partial(_rolled, api, DEVICETAINT), 180, "devicetaint to roll back to delete mode")
+
+
+BOGUS_TOKENS = 1000
+
+
+def _token_reviews(installed: Installed) -> float:
+    """kube-apiserver's count of TokenReviews it answered."""
+    total = 0.0
+    for line in installed.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and 'resource="tokenreviews"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_thousand_bogus_tokens_cost_bounded_reviews_and_memory(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """1 000 distinct made-up tokens against the resourceclaim operator's /metrics, 64 at a time:
+    each is refused (401, or 429 while 8 reviews are in flight), kube-apiserver reviews no more
+    than the refused ones, the operator stays under its memory limit without a restart, and an
+    authorised scrape (its token checked once, before) is answered during the flood and after it."""
+    api = installed.api
+    service = api.get(f"/api/v1/namespaces/{NAMESPACE}/services/dra-operators-resourceclaim")
+    url = f"https://{service['spec']['clusterIP']}:8080/metrics"
+    assert installed.cluster.state is not None
+    (target,) = [p for n, p in _operator_pods(api).items() if n == "resourceclaim"]
+    cgroup = _memory_cgroup(installed.cluster.state.node_layout, target)
+    (cgroup / "memory.max_usage_in_bytes").write_text("0")
+    reviews_before = _token_reviews(installed)
+    script = (
+        SCRAPE_HELPERS + "import collections, concurrent.futures, secrets\n"
+        "url, count = sys.argv[1], int(sys.argv[2])\n"
+        "tokens = [f'bogus.{i}.{secrets.token_urlsafe(24)}' for i in range(count)]\n"
+        "before = get(url, own)[0]\n"
+        "with concurrent.futures.ThreadPoolExecutor(64) as pool:\n"
+        "    flood = [pool.submit(get, url, t) for t in tokens]\n"
+        "    during = get(url, own)[0]\n"
+        "    codes = collections.Counter(str(f.result()[0]) for f in flood)\n"
+        "print(json.dumps({'codes': codes, 'before': before, 'during': during, 'after': get(url, own)[0]}))\n"
+    )
+    _run_as_metrics_reader(installed, deployed_namespace, "flood", script, [url, str(BOGUS_TOKENS)])
+    output = logs(installed.cluster, deployed_namespace, "flood")
+    assert phase(api, deployed_namespace, "flood") == "Succeeded", output[-2000:]
+    answer = json.loads(output.strip().splitlines()[-1])
+    reviews = _token_reviews(installed) - reviews_before
+    peak = int((cgroup / "memory.max_usage_in_bytes").read_text())
+    limit = target["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    installed.measurements["token_flood"] = {
+        **answer,
+        "token_reviews": reviews,
+        "peak_usage_mib": round(peak / 2**20, 1),
+        "limit": limit,
+    }
+    codes = answer["codes"]
+    assert set(codes) <= {"401", "429"}, codes
+    assert sum(codes.values()) == BOGUS_TOKENS
+    # Each 401 took one review, a 429 none; the authorised caller's answer is cached after its
+    # first scrape, which is the one more review allowed here.
+    assert reviews <= codes.get("401", 0) + 1, (reviews, codes)
+    assert (answer["before"], answer["during"], answer["after"]) == (200, 200, 200), answer
+    assert peak < parse_quantity(limit).as_fraction(), f"peak {peak} bytes, limit {limit}"
+    (now,) = [p for n, p in _operator_pods(api).items() if n == "resourceclaim"]
+    assert now["metadata"]["uid"] == target["metadata"]["uid"]
+    assert now["status"]["containerStatuses"][0].get("restartCount", 0) == 0
 
 
 # -- the demo, against the deployed operators ---------------------------------------------------
@@ -484,6 +695,145 @@ def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
     assert "staged in /tmp/fabric-attach-" in messages, attached
 
 
+MISBEHAVE = "/etc/dra-operators/commands/misbehave"
+
+
+def _processes(cgroup: Path) -> dict[int, tuple[str, str]]:
+    """The processes of a container's cgroup: pid -> (state, command line)."""
+    found = {}
+    for line in (cgroup / "cgroup.procs").read_text().split():
+        pid = int(line)
+        try:
+            state = next(
+                f.split()[1]
+                for f in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if f.startswith("State:")
+            )
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone between the listing and the read
+        found[pid] = (state, command)
+    return found
+
+
+def test_exec_helpers_that_flood_fork_or_ignore_sigterm_leave_nothing_behind(
+    installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """Each helper misbehaves once, then attaches on the retry: d0 writes 100 MiB to stdout, d1
+    leaves a child sleeping in the background, d2 ignores SIGTERM past a 3 s timeout. The attacher
+    stays under its memory limit and is not restarted; once every device is attached, no process
+    of the helpers is left in its container and none is a zombie."""
+    api = installed.api
+    driver = "misbehave.fabric.example.com"
+    assert installed.kubectl_dra("grant-driver", driver).returncode == 0
+    device_class, devices = fabric(driver)
+    assert installed.cluster.state is not None
+    node = installed.cluster.state.node_layout
+    (attacher,) = [p for n, p in _operator_pods(api).items() if n == "bindingattacher"]
+    cgroup = _memory_cgroup(node, attacher)
+    # The peak from here on: cgroup v1 resets it on a write.
+    (cgroup / "memory.max_usage_in_bytes").write_text("0")
+    policy = _exec_policy("misbehave", driver)
+    policy["spec"]["action"]["exec"] = {"command": [MISBEHAVE]}
+    policy["spec"]["action"]["timeout"] = "3s"
+    policy["spec"]["retry"] = {"initialBackoff": "1s", "maxBackoff": "2s"}
+    api.create(POLICIES, policy)
+    wait_for(lambda: policy_ready(api, "misbehave"), 60, "the policy to be Ready")
+    pods = [f"helper-{i}" for i in range(len(devices))]
+    for pod in pods:
+        _fabric_pod(api, deployed_namespace, device_class, name=pod)
+    bound: dict[str, str] = {}
+    for pod in pods:
+        device = wait_for(functools.partial(_bound_device, api, deployed_namespace, pod), 120, f"{pod} bound")
+        assert device is not None
+        bound[pod] = device
+    assert sorted(bound.values()) == devices
+    records = api.list(f"{OWN}/namespaces/{NAMESPACE}/deviceattachments")
+    errors = {
+        r["spec"]["device"]: r["status"].get("lastError", "")
+        for r in records
+        if r["spec"]["driver"] == driver
+    }
+    attempts = {
+        r["spec"]["device"]: r["status"].get("attempts", 0) for r in records if r["spec"]["driver"] == driver
+    }
+    assert all(attempts[d] >= 2 for d in ("d0", "d2")), attempts
+    peak = int((cgroup / "memory.max_usage_in_bytes").read_text())
+    limit = attacher["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    installed.measurements["exec_flood"] = {
+        "peak_usage_mib": round(peak / 2**20, 1),
+        "limit": limit,
+        "errors": errors,
+    }
+    assert peak < parse_quantity(limit).as_fraction(), f"peak {peak} bytes, limit {limit}"
+    left = _processes(cgroup)
+    assert not [c for _, c in left.values() if MISBEHAVE in c], left
+    assert not [pid for pid, (state, _) in left.items() if state == "Z"], left
+    (now,) = [p for n, p in _operator_pods(api).items() if n == "bindingattacher"]
+    assert now["metadata"]["uid"] == attacher["metadata"]["uid"]
+    assert now["status"]["containerStatuses"][0].get("restartCount", 0) == 0
+
+
+def _refusal(api: Kube, name: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The policy's Ready and Accepted conditions, once they describe its current generation."""
+    policy = api.get_or_none(f"{POLICIES}/{name}")
+    ready, accepted = condition(policy, "Ready"), condition(policy, "Accepted")
+    if not policy or not ready or not accepted:
+        return None
+    if policy["status"].get("observedGeneration") != policy["metadata"]["generation"]:
+        return None
+    return ready, accepted
+
+
+def test_policies_the_operator_does_not_allow_say_what_would_fix_them(installed: Installed) -> None:
+    """Against the deployed attacher, which allows the files of its commands directory and no plain
+    HTTP: a command from elsewhere and a plain-HTTP webhook are Ready=False with a reason and a
+    message that names the operator's flag; BASH_ENV is refused by the CRD itself."""
+    api = installed.api
+    # One policy per driver: a second policy for a driver is not accepted.
+    shell = _exec_policy("refused-shell", "shell.refused.example.com")
+    shell["spec"]["action"]["exec"] = {"command": ["/bin/sh", "-c", "id"]}
+    plain = _exec_policy("refused-http", "http.refused.example.com")
+    plain["spec"]["action"] = {
+        "kind": "Webhook",
+        "webhook": {"url": "http://attach.example.com/v1/attach", "allowInsecureHTTP": True},
+    }
+    try:
+        for body in (shell, plain):
+            api.create(POLICIES, body)
+        for name, reason, fix in (
+            ("refused-shell", "CommandNotAllowed", "/etc/dra-operators/commands (--exec-commands-dir)"),
+            ("refused-http", "InvalidActionConfig", "operator does not allow (--allow-insecure-webhooks)"),
+        ):
+            found = wait_for(functools.partial(_refusal, api, name), 60, f"{name}'s conditions")
+            assert found is not None
+            ready, accepted = found
+            # Ready says it is not accepted, Accepted says why; both messages name the fix.
+            assert (ready["status"], ready["reason"]) == ("False", "NotAccepted"), ready
+            assert (accepted["status"], accepted["reason"]) == ("False", reason), accepted
+            assert fix in ready["message"], ready
+            assert fix in accepted["message"], accepted
+        bash_env = _exec_policy("refused-env", "env.refused.example.com")
+        bash_env["spec"]["action"]["exec"] = {
+            "command": [COMMAND],
+            "env": [{"name": "BASH_ENV", "value": "/x"}],
+        }
+        with pytest.raises(ApiError) as refused:
+            api.create(POLICIES, bash_env)
+        assert refused.value.status == 422
+        assert "this variable makes a shell, the dynamic linker or an interpreter load other code" in str(
+            refused.value
+        )
+    finally:
+        for name in ("refused-shell", "refused-http"):
+            api.delete(f"{POLICIES}/{name}")
+        wait_for(
+            lambda: not any(api.get_or_none(f"{POLICIES}/{n}") for n in ("refused-shell", "refused-http")),
+            60,
+            "the refused policies to be gone",
+        )
+
+
 def test_default_policy_moves_a_permanently_failing_device_aside(
     installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
 ) -> None:
@@ -685,19 +1035,25 @@ def test_https_webhook_action_reaches_a_server_pod_through_its_service(
 # -- steadiness, memory, uninstall -------------------------------------------------------------
 
 
-def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
-    """The container cgroup's working set (usage minus inactive file pages), as the kubelet
-    reports it for cgroup v1."""
+def _memory_cgroup(node: realnode.NodeLayout, pod: dict[str, Any]) -> Path:
+    """The (cgroup v1) memory cgroup of the pod's first container."""
     container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     root = Path("/sys/fs/cgroup/memory") / node.cgroup_parent / "kubepods"
     # The kubelet's cgroupfs layout, by QoS class; not a walk of the tree, which races with other
     # pods' cgroups being removed.
     pod_dir = f"pod{pod['metadata']['uid']}"
     candidates = [root / qos / pod_dir / container_id for qos in ("", "burstable", "besteffort")]
-    found = [path for path in candidates if path.is_dir()]
+    found: list[Path] = [path for path in candidates if path.is_dir()]
     assert found, f"no memory cgroup for container {container_id} under {root}"
-    usage = int((found[0] / "memory.usage_in_bytes").read_text())
-    stat = dict(line.split() for line in (found[0] / "memory.stat").read_text().splitlines())
+    return found[0]
+
+
+def _working_set(node: realnode.NodeLayout, pod: dict[str, Any]) -> int:
+    """The container cgroup's working set (usage minus inactive file pages), as the kubelet
+    reports it for cgroup v1."""
+    cgroup = _memory_cgroup(node, pod)
+    usage = int((cgroup / "memory.usage_in_bytes").read_text())
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
     return max(usage - int(stat.get("total_inactive_file", "0")), 0)
 
 
@@ -735,6 +1091,7 @@ def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Insta
 
 
 NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
+CHART = REPO_ROOT / "charts" / "dra-operators"
 
 
 def _rolled_out(api: Kube, tag: str) -> bool:
@@ -749,12 +1106,12 @@ def _rolled_out(api: Kube, tag: str) -> bool:
     )
 
 
-def test_upgrade_while_a_workload_runs_loses_and_duplicates_nothing(
-    installed: Installed, deployed_namespace: str
-) -> None:
-    """This main's install with another image tag, applied over the running one in the middle of
-    a workload: every Deployment rolls its pod, and every pod ends with exactly one claim."""
-    api, namespace = installed.api, deployed_namespace
+ROLLOUT_BURST = 500
+ROLL_AFTER = 100
+
+
+def _tag_next(installed: Installed) -> None:
+    """The local image also under the tag ``next``, so that an install can move between tags."""
     state = installed.cluster.state
     assert state is not None
     assert state.node_bin_dir is not None
@@ -773,19 +1130,68 @@ def test_upgrade_while_a_workload_runs_loses_and_duplicates_nothing(
         capture_output=True,
         timeout=60,
     )
+
+
+def _bursts_through_rollouts(
+    installed: Installed, namespace: str, rolls: list[tuple[str, Callable[[], object]]]
+) -> list[float]:
+    """For each ``(tag, roll)``: a burst of 500 template pods, ``roll()`` after the first 100,
+    and the rest created while the Deployments roll (all at once if they are done first). Then
+    every pod so far must end with exactly one claim. Returns each rollout's seconds."""
+    api = installed.api
     absent_template(api, namespace)
-    before = [f"before-{i}" for i in range(40)]
-    placeholder_pods(api, namespace, before)
-    wait_for(lambda: all_recorded(api, namespace, len(before)), 120, "the first pods' claims")
-    installed.kubectl("apply", "-k", str(NEXT_OVERLAY), timeout=180)
-    during = [f"during-{i}" for i in range(40)]
-    placeholder_pods(api, namespace, during)
-    wait_for(lambda: _rolled_out(api, "next"), 300, "every Deployment to roll out the next image")
-    after = [f"after-{i}" for i in range(20)]
-    placeholder_pods(api, namespace, after)
-    everyone = before + during + after
-    wait_for(lambda: all_recorded(api, namespace, len(everyone)), 180, "every pod's claim after the upgrade")
-    assert_exactly_one_claim_each(api, namespace, everyone)
+    everyone: list[str] = []
+    seconds = []
+    for round_, (tag, roll) in enumerate(rolls):
+        names = [f"r{round_}-{i}" for i in range(ROLLOUT_BURST)]
+        placeholder_pods(api, namespace, names[:ROLL_AFTER])
+        started = time.monotonic()
+        roll()
+        done_at = None
+        for index, name in enumerate(names[ROLL_AFTER:]):
+            if done_at is None and index % 25 == 0 and _rolled_out(api, tag):
+                done_at = time.monotonic()
+            placeholder_pods(api, namespace, [name])
+        wait_for(
+            functools.partial(_rolled_out, api, tag), 300, f"every Deployment to roll out the {tag} image"
+        )
+        seconds.append(round((done_at or time.monotonic()) - started, 1))
+        everyone += names
+        wait_for(
+            functools.partial(all_recorded, api, namespace, len(everyone)),
+            300,
+            f"the claims of {len(everyone)} pods",
+        )
+        # A claim a hand-over raced into existence beside the recorded one is deleted by the
+        # claim sync; what counts is that every pod ends with exactly one.
+        raced = sorted(p for p, c in claims_by_pod(api, namespace).items() if len(c) > 1)
+        installed.measurements.setdefault("duplicates_seen_before_repair", []).append(raced)
+        wait_for(
+            lambda: all(len(c) == 1 for c in claims_by_pod(api, namespace).values()), 120, "one claim per pod"
+        )
+        assert_exactly_one_claim_each(api, namespace, everyone)
+    return seconds
+
+
+def test_three_rollouts_in_the_middle_of_template_bursts_lose_and_duplicate_nothing(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """``kubectl apply -k`` of another image tag over the running install, three times, each in
+    the middle of 500 template pods: every Deployment rolls its pod (the Lease passes from the old
+    pod to the new), and every pod ends with exactly one claim."""
+    _tag_next(installed)
+
+    def apply(overlay: Path) -> Callable[[], object]:
+        return lambda: installed.kubectl("apply", "-k", str(overlay), timeout=180)
+
+    rolls = [
+        ("next", apply(NEXT_OVERLAY)),
+        (images.OPERATOR_TAG, apply(OVERLAY)),
+        ("next", apply(NEXT_OVERLAY)),
+    ]
+    installed.measurements["kubectl_rollout_seconds"] = _bursts_through_rollouts(
+        installed, deployed_namespace, rolls
+    )
 
 
 HA_OVERLAY = REPO_ROOT / "e2e" / "deployed-ha"
@@ -850,6 +1256,57 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     )
 
 
+OUTAGE_SECONDS = 300.0
+
+
+def _restarts(pods: dict[str, dict[str, Any]]) -> dict[str, int]:
+    return {
+        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        for name, pod in pods.items()
+    }
+
+
+def test_an_api_server_outage_of_five_minutes_restarts_no_operator(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """kube-apiserver stopped for five minutes under every replica of the ha install: each loses
+    its Lease and starts over in its process, /healthz answers throughout, no container restarts,
+    and afterwards every operator is Available again, leads, and serves a new template pod."""
+    api, namespace = installed.api, deployed_namespace
+    assert installed.cluster.state is not None
+    directory = Path(installed.cluster.state.dir)
+    pods = {
+        p["metadata"]["name"]: p
+        for p in api.list(OPERATOR_PODS)
+        if not p["metadata"].get("deletionTimestamp")
+    }
+    before = _restarts(pods)
+    urls = {name: f"http://{pod['status']['podIP']}:8081/healthz" for name, pod in pods.items()}
+    unanswered: dict[str, int] = {}
+    launcher.stop_component(directory, "kube-apiserver")
+    try:
+        ends = time.monotonic() + OUTAGE_SECONDS
+        while time.monotonic() < ends:
+            # The outage is the scenario: these polls watch the liveness endpoint through it.
+            for name, url in urls.items():
+                if harness.http_get(url)[0] != 200:
+                    unanswered[name] = unanswered.get(name, 0) + 1
+            time.sleep(5)
+    finally:
+        launcher.start_component(directory, "kube-apiserver")
+    installed.measurements["outage_healthz_unanswered_polls"] = unanswered
+    wait_for(lambda: not _available(api), 300, "every operator Deployment Available after the outage")
+    after = {p["metadata"]["name"]: p for p in api.list(OPERATOR_PODS)}
+    assert sorted(after) == sorted(pods), "operator pods were replaced"
+    assert _restarts(after) == before
+    for name in OPERATOR_NAMES:
+        wait_for(functools.partial(_holder, api, name), 60, f"a {name} leader after the outage")
+    absent_template(api, namespace)
+    placeholder_pods(api, namespace, ["after-outage"])
+    wait_for(functools.partial(all_recorded, api, namespace, 1), 120, "the claim of a pod created after it")
+    assert_exactly_one_claim_each(api, namespace, ["after-outage"])
+
+
 def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
     """The README's order: the project's objects first (while the operators can still remove
     their finalizers), then ``kubectl delete -k``; the grants carry the project's label."""
@@ -884,3 +1341,33 @@ def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
         c["metadata"]["name"] for c in api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
     ]
     assert not [c for c in crds if c.endswith(".dra-operators.io")]
+
+
+def test_three_helm_upgrades_in_the_middle_of_template_bursts_lose_and_duplicate_nothing(
+    installed: Installed, deployed_namespace: str
+) -> None:
+    """After the uninstall above, the chart on the same cluster, as users install it; then
+    ``helm upgrade`` to another image tag three times, each in the middle of 500 template pods:
+    every pod ends with exactly one claim."""
+    api = installed.api
+    helm = str(build.build_helm().directory / "helm")
+    wait_for(
+        lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}") is None, 120, "the old namespace gone"
+    )
+    installed.kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "namespace" / "namespace.yaml"))
+
+    def helm_run(verb: str, tag: str) -> Callable[[], object]:
+        command = [helm, verb, "dra-operators", str(CHART), "--namespace", NAMESPACE]
+        command += ["--kubeconfig", installed.cluster.kubeconfig, "--set", f"image.tag={tag}", "--wait=false"]
+        return lambda: subprocess.run(command, check=True, capture_output=True, text=True, timeout=180)
+
+    helm_run("install", images.OPERATOR_TAG)()
+    wait_for(lambda: not _available(api), 300, "every operator Deployment to become Available")
+    rolls = [
+        ("next", helm_run("upgrade", "next")),
+        (images.OPERATOR_TAG, helm_run("upgrade", images.OPERATOR_TAG)),
+        ("next", helm_run("upgrade", "next")),
+    ]
+    installed.measurements["helm_rollout_seconds"] = _bursts_through_rollouts(
+        installed, deployed_namespace, rolls
+    )
