@@ -55,8 +55,13 @@ def test_a_gone_process_is_not_alive_and_has_spent_nothing(child: subprocess.Pop
     assert launcher.cpu_seconds(child.pid) == 0.0
 
 
+# Enough CPU to be counted: the kernel samples in clock ticks, and a bare interpreter start can
+# end between two of them (this test once read 0.0 for `python -c pass`).
+SPEND = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.1:\n    pass\n"
+
+
 def test_an_exited_child_nobody_reaped_is_not_alive() -> None:
-    with subprocess.Popen([sys.executable, "-c", "pass"]) as proc:
+    with subprocess.Popen([sys.executable, "-c", SPEND]) as proc:
         # Until wait(), the exited child is a zombie that keeps its /proc entry.
         wait_for(lambda: not launcher.process_alive(proc.pid), 10, "the child to exit")
         assert launcher.cpu_seconds(proc.pid) > 0.0
