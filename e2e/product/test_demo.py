@@ -12,6 +12,8 @@ plugin: ``kubectl dra ...`` finding ``kubectl-dra`` on ``$PATH``.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,8 +24,10 @@ from demo.player import Player
 from demo.scenarios import SCENARIOS, Scenario
 from demo.walkthrough import crd_names
 from e2e import harness
+from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube
 from e2e.product.scenarios import STORIES
+from operators.kubectl_dra.grants import grant_name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,6 +41,35 @@ def player(cluster: harness.Cluster) -> Iterator[Player]:
     played.close()
 
 
+DEMO_DRIVER = "gpu.fabric.example.com"
+"""The binding-conditions demo's driver (demo/binding-conditions/1-driver.yaml)."""
+
+
+def _grant(cluster: harness.Cluster, driver: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "operators.kubectl_dra",
+            "grant-driver",
+            driver,
+            "--kubeconfig",
+            cluster.kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _revoke(cluster: harness.Cluster, driver: str) -> None:
+    name = grant_name(driver)
+    cluster.kubectl("delete", "--ignore-not-found", f"clusterrole/{name}", f"clusterrolebinding/{name}")
+
+
 @pytest.fixture(scope="module")
 def operators(
     cluster: harness.Cluster, operator_identity: Callable[[str], str]
@@ -48,6 +81,10 @@ def operators(
         def get(name: str) -> harness.RunningOperator:
             if name not in running:
                 extra: tuple[str, ...] = ()
+                if name == "bindingattacher":
+                    # The manifests grant no driver: the demo's is granted as a user grants theirs.
+                    stack.callback(_revoke, cluster, DEMO_DRIVER)
+                    _grant(cluster, DEMO_DRIVER)
                 if name == "bindingattacher" and cluster.binding_timeout:
                     extra = ("--binding-timeout", cluster.binding_timeout)
                 running[name] = stack.enter_context(
