@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from e2e import harness
 from e2e.bench.env import (
     PeakRss,
     Result,
@@ -34,6 +35,7 @@ from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
 from e2e.cluster.nodes import node_body
 from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
+from operators.kubectl_dra.grants import driver_grant
 
 # The shipped RBAC lets the attacher write the status of this driver (manifests/bindingattacher).
 DRIVER = "gpu.fabric.example.com"
@@ -208,6 +210,8 @@ def _tier(tier: str, args: tuple[str, ...]) -> Result:
                 lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60, "SA"
             )
             run_async(_fabric, api.kubeconfig)
+            # The manifests grant no driver; the benchmark's is granted as a user grants theirs.
+            harness.apply_rbac(cluster, driver_grant(DRIVER, harness.OPERATOR_NAMESPACE))
             with our_operator(cluster, api, "bindingattacher", args) as op:
                 assert op.process is not None
                 rss = PeakRss(op.process.pid)

@@ -71,6 +71,9 @@ def installed(managed_cluster: harness.Cluster) -> Iterator[Installed]:
                 "profile=managed",
                 "--set",
                 f"image.tag={images.OPERATOR_TAG}",
+                # The binding-conditions story's driver, granted by the chart as a user lists theirs.
+                "--set",
+                "operators.bindingattacher.drivers={gpu.fabric.example.com}",
                 "--wait=false",
             ],
             check=True,
