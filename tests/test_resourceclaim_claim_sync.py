@@ -406,6 +406,17 @@ def test_a_duplicate_is_kept_while_the_pod_records_none_or_it_is_in_use() -> Non
         assert api.actions == []
 
 
+def test_a_claim_made_because_the_recorded_one_lost_its_owner_is_kept() -> None:
+    """Scenario 12: the status names a claim that is no longer the pod's; the pod sync made a new
+    one and is about to point the status at it. That one is not a duplicate."""
+    orphan = make_claim("my-pod-gpu-abcde", "C", entry="gpu")
+    replacement = make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu")
+    cache = cache_with(pods=[generated_pod()], claims=[orphan, replacement])
+    api = FakeApi()
+    assert run_claim_sync(cache, api, "my-pod-gpu-zzzzz") == Done("owning pod may still run")
+    assert api.actions == []
+
+
 def test_the_pod_event_routes_a_duplicate_it_makes_visible() -> None:
     """The duplicate may be seen before the status names the other claim: the pod's next event
     routes it to the claim sync."""

@@ -150,7 +150,7 @@ def _delete_if_pod_will_not_run(cache: ClusterCache, claim: ResourceClaim) -> Pl
         # The pod may just be unknown yet; if it is really gone, the garbage collector acts.
         return Done("owning pod is not in the cache")
     if pod.uid == owner.uid and not is_pod_done(pod):
-        return (yield from _delete_if_duplicate(claim, pod))
+        return (yield from _delete_if_duplicate(cache, claim, pod))
     if claim.metadata.deletion_timestamp is not None:
         return Done("claim is already being deleted")
     reply = yield DeleteClaim(claim.namespace, claim.name, claim.uid)
@@ -160,7 +160,7 @@ def _delete_if_pod_will_not_run(cache: ClusterCache, claim: ResourceClaim) -> Pl
     return Done("deleted unused generated claim")
 
 
-def _delete_if_duplicate(claim: ResourceClaim, pod: Pod) -> Plan:
+def _delete_if_duplicate(cache: ClusterCache, claim: ResourceClaim, pod: Pod) -> Plan:
     """A claim generated for a running pod's entry while the pod's status names another claim
     for that entry. Only two controllers racing make one (a hand-over whose old leader's create
     landed after the new leader had created and recorded its own); the pod never uses it, since
@@ -169,7 +169,14 @@ def _delete_if_duplicate(claim: ResourceClaim, pod: Pod) -> Plan:
     upstream, which leaves it until then)."""
     entry = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
     recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}.get(entry or "")
-    if entry is None or recorded in (None, claim.name):
+    if entry is None or recorded is None or recorded == claim.name:
+        return Done("owning pod may still run")
+    # Only beside a claim generated for the same pod and entry: a status that names a claim which
+    # lost its owner is about to be pointed at this one (scenario 12).
+    other = cache.claim(claim.namespace, recorded)
+    if other is None or other.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION) != entry:
+        return Done("owning pod may still run")
+    if (owner := owning_pod(other)) is None or owner.uid != pod.uid:
         return Done("owning pod may still run")
     if claim.is_allocated or claim.status.reserved_for or claim.metadata.deletion_timestamp is not None:
         return Done("duplicate claim is allocated, reserved or being deleted")
