@@ -51,6 +51,17 @@ class Cluster:
     state: launcher.ClusterState | None = None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="dra-e2e-")))
 
+    def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The ``kubectl dra`` plugin against this cluster, as a user runs it; not checked."""
+        return subprocess.run(
+            [sys.executable, "-m", "operators.kubectl_dra", *args, "--kubeconfig", self.kubeconfig],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO_ROOT,
+        )
+
     def kubectl(
         self,
         *args: str,

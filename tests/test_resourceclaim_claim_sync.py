@@ -420,9 +420,10 @@ def test_a_claim_made_because_the_recorded_one_lost_its_owner_is_kept() -> None:
 def test_the_pod_event_routes_a_duplicate_it_makes_visible() -> None:
     """The duplicate may be seen before the status names the other claim: the pod's next event
     routes it to the claim sync."""
+    recorded = make_claim("my-pod-gpu-abcde", "C", owner=("my-pod", "U"), entry="gpu")
     duplicate = make_claim("my-pod-gpu-zzzzz", "D", owner=("my-pod", "U"), entry="gpu")
     unrecorded = make_pod("my-pod", "U", claims=[template_entry("gpu", "gpu-tmpl")], node_name="node-1")
-    cache = cache_with(pods=[unrecorded], claims=[duplicate])
+    cache = cache_with(pods=[unrecorded], claims=[recorded, duplicate])
     keys = cache.apply_pod_event("MODIFIED", generated_pod())
     assert "claim:demo/my-pod-gpu-zzzzz" in keys
     assert "claim:demo/my-pod-gpu-zzzzz" not in cache.apply_pod_event("MODIFIED", unrecorded)

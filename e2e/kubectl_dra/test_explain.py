@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -20,7 +18,6 @@ import pytest
 
 from e2e import harness
 from e2e.bindingattacher.world import install_crds, policy_body
-from e2e.cluster.constants import REPO_ROOT
 from e2e.devicetaint.world import RESOURCE, World, open_world
 from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
@@ -36,27 +33,7 @@ def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[st
 
 
 def explain(cluster: harness.Cluster, kind: str, name: str, namespace: str) -> list[str]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "operators.kubectl_dra",
-            "explain",
-            kind,
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "json",
-            "--kubeconfig",
-            cluster.kubeconfig,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=REPO_ROOT,
-    )
+    done = cluster.kubectl_dra("explain", kind, name, "-n", namespace, "-o", "json")
     assert done.returncode == 0, done.stderr
     return [finding["text"] for finding in json.loads(done.stdout)["findings"]]
 

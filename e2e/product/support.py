@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from typing import Any
 
 from e2e import harness
 from e2e.cluster import images, realnode
-from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
 
@@ -172,14 +170,7 @@ class Installed:
         return self.cluster.kubectl(*args, **kwargs)
 
     def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "operators.kubectl_dra", *args, "--kubeconfig", self.cluster.kubeconfig],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            cwd=REPO_ROOT,
-        )
+        return self.cluster.kubectl_dra(*args)
 
 
 def unavailable(api: Kube, operators: Sequence[str]) -> list[str]:

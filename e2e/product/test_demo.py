@@ -12,8 +12,6 @@ plugin: ``kubectl dra ...`` finding ``kubectl-dra`` on ``$PATH``.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,7 +22,6 @@ from demo.player import Player
 from demo.scenarios import SCENARIOS, Scenario
 from demo.walkthrough import crd_names
 from e2e import harness
-from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube
 from e2e.product.scenarios import STORIES
 from operators.kubectl_dra.grants import grant_name
@@ -46,22 +43,7 @@ DEMO_DRIVER = "gpu.fabric.example.com"
 
 
 def _grant(cluster: harness.Cluster, driver: str) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "operators.kubectl_dra",
-            "grant-driver",
-            driver,
-            "--kubeconfig",
-            cluster.kubeconfig,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=REPO_ROOT,
-    )
+    done = cluster.kubectl_dra("grant-driver", driver)
     assert done.returncode == 0, done.stderr
 
 

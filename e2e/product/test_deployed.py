@@ -269,15 +269,18 @@ HELD_PODS = 50
 DEVICETAINT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/dra-operators-devicetaint"
 
 
-def _refused_evictions(installed: Installed) -> float:
-    """kube-apiserver's count of evictions it answered with 429 (a budget's refusal)."""
+def _apiserver_requests(installed: Installed, *labels: str) -> float:
+    """kube-apiserver's ``apiserver_request_total`` summed over the series carrying ``labels``."""
     total = 0.0
     for line in installed.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if line.startswith("apiserver_request_total{") and all(
-            label in line for label in ('code="429"', 'resource="pods"', 'subresource="eviction"')
-        ):
+        if line.startswith("apiserver_request_total{") and all(label in line for label in labels):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def _refused_evictions(installed: Installed) -> float:
+    """Evictions kube-apiserver answered with 429 (a budget's refusal)."""
+    return _apiserver_requests(installed, 'code="429"', 'resource="pods"', 'subresource="eviction"')
 
 
 def _rolled(api: Kube, path: str) -> bool:
@@ -398,12 +401,8 @@ BOGUS_TOKENS = 1000
 
 
 def _token_reviews(installed: Installed) -> float:
-    """kube-apiserver's count of TokenReviews it answered."""
-    total = 0.0
-    for line in installed.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if line.startswith("apiserver_request_total{") and 'resource="tokenreviews"' in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """TokenReviews kube-apiserver answered."""
+    return _apiserver_requests(installed, 'resource="tokenreviews"')
 
 
 def test_a_thousand_bogus_tokens_cost_bounded_reviews_and_memory(
@@ -1070,19 +1069,20 @@ def _memory(installed: Installed) -> dict[str, dict[str, Any]]:
     return memory
 
 
+def _restarts(pods: dict[str, dict[str, Any]]) -> dict[str, int]:
+    return {
+        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        for name, pod in pods.items()
+    }
+
+
 def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Installed) -> None:
     api = installed.api
     deadline = installed.available_at + NO_RESTART_WINDOW
 
-    def restarts() -> dict[str, int]:
-        counts = {}
-        for name, pod in _operator_pods(api).items():
-            counts[name] = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        return counts
-
     # Observed for the whole window: a restart fails at once, not at the end.
     while True:
-        counts = restarts()
+        counts = _restarts(_operator_pods(api))
         assert set(counts.values()) == {0}, f"restarts: {counts}"
         if time.monotonic() >= deadline:
             break
@@ -1257,13 +1257,6 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
 
 
 OUTAGE_SECONDS = 300.0
-
-
-def _restarts(pods: dict[str, dict[str, Any]]) -> dict[str, int]:
-    return {
-        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        for name, pod in pods.items()
-    }
 
 
 def test_an_api_server_outage_of_five_minutes_restarts_no_operator(

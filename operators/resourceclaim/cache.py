@@ -214,10 +214,15 @@ class ClusterCache:
     def _unrecorded_claim_keys(self, pod: Pod) -> list[str]:
         """The claims generated for ``pod`` that its status does not name while it names another
         for the same entry: duplicates, which the claim sync deletes. Routed on the pod's events
-        because the status may come to name the other claim after the duplicate's own events."""
+        because the status may come to name the other claim after the duplicate's own events.
+        A duplicate needs two claims of the pod: with one (every pod event but a raced hand-over's)
+        nothing is read."""
+        owned = self._claims_by_owner.get(object_key(pod.namespace, pod.uid))
+        if len(owned) < 2:
+            return []
         recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
         keys = []
-        for key in self._claims_by_owner.get(object_key(pod.namespace, pod.uid)):
+        for key in owned:
             claim = self._claims[key]
             entry = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
             if entry is not None and recorded.get(entry) not in (None, claim.name):
