@@ -7,7 +7,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-K8S_VERSION ?= v1.37.2
+# K8S_VERSION=v1.36.3: every component at that version (e2e/controlplane/versions/ lists the older ones
+# the devcluster builds; empty: the newest, e2e/controlplane/go.mod).
+K8S_VERSION ?=
+# PROFILE=defaults: upstream's default gates and no --runtime-config, as on managed clusters;
+# lab (the default): the newest version's alpha DRA gates and APIs on.
+PROFILE ?=
 UPSTREAM_DRA ?=
 # WORKLOAD_CLAIMS=1: the DRAWorkloadResourceClaims and GenericWorkload gates on every component and
 # the PodGroup API (scheduling.k8s.io/v1beta1) served; the e2e tests marked workload_claims run.
@@ -21,7 +26,8 @@ BINDING_TIMEOUT ?=
 PYTEST_ARGS ?=
 DEMO ?=
 
-CLUSTER_FLAGS := $(if $(UPSTREAM_DRA),--upstream-dra) $(if $(WORKLOAD_CLAIMS),--workload-claims) \
+CLUSTER_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFILE),--profile $(PROFILE)) \
+	$(if $(UPSTREAM_DRA),--upstream-dra) $(if $(WORKLOAD_CLAIMS),--workload-claims) \
 	$(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
 	$(if $(NODE),--node $(NODE)) $(if $(SERVICES),--services) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
@@ -33,6 +39,7 @@ LIMIT_BIN := 1800
 LIMIT_NODE := 1200
 LIMIT_E2E := 3600
 LIMIT_E2E_WORKLOAD := 900
+LIMIT_E2E_VERSIONS := 1200
 LIMIT_CONFORMANCE_CI := 1200
 LIMIT_CONFORMANCE := 7200
 # Parallel ginkgo processes of upstream's suite: most specs wait for the kubelet, not the CPU.
@@ -66,8 +73,8 @@ test-unit: $(STAMP) ## unit tests (no cluster)
 	timeout $(LIMIT_UNIT) $(PY) -m pytest -m unit -q --durations=15 tests $(PYTEST_ARGS)
 
 .PHONY: k8s-bin
-k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd
-	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build
+k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd (K8S_VERSION=...)
+	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION))
 
 .PHONY: node-bin
 node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images
@@ -87,8 +94,8 @@ constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the
 	mv constraints.txt.new constraints.txt
 
 .PHONY: k8s-gomod
-k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod (K8S_VERSION=vX.Y.Z)
-	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION)
+k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod at K8S_VERSION=vX.Y.Z (OLDER=1: versions/<version>.mod beside it)
+	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION) $(if $(OLDER),--older)
 
 # The second pass: the PodGroup claims need their gates and API on every component, so their
 # tests get devclusters of their own; those tests use fake nodes only, so no real node starts.
@@ -97,6 +104,28 @@ test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (s
 	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
 	timeout $(LIMIT_E2E_WORKLOAD) $(PY) -m pytest -m "e2e and workload_claims and not benchmark" \
 		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
+
+# The version pass: the tests marked versions on devclusters of another version or profile. CI's
+# older version is the oldest supported one, with upstream's defaults (README, Support matrix).
+CI_OLDER_VERSION := v1.35.4
+MATRIX := v1.35.4:defaults v1.36.3:defaults v1.37.2:defaults
+
+.PHONY: test-e2e-versions
+test-e2e-versions: node-bin helm-bin ## the version pass on CI_OLDER_VERSION with upstream's default settings
+	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $(CI_OLDER_VERSION)
+	timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q --durations=15 \
+		--e2e-k8s-version $(CI_OLDER_VERSION) --e2e-profile defaults e2e $(PYTEST_ARGS)
+
+.PHONY: test-matrix
+test-matrix: node-bin helm-bin ## the version pass on every supported version with upstream's defaults (README, Support matrix)
+	@for cell in $(MATRIX); do \
+		version=$${cell%%:*}; profile=$${cell##*:}; \
+		echo "== $$version $$profile"; \
+		timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $$version || exit 1; \
+		timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q \
+			--e2e-k8s-version $$version --e2e-profile $$profile \
+			--junitxml=test-artifacts/matrix-$$version-$$profile.xml e2e $(PYTEST_ARGS) || exit 1; \
+	done
 
 # Upstream's own DRA e2e suite (k8s.io/kubernetes test/e2e/dra), unmodified: docs/conformance.md.
 .PHONY: test-conformance
@@ -118,6 +147,7 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstr
 		node-bin::"$(MAKE) --no-print-directory node-bin" \
 		helm-bin::"$(MAKE) --no-print-directory helm-bin" \
 		test-e2e::"$(MAKE) --no-print-directory test-e2e" \
+		test-e2e-versions::"$(MAKE) --no-print-directory test-e2e-versions" \
 		test-conformance-ci::"$(MAKE) --no-print-directory test-conformance-ci"
 
 .PHONY: cluster-up

@@ -6,6 +6,7 @@ and the further private devclusters of the differential, deployed and managed te
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from e2e.cluster import build as build_mod
 from e2e.cluster import launcher
 from e2e.cluster.devcluster import ensure_devcluster
 from e2e.support import ARTIFACTS
+from operators.core import serverversion
 
 
 def start_devcluster(
@@ -37,6 +39,8 @@ def start_devcluster(
         directory,
         upstream_dra=upstream,
         workload_claims=config.getoption("--e2e-workload-claims"),
+        k8s_version=config.getoption("--e2e-k8s-version"),
+        profile=config.getoption("--e2e-profile"),
         real_node=real_node,
         taint_node=not deployed,
         services=deployed,
@@ -89,9 +93,10 @@ def existing_cluster(config: pytest.Config, kubeconfig: str) -> harness.Cluster:
         state=state,
         binding_timeout=state.binding_timeout if state else None,
     )
-    version = cluster.kubectl("version", "-o", "json").stdout
-    if '"minor": "37"' not in version:
-        raise pytest.UsageError(f"the cluster at {server} is not Kubernetes 1.37")
+    version = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
+    refusal = serverversion.refusal({"gitVersion": version})
+    if refusal:
+        raise pytest.UsageError(f"the cluster at {server}: {refusal}")
     return cluster
 
 

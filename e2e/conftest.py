@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from e2e import backends, harness
+from e2e.cluster import build as build_mod
+from e2e.cluster.constants import DEFAULT_PROFILE, PROFILES, minor_of
 from e2e.kube import Kube
+from e2e.product import matrix
 from e2e.support import ARTIFACTS, Tracker, cleanup_namespace, make_namespace, node_hash
 
 DEFAULT_BINDING_TIMEOUT = "30s"
@@ -71,6 +74,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the existing cluster runs the in-tree DRA controllers",
     )
     group.addoption(
+        "--e2e-k8s-version",
+        default=os.environ.get("K8S_VERSION") or None,
+        help="the devclusters' Kubernetes version (make test-e2e-versions, make test-matrix); with it, or "
+        "with --e2e-profile=defaults, only the tests marked versions run",
+    )
+    group.addoption(
+        "--e2e-profile",
+        default=os.environ.get("PROFILE") or DEFAULT_PROFILE,
+        choices=PROFILES,
+        help="the devclusters' settings: lab (the newest version's alpha DRA gates and APIs) or defaults "
+        "(upstream's, as on managed clusters)",
+    )
+    group.addoption(
         "--e2e-workload-claims",
         action="store_true",
         default=bool(os.environ.get("WORKLOAD_CLAIMS")),
@@ -80,15 +96,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def version_pass(config: pytest.Config) -> bool:
+    """A run against another version or profile than the lab's: the tests marked versions only."""
+    version = config.getoption("--e2e-k8s-version")
+    newest = version is None or version == build_mod.NEWEST.version
+    return not newest or config.getoption("--e2e-profile") != DEFAULT_PROFILE
+
+
+def served_in_pass(config: pytest.Config) -> matrix.Served:
+    """What the pass's clusters serve, by the support matrix."""
+    version = config.getoption("--e2e-k8s-version") or build_mod.NEWEST.version
+    return matrix.SERVED[(minor_of(version), config.getoption("--e2e-profile"))]
+
+
+def _fits(item: pytest.Item, served: matrix.Served) -> bool:
+    """needs_served("rule_version"): the test asserts what works where the cluster serves it;
+    lacks_served(...): what the user sees where it does not."""
+    needs = [name for mark in item.iter_markers("needs_served") for name in mark.args]
+    lacks = [name for mark in item.iter_markers("lacks_served") for name in mark.args]
+    return all(getattr(served, n) for n in needs) and not any(getattr(served, n) for n in lacks)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests of the workload claims option are deselected without it, not skipped: a skip
-    fails a CI run."""
-    if config.getoption("--e2e-workload-claims"):
-        return
-    off = [item for item in items if item.get_closest_marker("workload_claims")]
+    """Tests are deselected, not skipped (a skip fails a CI run): those of the workload claims option
+    without it; in a version pass every test not marked versions, and in the lab's pass the tests
+    marked versions only, which a version pass runs instead; in either, the tests for what the
+    pass's clusters do not serve, or do serve (needs_served, lacks_served)."""
+    served = served_in_pass(config)
+    if version_pass(config):
+        off = [item for item in items if not item.get_closest_marker("versions")]
+    else:
+        off = [item for item in items if item.get_closest_marker("versions_only")]
+    off += [item for item in items if not _fits(item, served) and item not in off]
+    if not config.getoption("--e2e-workload-claims"):
+        off += [item for item in items if item.get_closest_marker("workload_claims") and item not in off]
     if off:
         config.hook.pytest_deselected(items=off)
-        items[:] = [item for item in items if not item.get_closest_marker("workload_claims")]
+        items[:] = [item for item in items if item not in off]
 
 
 # -- clusters -----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from e2e.cluster.constants import REPO_ROOT
 from e2e.cluster.devcluster import Devcluster
 from e2e.kube import Kube, wait_for
 from e2e.support import eviction_guard_kustomization, guard_refusal
+from operators.dra import taintrules
 
 OPERATOR_NAMESPACE = "dra-operators"
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -174,6 +175,15 @@ CLUSTER_WIDE_RULE: dict[str, Any] = {
 }
 
 
+def served_rule_version(api: Kube) -> str | None:
+    """The DeviceTaintRule version the cluster serves, newest first, as the operators pick it."""
+    for version in taintrules.VERSIONS:
+        document = api.get_or_none(f"/apis/resource.k8s.io/{version}")
+        if document and any(r["name"] == taintrules.PLURAL for r in document.get("resources", [])):
+            return version
+    return None
+
+
 @contextlib.contextmanager
 def eviction_guard(cluster: Cluster) -> Iterator[None]:
     """The eviction guard installed for a whole session, from the component as the README says,
@@ -187,11 +197,16 @@ def eviction_guard(cluster: Cluster) -> Iterator[None]:
     cluster.kubectl("apply", "--server-side", "--field-manager=e2e-eviction-guard", "-k", str(target))
     api = Kube(cluster.kubeconfig)
     try:
-        wait_for(
-            lambda: guard_refusal(api, "/apis/resource.k8s.io/v1/devicetaintrules", CLUSTER_WIDE_RULE),
-            60,
-            "the eviction guard to refuse a NoExecute DeviceTaintRule with an empty selector",
-        )
+        # Probed through the rule version the cluster serves; where it serves none (1.35 and 1.36
+        # by default) there is no rule to refuse.
+        version = served_rule_version(api)
+        if version is not None:
+            rule = {**CLUSTER_WIDE_RULE, "apiVersion": f"resource.k8s.io/{version}"}
+            wait_for(
+                lambda: guard_refusal(api, f"/apis/resource.k8s.io/{version}/devicetaintrules", rule),
+                60,
+                "the eviction guard to refuse a NoExecute DeviceTaintRule with an empty selector",
+            )
     finally:
         api.close()
     yield

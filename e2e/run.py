@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.cluster import realnode
-from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
+from e2e.cluster.constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, REPO_ROOT
 from e2e.cluster.devcluster import ensure_devcluster
 from operators import OPERATOR_NAMES
 from operators.cli import NotImplementedOperator, load_definition
@@ -57,7 +57,13 @@ def _target() -> Target:
         return Target(explicit, "kubectl", state_dir)
     real_node = os.environ.get("NODE") != "fake"
     workload_claims = bool(os.environ.get("WORKLOAD_CLAIMS"))
-    cluster = ensure_devcluster(DEFAULT_STATE_DIR, real_node=real_node, workload_claims=workload_claims)
+    cluster = ensure_devcluster(
+        DEFAULT_STATE_DIR,
+        real_node=real_node,
+        workload_claims=workload_claims,
+        k8s_version=os.environ.get("K8S_VERSION") or None,
+        profile=os.environ.get("PROFILE") or DEFAULT_PROFILE,
+    )
     state = cluster.state
     print(f"devcluster {'reused' if cluster.existing else 'started'} at {state.server}")
     if cluster.existing and real_node and state.node is None:

@@ -57,7 +57,8 @@ def test_write_kind_distinguishes_failure_ready_and_progress() -> None:
 def test_taint_rule_shape_and_expiry() -> None:
     device = DeviceKey(FABRIC, "fabric-pool", "f0")
     now = datetime(2026, 8, 1, tzinfo=UTC)
-    body = rule_body(device, "AttachFailed", "fabric", now + timedelta(minutes=10))
+    body = rule_body("resource.k8s.io/v1beta2", device, "AttachFailed", "fabric", now + timedelta(minutes=10))
+    assert body["apiVersion"] == "resource.k8s.io/v1beta2"
     assert body["metadata"]["name"] == taint_rule_name(device)
     assert body["spec"]["deviceSelector"] == {"driver": FABRIC, "pool": "fabric-pool", "device": "f0"}
     assert body["spec"]["taint"] == {

@@ -44,3 +44,13 @@ def test_the_kustomize_base_installs_the_package_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     common = yaml.safe_load((ROOT / "manifests" / "common" / "kustomization.yaml").read_text())
     assert common["images"] == [{"name": "dra-operators", "newTag": version}]
+
+
+def test_the_chart_installs_on_the_oldest_kubernetes_the_operators_accept() -> None:
+    """Helm refuses an older cluster before anything is applied; the operators and kubectl dra
+    refuse it at start (operators.core.serverversion), and the two minimums are one."""
+    from operators.core.serverversion import MINIMUM
+
+    major, minor = MINIMUM
+    chart = (CHART / "Chart.yaml").read_text()
+    assert f'kubeVersion: ">={major}.{minor}.0-0"\n' in chart

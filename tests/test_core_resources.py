@@ -6,7 +6,7 @@ import pytest
 
 from operators.core.discovery import ServedResource
 from operators.core.resources import LEASES, NODES, PODS, ApiResource
-from operators.dra.api import DEVICE_TAINT_RULES, RESOURCE_CLAIMS
+from operators.dra.api import DEVICE_CLASSES, RESOURCE_CLAIMS
 
 pytestmark = pytest.mark.unit
 
@@ -30,8 +30,8 @@ def test_subresources_and_cluster_scoped_kinds() -> None:
         == "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"
     )
     # A namespace given for a cluster-scoped kind is not part of its path.
-    assert DEVICE_TAINT_RULES.path("r", namespace="ns", subresource="status") == (
-        "/apis/resource.k8s.io/v1/devicetaintrules/r/status"
+    assert DEVICE_CLASSES.path("c", namespace="ns", subresource="status") == (
+        "/apis/resource.k8s.io/v1/deviceclasses/c/status"
     )
     assert ApiResource("g", "v1", "things").path(subresource="status") == "/apis/g/v1/things"
 

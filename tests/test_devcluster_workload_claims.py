@@ -124,7 +124,12 @@ def test_a_running_cluster_with_other_options_is_not_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, running: bool, wanted: bool
 ) -> None:
     _, state = _launch(tmp_path, workload_claims=running)
-    doc: dict[str, Any] = {"mode": state.mode, "workload_claims": state.workload_claims}
+    doc: dict[str, Any] = {
+        "mode": state.mode,
+        "workload_claims": state.workload_claims,
+        "k8s_version": state.k8s_version,
+        "profile": state.profile,
+    }
     monkeypatch.setattr(launcher, "status", lambda directory: (0, doc))
     options = launcher.UpOptions(
         directory=Path(state.dir),

@@ -9,6 +9,7 @@ cases against a real 1.37 apiserver.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ import pytest
 import yaml
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+
+from operators.dra import taintrules
+from operators.dra.api import GROUP
 
 pytestmark = pytest.mark.unit
 
@@ -64,6 +68,41 @@ def test_the_component_ships_a_policy_and_its_binding_per_kind() -> None:
         for words in ("evicts every pod", "effect None", "EvictionInProgress", f'{ANNOTATION}: "true"'):
             assert words in message, f"{name}: {words!r} not in {message!r}"
     assert guarded == {("resource.k8s.io", "devicetaintrules"), ("dra-operators.io", "devicetaintselectors")}
+
+
+def test_the_rule_policy_matches_every_version_the_operators_read() -> None:
+    """1.35 serves DeviceTaintRules as v1alpha3 only, 1.36 as v1beta2 only: a policy for v1 alone
+    would let every NoExecute rule of those clusters through. (The chart's copy is the same file.)"""
+    (rule,) = _policy("devicetaintrules.yaml")["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [GROUP]
+    assert rule["resources"] == [taintrules.PLURAL]
+    assert rule["apiVersions"] == list(taintrules.VERSIONS)
+
+
+# Field paths the rule policy may read: each is named alike in resource.k8s.io v1 (1.37), v1beta2
+# (1.36) and v1alpha3 (1.35); deviceClassName and selectors are not, having been tombstoned in 1.35.
+_RULE_FIELDS_IN_EVERY_VERSION = {
+    "object.metadata.annotations",
+    "object.spec",
+    "oldObject.spec",
+    "object.spec.deviceSelector",
+    "object.spec.deviceSelector.driver",
+    "object.spec.deviceSelector.pool",
+    "object.spec.deviceSelector.device",
+    "object.spec.taint.effect",
+}
+
+
+def test_the_rule_policy_reads_only_fields_every_served_version_has() -> None:
+    spec = _policy("devicetaintrules.yaml")["spec"]
+    expressions = [v["expression"] for v in (*spec["variables"], *spec["validations"])]
+    read = {
+        path
+        for expression in expressions
+        for path in re.findall(r"\b(?:oldObject|object)(?:\.[A-Za-z]+)+", expression)
+    }
+    assert read, "the policy reads no field at all?"
+    assert read <= _RULE_FIELDS_IN_EVERY_VERSION, sorted(read - _RULE_FIELDS_IN_EVERY_VERSION)
 
 
 def test_the_chart_has_the_guard_off_by_default_and_its_files_are_the_components() -> None:

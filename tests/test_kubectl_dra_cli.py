@@ -13,6 +13,7 @@ import yaml
 
 from operators.core.client import ApiError
 from operators.dra.durations import duration_seconds
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.kubectl_dra import cli
 from operators.kubectl_dra.session import Session
 
@@ -152,9 +153,10 @@ def test_preview_without_the_devicetaint_operator(
 def test_preview_needs_a_rule_api(
     fake: list[FakeClient], config: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake.append(FakeClient({RULES: ["devicetaintrules"]}))  # no status subresource: no report possible
+    # No status subresource, so no report possible; every version 1.35+ serves one with it.
+    fake.append(FakeClient({RULES: ["devicetaintrules"]}))
     assert cli.main(["taint-preview", "gpu.example.com", "--kubeconfig", config]) == 1
-    assert "serves no DeviceTaintRule API with a status subresource" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {DEVICE_TAINT_RULES_UNSERVED}\n"
 
 
 def test_unreachable_api_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,9 @@ from operators.core.client import ApiError
 from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime
 from operators.core.workqueue import WorkQueue
+from operators.dra import taintrules
 from operators.poolstatus.controller import TTL_KEY, PoolStatusController
+from operators.poolstatus.operator import DEFINITION
 from operators.poolstatus.settings import Settings
 from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
 
@@ -433,3 +435,30 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     after = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
     assert after == pending + 1
     assert runtime.queue.waiting == 2  # the next sweep and the discovery re-check
+
+
+# -- DeviceTaintRules in whichever version is served -------------------------------------------
+
+
+async def test_rules_served_only_as_v1beta2_are_counted(client: FakeClient) -> None:
+    """A 1.36 cluster with the beta API on: rules in v1beta2 only, watched there (see .operator)."""
+    client.discovery["/apis/resource.k8s.io/v1"] = served_doc("resourceslices")
+    client.discovery["/apis/resource.k8s.io/v1beta2"] = served_doc("devicetaintrules")
+    controller, _ = await prepared(client)
+    assert controller.rules_in_use
+    (rules,) = [watch for watch in DEFINITION.watches if watch.plural == "devicetaintrules"]
+    assert rules.versions == taintrules.VERSIONS
+    assert rules.when is not None
+    assert rules.when(controller)
+
+
+async def test_rules_not_served_in_any_version_are_not_watched(client: FakeClient) -> None:
+    client.discovery["/apis/resource.k8s.io/v1"] = served_doc("resourceslices")
+    controller, runtime = await prepared(client)
+    assert not controller.rules_in_use
+    (rules,) = [watch for watch in DEFINITION.watches if watch.plural == "devicetaintrules"]
+    assert rules.when is not None
+    assert not rules.when(controller)
+    client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUESTS, "devicetaintrules")
+    await controller.sync(("discovery",))
+    assert runtime.stopped_with == 3, "rules served as v1alpha3 at last: restart to watch them"

@@ -266,14 +266,19 @@ def test_v21_rules_that_match_nothing(rule: DeviceTaintRule) -> None:
     assert counts(only_pool(POOL_1, rules=[rule])) == (4, 0, 4, 0)
 
 
-def test_rule_with_class_or_cel_selector_is_ignored() -> None:
+@pytest.mark.parametrize(
+    "narrowing",
+    [
+        {"deviceClassName": "gpu"},
+        {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+        {"driver": "gpu.example.com", "pool": "pool-1", "deviceClassName": "gpu"},
+    ],
+)
+def test_rule_with_class_or_cel_selector_is_ignored(narrowing: dict[str, Any]) -> None:
     rule = DeviceTaintRule.model_validate(
         {
             "metadata": {"name": "by-class"},
-            "spec": {
-                "taint": {"key": "k", "effect": "NoSchedule"},
-                "deviceSelector": {"deviceClassName": "gpu"},
-            },
+            "spec": {"taint": {"key": "k", "effect": "NoSchedule"}, "deviceSelector": narrowing},
         }
     )
     assert counts(only_pool(POOL_1, rules=[rule])) == (4, 0, 4, 0)

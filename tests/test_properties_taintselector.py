@@ -25,9 +25,10 @@ from operators.devicetaint import models as devicetaint
 from operators.devicetaint.evaluation import rule_selects
 from operators.devicetaint.pools import PoolIndex
 from operators.dra.claims import ResultWithTolerations
+from operators.dra.taintrules import rule_matches
 from operators.dra.taints import selector_matches
 from operators.poolstatus import models as poolstatus
-from operators.poolstatus.counts import _rule_selects, rules_for_driver
+from operators.poolstatus.counts import rules_for_driver
 from operators.taintselector import models as taintselector
 from operators.taintselector.models import DeviceId
 from operators.taintselector.rules import desired_rules, diff_rules
@@ -94,7 +95,7 @@ def test_selector_and_rule_select_the_same_devices(slices: list[Body], data: st.
         for (driver, pool_name), pool in index.items()
         if rules_for_driver([parsed], driver)
         for device in pool.visible_devices()
-        if _rule_selects(parsed, pool_name, device)
+        if rule_matches(parsed.spec.device_selector, driver, pool_name, device)
     }
     assert by_poolstatus == by_selector
 

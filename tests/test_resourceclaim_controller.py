@@ -413,3 +413,42 @@ async def test_every_podgroup_request_is_a_declared_api_call() -> None:
         ("resource.k8s.io", "resourceclaims/status", "update"),
     }
     assert used <= set(API_CALLS)
+
+
+def test_podgroups_are_discovered_newest_first_and_never_as_v1alpha1() -> None:
+    from operators.resourceclaim.operator import DEFINITION
+
+    [watch] = [w for w in DEFINITION.watches if w.plural == "podgroups"]
+    # 1.37 serves v1beta1, 1.36 v1alpha2; 1.35's v1alpha1 PodGroup has no claims.
+    assert watch.versions == ("v1beta1", "v1alpha2")
+
+
+async def test_podgroups_served_as_v1alpha2_are_read_and_written_in_it() -> None:
+    h = Harness()
+    h.client.objects["/apis/resource.k8s.io/v1"] = {
+        "resources": [{"name": "resourceclaims"}, {"name": "resourceclaimtemplates"}]
+    }
+    h.runtime.served[("scheduling.k8s.io", "podgroups")] = ServedResource(
+        "scheduling.k8s.io", "v1alpha2", "podgroups", kind="PodGroup"
+    )
+    assert await h.controller.prepare()
+    assert h.controller.cache.workload_claims
+    h.client.calls.clear()
+    h.controller.upsert_template(template_body())
+    group = pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")])
+    group["apiVersion"] = "scheduling.k8s.io/v1alpha2"
+    h.controller.upsert_pod_group(group)
+    await h.controller.sync("podgroup:demo/pg")
+    post, apply = h.client.calls
+    assert post[3]["metadata"]["ownerReferences"] == [
+        {**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
+    ]
+    assert apply[1] == "/apis/scheduling.k8s.io/v1alpha2/namespaces/demo/podgroups/pg/status"
+    assert apply[3]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+
+    reserved = claim_body("shared", allocated=True, reserved_for=[pod_group_consumer("gone", "X")])
+    h.controller.upsert_claim(reserved)
+    await h.controller.sync("claim:demo/shared")
+    assert ("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/demo/podgroups/gone") in {
+        (method, path) for method, path, _, _ in h.client.calls
+    }

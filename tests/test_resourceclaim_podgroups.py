@@ -15,6 +15,7 @@ from resourceclaim_builders import (
     make_template,
     named_entry,
     pod_consumer,
+    pod_group_body,
     pod_group_consumer,
     pod_group_owner,
     template_entry,
@@ -446,3 +447,68 @@ def test_where_podgroup_claims_are_off_a_group_reservation_is_someone_elses() ->
     assert api.of_type(GetPodGroup) == []
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == [pod_group_consumer()]
+
+
+# -- the served version (v1alpha2 on 1.36, v1beta1 on 1.37) ------------------------------------
+
+
+def _v1alpha2(body: dict[str, Any]) -> dict[str, Any]:
+    """The same group as 1.36 serves it: its own shapes of the fields nothing here reads."""
+    body = dict(body, apiVersion="scheduling.k8s.io/v1alpha2")
+    body["spec"] = {
+        **body["spec"],
+        "podGroupTemplateRef": {"workload": {"workloadName": "w", "podGroupTemplateName": "t"}},
+        "disruptionMode": "PodGroup",
+    }
+    return body
+
+
+def test_one_projection_reads_both_served_versions() -> None:
+    beta = pod_group_body(
+        claims=[GPU, named_entry("nic", "shared-nic")], statuses=[named_entry("gpu", "pg-gpu-x")]
+    )
+    beta["spec"]["disruptionMode"] = {"all": {}}
+    alpha = _v1alpha2(
+        pod_group_body(
+            claims=[GPU, named_entry("nic", "shared-nic")], statuses=[named_entry("gpu", "pg-gpu-x")]
+        )
+    )
+    assert PodGroup.model_validate(alpha) == PodGroup.model_validate(beta)
+    assert PodGroup.model_validate(alpha).spec.resource_claims[1].resource_claim_name == "shared-nic"
+
+
+def test_a_group_served_as_v1alpha2_is_written_as_v1alpha2() -> None:
+    group = PodGroup.model_validate(
+        _v1alpha2(pod_group_body(claims=[GPU, template_entry("late", "late-tmpl")]))
+    )
+    cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
+    cache.pod_group_api_version = "scheduling.k8s.io/v1alpha2"
+    api = FakeApi()
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    [create] = api.of_type(CreateClaim)
+    assert create.body["metadata"]["ownerReferences"] == [
+        {**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
+    ]
+    [event] = api.of_type(EmitEvent)
+    assert event.api_version == "scheduling.k8s.io/v1alpha2"
+
+    cache.apply_template_event(None, make_template("late-tmpl"))
+    api = FakeApi()
+    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    [apply] = api.of_type(ApplyPodGroupStatus)
+    assert apply.body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+
+
+def test_a_claim_owned_by_the_group_in_either_version_is_the_groups() -> None:
+    """Owner references are matched without their version, as upstream's: a claim generated
+    while 1.36 served v1alpha2 stays the group's after an upgrade to 1.37's v1beta1."""
+    alpha_owned = make_claim(
+        "pg-gpu-abcde",
+        owner_ref={**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"},
+        entry="gpu",
+    )
+    group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
+    cache = cache_with(claims=[alpha_owned], pod_groups=[group], workload_claims=True)
+    api = FakeApi()
+    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.writes() == []

@@ -151,3 +151,26 @@ async def test_only_a_discovered_kind_the_controller_wants_is_followed() -> None
     # Declined (e.g. --workload-claims=off): its API appearing later must not restart anyone.
     declining = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
     assert [w.plural for w in runtime.followed_watches(watches, declining)] == ["widgets"]
+
+
+async def test_a_kind_used_without_a_watch_is_discovered_and_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``OperatorDefinition.discovered``: what bindingattacher declares for the DeviceTaintRules it
+    writes. Its version is readable before prepare(), and a change of it stops the process."""
+    monkeypatch.setattr(runtime, "REDISCOVERY_SECONDS", 0.0)
+    used = runtime.Discovered(GROUP, "widgets", ("v2", "v1"))
+    client = DiscoveryClient({})
+    made = make_runtime(client, Widgets(serve_gadgets=False))
+    await made.discover([used])
+    assert made.served_resource(GROUP, "widgets") is None
+    client.served["v1"] = ["widgets"]
+    await made.discover([used])
+    served = made.served_resource(GROUP, "widgets")
+    assert served is not None
+    assert served.version == "v1"
+    assert runtime.watched_kinds([], made) == [], "discovered, not watched"
+    follow = asyncio.ensure_future(runtime.follow_served_version(made, used))
+    client.served["v2"] = ["widgets"]
+    await asyncio.wait_for(follow, 5)
+    assert made._stop.is_set()

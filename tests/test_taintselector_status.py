@@ -6,6 +6,7 @@ from typing import Any
 
 from taintselector_builders import GPU_DRIVER, rule, selector
 
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.taintselector.models import DeviceId
 from operators.taintselector.rules import RuleDiff, RuleUpdate
 from operators.taintselector.selection import REASON_CEL_RUNTIME_ERROR, Invalid, Selection
@@ -78,8 +79,7 @@ def test_a_cluster_without_device_taint_rules_is_reported_not_fatal() -> None:
     assert conditions(status)["Ready"] == (
         "False",
         "DeviceTaintRuleUnavailable",
-        "This cluster serves no DeviceTaintRule API (resource.k8s.io), "
-        "so the 2 devices selected cannot be tainted.",
+        f"The 2 devices selected cannot be tainted: {DEVICE_TAINT_RULES_UNSERVED}.",
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import build as build_mod
 from . import gomod, launcher, realnode, release
-from .constants import DEFAULT_STATE_DIR
+from .constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, PROFILES
 from .devcluster import ensure_devcluster
 
 
@@ -25,6 +25,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the DRAWorkloadResourceClaims and GenericWorkload feature gates on every component, "
         "and the PodGroup API (scheduling.k8s.io/v1beta1) served",
+    )
+    up.add_argument(
+        "--k8s-version",
+        default=os.environ.get("K8S_VERSION") or None,
+        help="the Kubernetes version of every component (default: the newest the devcluster builds)",
+    )
+    up.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=os.environ.get("PROFILE") or DEFAULT_PROFILE,
+        help="lab: the newest version's alpha DRA gates and beta/alpha APIs on; defaults: upstream's "
+        "default gates and no --runtime-config, as on managed clusters",
     )
     up.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
     up.add_argument("--fake-nodes", type=int, default=int(os.environ.get("FAKE_NODES") or 0))
@@ -53,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     b = sub.add_parser("build", help="build or reuse the control-plane binaries")
     b.add_argument("--prune", action="store_true", help="remove other cache keys")
+    b.add_argument("--k8s-version", default=os.environ.get("K8S_VERSION") or None)
     sub.add_parser(
         "build-node",
         help="the real node's parts: Debian packages (as root), containerd, the images",
@@ -61,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("release-artifacts", help="the image tarball and the packaged chart, into dist/")
     g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
+    g.add_argument(
+        "--older",
+        action="store_true",
+        help="an older supported version: e2e/controlplane/versions/<version>.mod and .sum",
+    )
     return parser
 
 
@@ -81,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "build":
-            result = build_mod.build()
+            result = build_mod.build(version=args.k8s_version)
             if args.prune:
                 for removed in build_mod.prune(result.directory):
                     print(f"removed {removed}")
@@ -100,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
             print(build_mod.build_helm().directory / "helm")
             return 0
         if args.command == "gomod":
-            for finding in gomod.generate(args.k8s_version):
+            generated = (
+                gomod.generate_older(args.k8s_version, build_mod.VERSIONS_DIR)
+                if args.older
+                else gomod.generate(args.k8s_version)
+            )
+            for finding in generated:
                 print(finding)
             return 0
         directory = args.dir.resolve()
@@ -110,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                 directory,
                 upstream_dra=args.upstream_dra,
                 workload_claims=args.workload_claims,
+                k8s_version=args.k8s_version,
+                profile=args.profile,
                 real_node=args.node == "real",
                 services=args.services,
                 binding_timeout=args.binding_timeout,
@@ -120,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 verbosity=int(os.environ.get("DEVCLUSTER_VERBOSITY", "1")),
             )
             state = cluster.state
-            setup = launcher.describe(state.mode, state.workload_claims)
+            setup = launcher.describe(state.mode, state.workload_claims, state.k8s_version, state.profile)
             if cluster.existing:
                 print(f"already running ({setup}) at {state.server}")
             else:
@@ -138,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(doc, indent=2))
             else:
                 label = {0: "running", 3: "not running", 4: "degraded"}[code]
-                setup = launcher.describe(doc["mode"], doc["workload_claims"]) if doc.get("server") else ""
+                setup = (
+                    launcher.describe(doc["mode"], doc["workload_claims"], doc["k8s_version"], doc["profile"])
+                    if doc.get("server")
+                    else ""
+                )
                 print(label + (f" ({setup}) at {doc['server']}" if setup else ""))
                 for name, comp in doc.get("components", {}).items():
                     print(

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,16 +55,94 @@ def cache_root() -> Path:
     return Path(xdg) / "dra-operators"
 
 
-def k8s_version() -> str:
-    return gomod.k8s_version_of((CONTROLPLANE_DIR / "go.mod").read_text())
+VERSIONS_DIR = CONTROLPLANE_DIR / "versions"
+# Built once, by the newest version's module, and copied into every other version's directory: it
+# reports device health through the 1.37 kubelet plugin library, and any kubelet that lacks that
+# service simply does not call it.
+VERSION_INDEPENDENT = ("dra-test-driver",)
 
 
-def etcd_version() -> str:
-    text = (CONTROLPLANE_DIR / "go.mod").read_text()
-    version = gomod.parse_upstream(text).requires.get(gomod.ETCD_SERVER)
-    if not version:
-        raise BuildError("go.mod does not require the etcd server")
-    return version
+@dataclass(frozen=True)
+class ControlPlaneModule:
+    """One Kubernetes version's wrapper module: ``go.mod`` for the newest (which upstream's DRA suite
+    shares), ``versions/<version>.mod`` and ``.sum`` beside it for each older one, built from the
+    same ``cmd/`` with ``go build -modfile``."""
+
+    modfile: Path
+
+    @property
+    def sumfile(self) -> Path:
+        return self.modfile.with_suffix(".sum")
+
+    @property
+    def newest(self) -> bool:
+        return self.modfile == CONTROLPLANE_DIR / "go.mod"
+
+    @property
+    def version(self) -> str:
+        return gomod.k8s_version_of(self.modfile.read_text())
+
+    @property
+    def etcd(self) -> str:
+        version = gomod.parse_upstream(self.modfile.read_text()).requires.get(gomod.ETCD_SERVER)
+        if not version:
+            raise BuildError(f"{self.modfile.name} does not require the etcd server")
+        return version
+
+    def go_flags(self) -> list[str]:
+        return [] if self.newest else [f"-modfile={self.modfile.relative_to(CONTROLPLANE_DIR)}"]
+
+    def packages(self) -> list[str]:
+        if self.newest:
+            return ["./cmd/..."]
+        return [
+            f"./cmd/{p.name}"
+            for p in sorted((CONTROLPLANE_DIR / "cmd").iterdir())
+            if p.is_dir() and p.name not in VERSION_INDEPENDENT
+        ]
+
+    def inputs(self) -> list[Path]:
+        skipped = () if self.newest else VERSION_INDEPENDENT
+        files = [self.modfile, self.sumfile]
+        files += sorted(
+            p
+            for p in (CONTROLPLANE_DIR / "cmd").rglob("*")
+            if p.is_file() and p.relative_to(CONTROLPLANE_DIR / "cmd").parts[0] not in skipped
+        )
+        return files
+
+
+NEWEST = ControlPlaneModule(CONTROLPLANE_DIR / "go.mod")
+
+
+def supported_versions() -> tuple[str, ...]:
+    """Newest first: the versions a devcluster can be built at."""
+    older = sorted(
+        (ControlPlaneModule(p).version for p in VERSIONS_DIR.glob("*.mod")),
+        key=lambda v: tuple(int(x) for x in v.lstrip("v").split(".")),
+        reverse=True,
+    )
+    return (NEWEST.version, *older)
+
+
+def module(version: str | None = None) -> ControlPlaneModule:
+    if version is None or version == NEWEST.version:
+        return NEWEST
+    path = VERSIONS_DIR / f"{version}.mod"
+    if not path.is_file():
+        raise BuildError(
+            f"K8S_VERSION={version} is not one the devcluster builds; it builds "
+            f"{', '.join(supported_versions())} (add one with make k8s-gomod K8S_VERSION=vX.Y.Z)"
+        )
+    return ControlPlaneModule(path)
+
+
+def k8s_version(version: str | None = None) -> str:
+    return module(version).version
+
+
+def etcd_version(version: str | None = None) -> str:
+    return module(version).etcd
 
 
 def ldflags(version: str) -> str:
@@ -82,9 +161,9 @@ def ldflags(version: str) -> str:
     return " ".join(["-s -w", *stamps])
 
 
-def cache_key() -> str:
-    digest = hashlib.sha256((CONTROLPLANE_DIR / "go.sum").read_bytes()).hexdigest()[:16]
-    return f"{k8s_version()}-{digest}"
+def cache_key(mod: ControlPlaneModule = NEWEST) -> str:
+    digest = hashlib.sha256(mod.sumfile.read_bytes()).hexdigest()[:16]
+    return f"{mod.version}-{digest}"
 
 
 def _go_version() -> str:
@@ -96,13 +175,14 @@ def _go_version() -> str:
     return out
 
 
-def inputs_sha256(go_version: str) -> str:
+def inputs_sha256(go_version: str, mod: ControlPlaneModule = NEWEST) -> str:
     digest = hashlib.sha256()
-    files = [CONTROLPLANE_DIR / "go.mod", CONTROLPLANE_DIR / "go.sum"]
-    files += sorted(p for p in (CONTROLPLANE_DIR / "cmd").rglob("*") if p.is_file())
-    for path in files:
-        digest.update(str(path.relative_to(CONTROLPLANE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(" ".join(BUILD_FLAGS).encode() + b"\0" + ldflags(k8s_version()).encode() + b"\0")
+    for path in mod.inputs():
+        # The newest module's names are what they always were, so its caches stay valid.
+        name = "go.mod" if path == mod.modfile else "go.sum" if path == mod.sumfile else None
+        label = name or str(path.relative_to(CONTROLPLANE_DIR))
+        digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(" ".join(BUILD_FLAGS).encode() + b"\0" + ldflags(mod.version).encode() + b"\0")
     digest.update(go_version.encode())
     return digest.hexdigest()
 
@@ -114,11 +194,12 @@ class BuildResult:
     seconds: float
 
 
-def _complete(directory: Path, expected_inputs: str | None) -> bool:
+def _complete(directory: Path, expected_inputs: str | None, mod: ControlPlaneModule = NEWEST) -> bool:
     info_path = directory / "build.json"
     if not info_path.is_file():
         return False
-    if not all(os.access(directory / name, os.X_OK) for name in BINARIES):
+    own = BINARIES if mod.newest else tuple(n for n in BINARIES if n not in VERSION_INDEPENDENT)
+    if not all(os.access(directory / name, os.X_OK) for name in own):
         return False
     if expected_inputs is None:
         return True
@@ -175,42 +256,72 @@ def check_supplied(directory: Path) -> BuildResult:
     return BuildResult(directory, reused=True, seconds=0.0)
 
 
-def build(timeout: float | None = None, log: object = print) -> BuildResult:
-    """Build or reuse; returns the binary directory."""
+def build(timeout: float | None = None, log: object = print, version: str | None = None) -> BuildResult:
+    """Build or reuse; returns the binary directory. ``version``: an older supported Kubernetes
+    version (:func:`supported_versions`); None is the newest."""
     say = log if callable(log) else print
     supplied = os.environ.get("DEVCLUSTER_BIN_DIR")
     if supplied:
         return check_supplied(Path(supplied))
+    mod = module(version)
+    if not mod.newest:
+        # The version-independent binaries come from the newest build, built or reused first.
+        newest = build(timeout, log)
     root = cache_root() / "k8s-bin"
-    target = root / cache_key()
+    target = root / cache_key(mod)
+    result = _build_or_reuse(mod, target, root, timeout, say)
+    if not mod.newest:
+        _copy_version_independent(newest.directory, target)
+    return result
+
+
+def _build_or_reuse(
+    mod: ControlPlaneModule, target: Path, root: Path, timeout: float | None, say: Callable[[str], None]
+) -> BuildResult:
     # Fast path: no Go needed when the recorded inputs still match.
-    if _complete(target, None):
+    if _complete(target, None, mod):
         go_version = _go_version() if shutil.which("go") else None
-        if go_version is None or _complete(target, inputs_sha256(go_version)):
+        if go_version is None or _complete(target, inputs_sha256(go_version, mod), mod):
             say(f"reusing {shown(target)}")
             return BuildResult(target, reused=True, seconds=0.0)
     go_version = _go_version()
-    expected = inputs_sha256(go_version)
+    expected = inputs_sha256(go_version, mod)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _complete(target, expected):
+        if _complete(target, expected, mod):
             say(f"reusing {shown(target)}")
             return BuildResult(target, reused=True, seconds=0.0)
-        return _build_locked(target, go_version, expected, timeout, say)
+        return _build_locked(mod, target, go_version, expected, timeout, say)
+
+
+def _copy_version_independent(source: Path, target: Path) -> None:
+    for name in VERSION_INDEPENDENT:
+        wanted = (source / name).read_bytes()
+        present = target / name
+        if present.is_file() and present.read_bytes() == wanted:
+            continue
+        staged = target / f".{name}.tmp-{os.getpid()}"
+        shutil.copy2(source / name, staged)
+        staged.rename(present)
 
 
 def _build_locked(
-    target: Path, go_version: str, expected: str, timeout: float | None, say: object
+    mod: ControlPlaneModule,
+    target: Path,
+    go_version: str,
+    expected: str,
+    timeout: float | None,
+    say: object,
 ) -> BuildResult:
     log = say if callable(say) else print
     timeout = timeout or float(os.environ.get("DEVCLUSTER_BUILD_TIMEOUT", "2700"))
     _check_go(go_version)
-    version, etcd = k8s_version(), etcd_version()
+    version, etcd = mod.version, mod.etcd
     started = time.monotonic()
     env = gomod.go_env({"GOFLAGS": "-mod=readonly"})
     download = subprocess.run(
-        ["go", "mod", "download"],
+        ["go", "mod", "download", *mod.go_flags()],
         cwd=CONTROLPLANE_DIR,
         env=env,
         capture_output=True,
@@ -225,17 +336,28 @@ def _build_locked(
             "later builds work from the module cache."
         )
     try:
-        gomod.check_offline((CONTROLPLANE_DIR / "go.mod").read_text())
+        gomod.check_offline(mod.modfile.read_text())
     except gomod.GoModError as err:
         raise BuildError(str(err)) from err
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    log(f"building {', '.join(BINARIES)} {version} into {target} (cold builds take a while)")
+    names = ", ".join(package.rsplit("/", 1)[-1] for package in mod.packages())
+    log(f"building {names} {version} into {target} (cold builds take a while)")
     try:
         remaining = timeout - (time.monotonic() - started)
         proc = subprocess.run(
-            ["go", "build", *BUILD_FLAGS, "-ldflags", ldflags(version), "-o", f"{tmp}/", "./cmd/..."],
+            [
+                "go",
+                "build",
+                *mod.go_flags(),
+                *BUILD_FLAGS,
+                "-ldflags",
+                ldflags(version),
+                "-o",
+                f"{tmp}/",
+                *mod.packages(),
+            ],
             cwd=CONTROLPLANE_DIR,
             env=env,
             capture_output=True,
@@ -246,6 +368,7 @@ def _build_locked(
         if proc.returncode != 0:
             raise BuildError(f"go build failed:\n{_tail(proc.stdout + proc.stderr)}")
         verify_versions(tmp, version, etcd)
+        built = [name for name in BINARIES if (tmp / name).is_file()]
         seconds = round(time.monotonic() - started, 1)
         info = {
             "k8s_version": version,
@@ -262,7 +385,7 @@ def _build_locked(
                     "size": (tmp / name).stat().st_size,
                     "sha256": hashlib.sha256((tmp / name).read_bytes()).hexdigest(),
                 }
-                for name in BINARIES
+                for name in built
             },
         }
         (tmp / "build.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import build as build_mod
 from . import launcher, realnode
+from .constants import DEFAULT_PROFILE, check_profile
 from .nodes import create_fake_nodes_sync
 
 
@@ -29,6 +30,8 @@ def ensure_devcluster(
     *,
     upstream_dra: bool = False,
     workload_claims: bool = False,
+    k8s_version: str | None = None,
+    profile: str = DEFAULT_PROFILE,
     real_node: bool = False,
     taint_node: bool = False,
     services: bool = False,
@@ -46,7 +49,8 @@ def ensure_devcluster(
 ) -> Devcluster:
     """The devcluster in ``directory``: started, or reused when it already runs in that mode and
     with the same ``workload_claims`` (the DRAWorkloadResourceClaims and GenericWorkload gates on
-    every component, the PodGroup API served); a running one that differs is an error.
+    every component, the PodGroup API served), ``k8s_version`` (None: the newest the devcluster
+    builds) and ``profile`` (constants.PROFILES); a running one that differs is an error.
 
     ``real_node``: one node with kubelet, containerd and the test DRA driver (``taint_node`` keeps
     other pods off it; ``services``: its pods reach the API server and Services; ``extra_images``
@@ -55,7 +59,12 @@ def ensure_devcluster(
     are created once, when the cluster starts. ``build_log`` receives the build's progress and
     ``say`` the node's and the launcher's, so a caller can silence the build alone.
     """
-    binaries = build_mod.build(log=build_log)
+    version = build_mod.k8s_version(k8s_version)
+    try:
+        check_profile(profile, version, build_mod.NEWEST.version, workload_claims)
+    except ValueError as err:
+        raise launcher.ClusterError(str(err)) from err
+    binaries = build_mod.build(log=build_log, version=version)
     node = (
         realnode.prepare(
             say, taint=taint_node, services=services, extra_images=extra_images, host_cdi=host_cdi
@@ -66,10 +75,11 @@ def ensure_devcluster(
     options = launcher.UpOptions(
         directory=directory,
         binary_dir=binaries.directory,
-        k8s_version=build_mod.k8s_version(),
-        etcd_version=build_mod.etcd_version(),
+        k8s_version=version,
+        etcd_version=build_mod.etcd_version(version),
         upstream_dra=upstream_dra,
         workload_claims=workload_claims,
+        profile=profile,
         binding_timeout=binding_timeout,
         kcm_controllers=kcm_controllers,
         extra_args=extra_args or {},

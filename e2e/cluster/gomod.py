@@ -238,6 +238,30 @@ def generate(k8s_version: str) -> list[str]:
     return findings
 
 
+def generate_older(k8s_version: str, versions_dir: Path) -> list[str]:
+    """An older version's control-plane module, ``<versions_dir>/<version>.mod`` and ``.sum``: tidied in
+    a scratch copy of ``cmd/`` without the binaries built only by the newest version."""
+    import shutil
+    import tempfile
+
+    from .build import VERSION_INDEPENDENT
+
+    upstream = parse_upstream(download_upstream(k8s_version))
+    check_staging_consistent(upstream)
+    with tempfile.TemporaryDirectory(prefix="controlplane-") as scratch:
+        root = Path(scratch)
+        shutil.copytree(
+            CONTROLPLANE_DIR / "cmd",
+            root / "cmd",
+            ignore=lambda _d, names: [n for n in names if n in VERSION_INDEPENDENT],
+        )
+        findings = _generate(Wrapper(root, MODULE_PATH), upstream, k8s_version)
+        versions_dir.mkdir(exist_ok=True)
+        shutil.copy(root / "go.mod", versions_dir / f"{k8s_version}.mod")
+        shutil.copy(root / "go.sum", versions_dir / f"{k8s_version}.sum")
+    return [f"versions/{k8s_version}.mod: {f}" for f in findings]
+
+
 def _generate(wrapper: Wrapper, upstream: UpstreamGoMod, k8s_version: str) -> list[str]:
     gomod = wrapper.directory / "go.mod"
     gomod.write_text(render_gomod(upstream, k8s_version, wrapper.module_path))

@@ -34,11 +34,12 @@ import yaml
 
 from . import pki, realnode
 from .constants import (
-    DEFAULT_MODE_CONTROLLERS,
+    DEFAULT_PROFILE,
     LOOPBACK,
     SERVICE_CLUSTER_IP_RANGE,
-    UPSTREAM_MODE_CONTROLLERS,
+    binding_conditions_on,
     feature_gates_flag,
+    kcm_controllers,
     runtime_config_flag,
 )
 
@@ -87,6 +88,8 @@ class ClusterState:
     node_bin_dir: str | None = None
     # The workload claims gates and the PodGroup API are on (absent from older state files: off).
     workload_claims: bool = False
+    # constants.PROFILES (absent from older state files: the lab profile, the only one there was).
+    profile: str = DEFAULT_PROFILE
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -236,6 +239,8 @@ class UpOptions:
     upstream_dra: bool = False
     # DRAWorkloadResourceClaims and GenericWorkload on every component, the PodGroup API served.
     workload_claims: bool = False
+    # constants.PROFILES: lab (the newest version's alpha DRA gates and APIs) or upstream's defaults.
+    profile: str = DEFAULT_PROFILE
     binding_timeout: str | None = None
     kcm_controllers: str | None = None
     extra_args: dict[str, list[str]] = field(default_factory=dict)
@@ -351,7 +356,10 @@ class Launcher:
         v = f"--v={self.o.verbosity}"
         etcd_client, etcd_peer, api_port, sched_port, kcm_port = (free_port() for _ in range(5))
         server = f"https://{api_host}:{api_port}"
-        gates = feature_gates_flag(self.o.workload_claims)
+        gates = feature_gates_flag(self.o.workload_claims, self.o.profile)
+        runtime_config = runtime_config_flag(self.o.workload_claims, self.o.profile)
+        # Upstream's defaults name neither flag, as a managed cluster's API server does not.
+        settings = [f"--feature-gates={gates}"] if gates else []
 
         self._spawn(
             "etcd",
@@ -395,8 +403,8 @@ class Launcher:
                 "--allow-privileged=true",
                 "--disable-admission-plugins=TaintNodesByCondition",
                 f"--endpoint-reconciler-type={'lease' if api_host != LOOPBACK else 'none'}",
-                f"--runtime-config={runtime_config_flag(self.o.workload_claims)}",
-                f"--feature-gates={gates}",
+                *([f"--runtime-config={runtime_config}"] if runtime_config else []),
+                *settings,
                 v,
             ],
             api_port,
@@ -430,14 +438,12 @@ class Launcher:
                 f"--secure-port={sched_port}",
                 f"--tls-cert-file={p('serving.crt')}",
                 f"--tls-private-key-file={p('serving.key')}",
-                f"--feature-gates={gates}",
+                *settings,
                 v,
             ],
             sched_port,
         )
-        controllers = self.o.kcm_controllers or (
-            UPSTREAM_MODE_CONTROLLERS if self.o.upstream_dra else DEFAULT_MODE_CONTROLLERS
-        )
+        controllers = self.o.kcm_controllers or kcm_controllers(self.o.upstream_dra, self.o.k8s_version)
         self._spawn(
             "kube-controller-manager",
             [
@@ -453,7 +459,7 @@ class Launcher:
                 f"--root-ca-file={p('ca.crt')}",
                 f"--service-account-private-key-file={p('sa.key')}",
                 f"--controllers={controllers}",
-                f"--feature-gates={gates}",
+                *settings,
                 v,
             ],
             kcm_port,
@@ -482,6 +488,7 @@ class Launcher:
             node=realnode.NODE_NAME if self.o.node else None,
             node_bin_dir=str(self.o.node.bin_dir) if self.o.node else None,
             workload_claims=self.o.workload_claims,
+            profile=self.o.profile,
         )
         state.save()
         self._log(f"ready in {time.monotonic() - started:.1f}s")
@@ -489,7 +496,8 @@ class Launcher:
 
     def _scheduler_config(self, kubeconfig: Path) -> dict[str, Any]:
         profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
-        if self.o.binding_timeout:
+        # Where binding conditions are off, the scheduler refuses the argument and no binding waits.
+        if self.o.binding_timeout and binding_conditions_on(self.o.k8s_version, self.o.profile):
             profile["pluginConfig"] = [
                 {
                     "name": "DynamicResources",
@@ -695,6 +703,7 @@ def status(directory: Path) -> tuple[int, dict[str, Any]]:
         "binding_timeout": state.binding_timeout,
         "feature_gates": state.feature_gates,
         "workload_claims": state.workload_claims,
+        "profile": state.profile,
         "components": comps,
     }
     if not any(alive):
@@ -704,9 +713,10 @@ def status(directory: Path) -> tuple[int, dict[str, Any]]:
     return 0, doc
 
 
-def describe(mode: str, workload_claims: bool) -> str:
+def describe(mode: str, workload_claims: bool, k8s_version: str = "", profile: str = DEFAULT_PROFILE) -> str:
     """What a cluster was started with, as status and the reuse check name it."""
-    return f"{mode} mode" + (", workload claims" if workload_claims else "")
+    setup = f"{mode} mode" + (", workload claims" if workload_claims else "")
+    return f"{k8s_version} {profile}, {setup}" if k8s_version else setup
 
 
 def up(options: UpOptions, say: Callable[[str], None] = print) -> tuple[ClusterState, bool]:
@@ -715,8 +725,8 @@ def up(options: UpOptions, say: Callable[[str], None] = print) -> tuple[ClusterS
         code, doc = status(options.directory)
         wanted = "upstream-dra" if options.upstream_dra else "default"
         if code == 0:
-            running = describe(doc["mode"], doc["workload_claims"])
-            if running != describe(wanted, options.workload_claims):
+            running = describe(doc["mode"], doc["workload_claims"], doc["k8s_version"], doc["profile"])
+            if running != describe(wanted, options.workload_claims, options.k8s_version, options.profile):
                 raise ClusterError(
                     f"a devcluster in {running} is running in {options.directory}; "
                     "run make cluster-down first"

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from .constants import LOOPBACK, feature_gates
+from .constants import DEFAULT_PROFILE, LOOPBACK, feature_gates
 
 NODE_NAME = "devcluster-node"
 DRIVER_NAME = "gpu.dra-operators.test"
@@ -308,6 +308,7 @@ def kubelet_config(
     healthz_port: int,
     taints: Sequence[dict[str, str]],
     workload_claims: bool = False,
+    profile: str = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -336,7 +337,7 @@ def kubelet_config(
         "volumePluginDir": str(layout.kubelet_root / "volume-plugins"),
         "resolvConf": "",
         "registerWithTaints": list(taints),
-        "featureGates": feature_gates(workload_claims),
+        "featureGates": feature_gates(workload_claims, profile),
         # A busy developer disk must not taint the node or delete the imported images (there is
         # no registry to pull them back from).
         "evictionHard": {
@@ -678,7 +679,15 @@ def start(
     taints = [REAL_NODE_TAINT] if options.taint else []
     kubelet_yaml.write_text(
         yaml.safe_dump(
-            kubelet_config(layout, keys.path("ca.crt"), port, healthz, taints, launcher.o.workload_claims),
+            kubelet_config(
+                layout,
+                keys.path("ca.crt"),
+                port,
+                healthz,
+                taints,
+                launcher.o.workload_claims,
+                launcher.o.profile,
+            ),
             sort_keys=False,
         )
     )

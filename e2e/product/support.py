@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import subprocess
 import time
@@ -22,13 +23,22 @@ from typing import Any
 from e2e import harness
 from e2e.cluster import images, realnode
 from e2e.kube import Kube, wait_for
+from e2e.poolstatus.support import PROJECT, request_body, wait_done
+from e2e.resourceclaim.support import (
+    absent_template,
+    all_recorded,
+    assert_exactly_one_claim_each,
+    claims_by_pod,
+    placeholder_pods,
+)
 from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
+from operators import OPERATOR_NAMES
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DEVICE_CLASS = "real-node-gpu"
 
 
-def template(api: Kube, namespace: str, name: str = "one-gpu") -> str:
+def template(api: Kube, namespace: str, name: str = "one-gpu", klass: str = DEVICE_CLASS) -> str:
     api.create(
         f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
         {
@@ -36,9 +46,7 @@ def template(api: Kube, namespace: str, name: str = "one-gpu") -> str:
             "kind": "ResourceClaimTemplate",
             "metadata": {"name": name},
             "spec": {
-                "spec": {
-                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}
-                }
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": klass}}]}}
             },
         },
     )
@@ -246,3 +254,139 @@ def gpu_class(installed: Installed) -> Iterator[str]:
     """The test driver's DeviceClass on the installed cluster (a fixture's body)."""
     yield create_gpu_class(installed.api)
     installed.api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+
+
+def template_pod_runs_and_its_claim_goes_with_it(installed: Installed, namespace: str) -> None:
+    """A pod of a template runs on the real node with its prepared device, and its generated
+    claim is deleted with it (the gpu class must exist)."""
+    api = installed.api
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    api.create(
+        pods, pod_body("trainer", template(api, namespace), 'echo "GPU_DEVICE_0=$GPU_DEVICE_0"; sleep 3600')
+    )
+    claim = generated_claim(api, namespace, "trainer")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    wait_for(lambda: phase(api, namespace, "trainer") == "Running", 120, "trainer to run on the real node")
+    wait_for(
+        lambda: f"GPU_DEVICE_0={device}" in logs(installed.cluster, namespace, "trainer"),
+        30,
+        "the container to print its prepared device",
+    )
+    api.delete(f"{pods}/trainer")
+    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    wait_for(lambda: api.list(claims) == [], 90, "the deployed operator to delete the generated claim")
+
+
+def project_pool_status_completes(api: Kube, name: str) -> dict[str, Any]:
+    """A request of the project CRD for the test driver: Complete, with the real node's one pool."""
+    api.create(PROJECT.path(), request_body(PROJECT, name, realnode.DRIVER_NAME))
+    try:
+        request = wait_done(api, PROJECT, name, timeout=60)
+        (condition,) = request["status"]["conditions"]
+        assert (condition["type"], condition["status"]) == ("Complete", "True"), condition
+        assert request["status"]["poolCount"] == 1
+        return request
+    finally:
+        api.delete(PROJECT.path(name))
+
+
+def unready_or_restarted(installed: Installed, operators: Sequence[str]) -> dict[str, str]:
+    """Each operator whose pod is not Ready or restarted, with its pod's status and its logs (this
+    run's and the previous one's)."""
+    problems = {}
+    for name, pod in operator_pods(installed.api, operators).items():
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"]
+        restarts = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        if ready != "True" or restarts:
+            pod_name = pod["metadata"]["name"]
+            now = installed.kubectl("logs", "-n", NAMESPACE, pod_name, "--tail=30", check=False).stdout
+            before = installed.kubectl(
+                "logs", "-n", NAMESPACE, pod_name, "--previous", "--tail=30", check=False
+            ).stdout
+            problems[name] = f"ready={ready} restarts={restarts}\n{pod['status']}\n{before}\n---\n{now}"
+    return problems
+
+
+# -- upgrades: a burst of template pods through each rollout ---------------------------------------
+
+
+def rolled_out(api: Kube, tag: str) -> bool:
+    deployments = api.list(DEPLOYMENTS)
+    return len(deployments) == len(OPERATOR_NAMES) and all(
+        d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{tag}")
+        and d["status"].get("observedGeneration") == d["metadata"]["generation"]
+        and d["status"].get("updatedReplicas")
+        == d["status"].get("replicas")
+        == d["status"].get("availableReplicas")
+        for d in deployments
+    )
+
+
+ROLLOUT_BURST = 500
+ROLL_AFTER = 100
+
+
+def tag_next(installed: Installed) -> None:
+    """The local image also under the tag ``next``, so that an install can move between tags."""
+    state = installed.cluster.state
+    assert state is not None
+    assert state.node_bin_dir is not None
+    subprocess.run(
+        [
+            f"{state.node_bin_dir}/ctr",
+            f"--address={state.node_layout.containerd_socket}",
+            "--namespace=k8s.io",
+            "images",
+            "tag",
+            "--force",
+            images.canonical_name(images.OPERATOR_IMAGE),
+            images.canonical_name("dra-operators:next"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def bursts_through_rollouts(
+    installed: Installed,
+    namespace: str,
+    rolls: list[tuple[str, Callable[[], object]]],
+    burst: int = ROLLOUT_BURST,
+) -> list[float]:
+    """For each ``(tag, roll)``: a burst of ``burst`` template pods, ``roll()`` after the first 100,
+    and the rest created while the Deployments roll (all at once if they are done first). Then
+    every pod so far must end with exactly one claim. Returns each rollout's seconds."""
+    api = installed.api
+    absent_template(api, namespace)
+    everyone: list[str] = []
+    seconds = []
+    for round_, (tag, roll) in enumerate(rolls):
+        names = [f"r{round_}-{i}" for i in range(burst)]
+        placeholder_pods(api, namespace, names[:ROLL_AFTER])
+        started = time.monotonic()
+        roll()
+        done_at = None
+        for index, name in enumerate(names[ROLL_AFTER:]):
+            if done_at is None and index % 25 == 0 and rolled_out(api, tag):
+                done_at = time.monotonic()
+            placeholder_pods(api, namespace, [name])
+        wait_for(
+            functools.partial(rolled_out, api, tag), 300, f"every Deployment to roll out the {tag} image"
+        )
+        seconds.append(round((done_at or time.monotonic()) - started, 1))
+        everyone += names
+        wait_for(
+            functools.partial(all_recorded, api, namespace, len(everyone)),
+            300,
+            f"the claims of {len(everyone)} pods",
+        )
+        # A claim a hand-over raced into existence beside the recorded one is deleted by the
+        # claim sync; what counts is that every pod ends with exactly one.
+        raced = sorted(p for p, c in claims_by_pod(api, namespace).items() if len(c) > 1)
+        installed.measurements.setdefault("duplicates_seen_before_repair", []).append(raced)
+        wait_for(
+            lambda: all(len(c) == 1 for c in claims_by_pod(api, namespace).values()), 120, "one claim per pod"
+        )
+        assert_exactly_one_claim_each(api, namespace, everyone)
+    return seconds

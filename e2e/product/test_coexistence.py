@@ -32,7 +32,9 @@ from e2e.resourceclaim.support import (
 )
 from e2e.support import cleanup_namespace, make_namespace
 
-pytestmark = [pytest.mark.differential, pytest.mark.timeout(300)]
+# The version pass runs it too: each version's in-tree controllers must leave the signatures the
+# guard knows; each test that needs an API asks for it (needs_served).
+pytestmark = [pytest.mark.differential, pytest.mark.versions, pytest.mark.timeout(300)]
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 RULES = f"{RESOURCE}/devicetaintrules"
@@ -227,6 +229,7 @@ def test_resourceclaim_acts_with_the_override(
     assert "acting anyway" in op.log()
 
 
+@pytest.mark.needs_served("rule_version")
 def test_devicetaint_stops_beside_the_in_tree_controller(
     upstream_api: Kube,
     beside_in_tree: Callable[..., harness.RunningOperator],
@@ -272,6 +275,7 @@ def test_devicetaint_stops_beside_the_in_tree_controller(
             api.delete(f"{RULES}/{name}")
 
 
+@pytest.mark.needs_served("builtin_pool_status")
 def test_poolstatus_stops_beside_the_in_tree_controller(
     upstream_api: Kube,
     beside_in_tree: Callable[..., harness.RunningOperator],

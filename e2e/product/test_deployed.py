@@ -54,7 +54,6 @@ from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
     assert_exactly_one_claim_each,
-    claims_by_pod,
     placeholder_pods,
 )
 from operators import OPERATOR_NAMES
@@ -487,22 +486,7 @@ def test_demo_story_against_the_deployed_operators(
 def test_template_pod_runs_on_the_real_node_with_the_deployed_operator(
     installed: Installed, deployed_namespace: str, gpu_class: str
 ) -> None:
-    api, namespace = installed.api, deployed_namespace
-    pods = f"/api/v1/namespaces/{namespace}/pods"
-    api.create(
-        pods, pod_body("trainer", template(api, namespace), 'echo "GPU_DEVICE_0=$GPU_DEVICE_0"; sleep 3600')
-    )
-    claim = generated_claim(api, namespace, "trainer")
-    device = allocated_device(api, namespace, claim["metadata"]["name"])
-    wait_for(lambda: phase(api, namespace, "trainer") == "Running", 120, "trainer to run on the real node")
-    wait_for(
-        lambda: f"GPU_DEVICE_0={device}" in logs(installed.cluster, namespace, "trainer"),
-        30,
-        "the container to print its prepared device",
-    )
-    api.delete(f"{pods}/trainer")
-    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-    wait_for(lambda: api.list(claims) == [], 90, "the deployed operator to delete the generated claim")
+    support.template_pod_runs_and_its_claim_goes_with_it(installed, deployed_namespace)
 
 
 def test_noexecute_rule_evicts_through_the_deployed_operator(
@@ -1094,92 +1078,13 @@ NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
 CHART = REPO_ROOT / "charts" / "dra-operators"
 
 
-def _rolled_out(api: Kube, tag: str) -> bool:
-    deployments = api.list(DEPLOYMENTS)
-    return len(deployments) == len(OPERATOR_NAMES) and all(
-        d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{tag}")
-        and d["status"].get("observedGeneration") == d["metadata"]["generation"]
-        and d["status"].get("updatedReplicas")
-        == d["status"].get("replicas")
-        == d["status"].get("availableReplicas")
-        for d in deployments
-    )
-
-
-ROLLOUT_BURST = 500
-ROLL_AFTER = 100
-
-
-def _tag_next(installed: Installed) -> None:
-    """The local image also under the tag ``next``, so that an install can move between tags."""
-    state = installed.cluster.state
-    assert state is not None
-    assert state.node_bin_dir is not None
-    subprocess.run(
-        [
-            f"{state.node_bin_dir}/ctr",
-            f"--address={state.node_layout.containerd_socket}",
-            "--namespace=k8s.io",
-            "images",
-            "tag",
-            "--force",
-            images.canonical_name(images.OPERATOR_IMAGE),
-            images.canonical_name("dra-operators:next"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-
-
-def _bursts_through_rollouts(
-    installed: Installed, namespace: str, rolls: list[tuple[str, Callable[[], object]]]
-) -> list[float]:
-    """For each ``(tag, roll)``: a burst of 500 template pods, ``roll()`` after the first 100,
-    and the rest created while the Deployments roll (all at once if they are done first). Then
-    every pod so far must end with exactly one claim. Returns each rollout's seconds."""
-    api = installed.api
-    absent_template(api, namespace)
-    everyone: list[str] = []
-    seconds = []
-    for round_, (tag, roll) in enumerate(rolls):
-        names = [f"r{round_}-{i}" for i in range(ROLLOUT_BURST)]
-        placeholder_pods(api, namespace, names[:ROLL_AFTER])
-        started = time.monotonic()
-        roll()
-        done_at = None
-        for index, name in enumerate(names[ROLL_AFTER:]):
-            if done_at is None and index % 25 == 0 and _rolled_out(api, tag):
-                done_at = time.monotonic()
-            placeholder_pods(api, namespace, [name])
-        wait_for(
-            functools.partial(_rolled_out, api, tag), 300, f"every Deployment to roll out the {tag} image"
-        )
-        seconds.append(round((done_at or time.monotonic()) - started, 1))
-        everyone += names
-        wait_for(
-            functools.partial(all_recorded, api, namespace, len(everyone)),
-            300,
-            f"the claims of {len(everyone)} pods",
-        )
-        # A claim a hand-over raced into existence beside the recorded one is deleted by the
-        # claim sync; what counts is that every pod ends with exactly one.
-        raced = sorted(p for p, c in claims_by_pod(api, namespace).items() if len(c) > 1)
-        installed.measurements.setdefault("duplicates_seen_before_repair", []).append(raced)
-        wait_for(
-            lambda: all(len(c) == 1 for c in claims_by_pod(api, namespace).values()), 120, "one claim per pod"
-        )
-        assert_exactly_one_claim_each(api, namespace, everyone)
-    return seconds
-
-
 def test_three_rollouts_in_the_middle_of_template_bursts_lose_and_duplicate_nothing(
     installed: Installed, deployed_namespace: str
 ) -> None:
     """``kubectl apply -k`` of another image tag over the running install, three times, each in
     the middle of 500 template pods: every Deployment rolls its pod (the Lease passes from the old
     pod to the new), and every pod ends with exactly one claim."""
-    _tag_next(installed)
+    support.tag_next(installed)
 
     def apply(overlay: Path) -> Callable[[], object]:
         return lambda: installed.kubectl("apply", "-k", str(overlay), timeout=180)
@@ -1189,7 +1094,7 @@ def test_three_rollouts_in_the_middle_of_template_bursts_lose_and_duplicate_noth
         (images.OPERATOR_TAG, apply(OVERLAY)),
         ("next", apply(NEXT_OVERLAY)),
     ]
-    installed.measurements["kubectl_rollout_seconds"] = _bursts_through_rollouts(
+    installed.measurements["kubectl_rollout_seconds"] = support.bursts_through_rollouts(
         installed, deployed_namespace, rolls
     )
 
@@ -1361,6 +1266,6 @@ def test_three_helm_upgrades_in_the_middle_of_template_bursts_lose_and_duplicate
         (images.OPERATOR_TAG, helm_run("upgrade", images.OPERATOR_TAG)),
         ("next", helm_run("upgrade", "next")),
     ]
-    installed.measurements["helm_rollout_seconds"] = _bursts_through_rollouts(
+    installed.measurements["helm_rollout_seconds"] = support.bursts_through_rollouts(
         installed, deployed_namespace, rolls
     )

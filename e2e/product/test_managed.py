@@ -42,7 +42,9 @@ from e2e.product.support import (
 )
 from e2e.taintselector.support import SELECTORS, UID_LABEL
 
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+# The version pass runs it too (make test-e2e-versions): managed clusters of every supported version
+# keep the in-tree controllers on; each test that needs an API asks for it (needs_served).
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.versions, pytest.mark.timeout(600)]
 
 CHART = REPO_ROOT / "charts" / "dra-operators"
 PROFILE = ("poolstatus", "bindingattacher", "taintselector")
@@ -149,6 +151,7 @@ def _running_victim(api: Kube, namespace: str) -> str:
     return device
 
 
+@pytest.mark.needs_served("rule_version")
 def test_the_in_tree_controller_evicts_for_a_rule(
     installed: Installed, namespace: str, gpu_class: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -170,6 +173,7 @@ def test_the_in_tree_controller_evicts_for_a_rule(
         api.delete(f"{RULES}/{rule}")
 
 
+@pytest.mark.needs_served("rule_version")
 def test_a_device_class_taint_is_enforced_by_the_in_tree_controller(
     installed: Installed, namespace: str, gpu_class: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -218,6 +222,7 @@ def test_a_device_class_taint_is_enforced_by_the_in_tree_controller(
         )
 
 
+@pytest.mark.needs_served("builtin_pool_status")
 def test_pool_status_on_the_crd_beside_the_in_tree_one(
     installed: Installed, unique_name: Callable[[str], str]
 ) -> None:
@@ -242,6 +247,18 @@ def test_pool_status_on_the_crd_beside_the_in_tree_one(
             api.delete(path)
 
 
+@pytest.mark.lacks_served("builtin_pool_status")
+def test_pool_status_on_the_crd_where_no_built_in_api_is_served(
+    installed: Installed, unique_name: Callable[[str], str]
+) -> None:
+    """Upstream's defaults serve no built-in pool status API: the project CRD answers alone."""
+    api = installed.api
+    assert api.get_or_none(BUILTIN.path()) is None, "the matrix says this cluster serves no built-in API"
+    ours = support.project_pool_status_completes(api, unique_name("pools"))
+    assert "dra-operators-poolstatus" in _managers(ours), _managers(ours)
+
+
+@pytest.mark.needs_served("binding_conditions")
 def test_binding_conditions_demo_story(installed: Installed) -> None:
     player = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
     scenario = SCENARIOS["binding-conditions"]
@@ -256,16 +273,6 @@ def test_binding_conditions_demo_story(installed: Installed) -> None:
 def test_the_profile_stays_ready_and_restarts_nothing(installed: Installed) -> None:
     """poolstatus carries the coexistence guard: on this cluster it must never fire, since the
     profile leaves the built-in API alone (a fired guard would show as an unready pod)."""
-    pods = operator_pods(installed.api, PROFILE)
-    problems = {}
-    for name, pod in pods.items():
-        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"]
-        restarts = sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        if ready != "True" or restarts:
-            pod_name = pod["metadata"]["name"]
-            logs = installed.kubectl("logs", "-n", NAMESPACE, pod_name, "--tail=30", check=False).stdout
-            before = installed.kubectl(
-                "logs", "-n", NAMESPACE, pod_name, "--previous", "--tail=30", check=False
-            ).stdout
-            problems[name] = f"ready={ready} restarts={restarts}\n{pod['status']}\n{before}\n---\n{logs}"
+    assert sorted(operator_pods(installed.api, PROFILE)) == sorted(PROFILE)
+    problems = support.unready_or_restarted(installed, PROFILE)
     assert not problems, "\n\n".join(f"{name}: {text}" for name, text in problems.items())

@@ -26,7 +26,7 @@ from operators.core.events import WARNING
 from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
-from operators.dra import api
+from operators.dra import api, taintrules
 from operators.dra.attachments import POLICIES, RECORDS, VERSION
 
 from . import metrics
@@ -123,9 +123,20 @@ class BindingAttacherController:
             if await find_served(client, group, plural, [version]) is None:
                 log.warning("%s/%s does not serve %s", group, version, plural)
                 return False
-        self.taint_rules_served = (
-            await find_served(client, api.GROUP, "devicetaintrules", [api.VERSION]) is not None
-        )
+        # Found by the runtime before this (OperatorDefinition.discovered), in any of the versions.
+        rules = self.runtime.served_resource(api.GROUP, taintrules.PLURAL)
+        if rules is None:
+            log.warning(
+                "no version of %s serves %s (asked for %s): failed devices are not tainted, and "
+                "policies say so in their Accepted condition",
+                api.GROUP,
+                taintrules.PLURAL,
+                ", ".join(taintrules.VERSIONS),
+            )
+        else:
+            log.info("failure taints are DeviceTaintRules of %s", rules.api_version)
+        self.kube.taints.api = rules
+        self.taint_rules_served = rules is not None
         return True
 
     # -- watch side ----------------------------------------------------------------------------------

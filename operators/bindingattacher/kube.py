@@ -68,10 +68,12 @@ from pydantic import ValidationError
 
 from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
+from operators.core.discovery import ServedResource
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Requeue
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
-from operators.dra.api import DEVICE_TAINT_RULES, GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES, VERSION
+from operators.dra import taintrules
+from operators.dra.api import RESOURCE_CLAIMS, RESOURCE_SLICES
 from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER, RECORDS
 from operators.dra.pools import published_device
 
@@ -374,10 +376,13 @@ TAINT_KEY = "dra-operators.io/attach-failed"
 EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
 
 
-def rule_body(device: DeviceKey, reason: str, policy_name: str, expires: datetime) -> dict[str, Any]:
+def rule_body(
+    api_version: str, device: DeviceKey, reason: str, policy_name: str, expires: datetime
+) -> dict[str, Any]:
+    """``api_version`` is the discovered one: the selector and taint fields are alike in every version."""
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "DeviceTaintRule",
+        "apiVersion": api_version,
+        "kind": taintrules.KIND,
         "metadata": {
             "name": taint_rule_name(device),
             "labels": {LABEL_POLICY: policy_name},
@@ -401,22 +406,33 @@ def expired(rule: dict[str, Any], now: datetime) -> bool:
 
 
 class TaintRules:
-    def __init__(self, client: KubeClient, field_manager: str) -> None:
+    """Failure taints as DeviceTaintRules of the version the runtime discovered (``api``, set when
+    the controller is prepared). Without one nothing is tainted: the policies then disable their
+    taints and say so (:data:`.policy.TAINT_INACTIVE`), so no taint is ever asked for."""
+
+    def __init__(self, client: KubeClient, field_manager: str, api: ServedResource | None = None) -> None:
         self.client = client
         self.field_manager = field_manager
+        self.api = api
 
     async def taint(self, device: DeviceKey, reason: str, policy_name: str, duration: timedelta) -> None:
-        body = rule_body(device, reason, policy_name, datetime.now(UTC) + duration)
+        rules = self.api
+        if rules is None:
+            return
+        body = rule_body(rules.api_version, device, reason, policy_name, datetime.now(UTC) + duration)
         try:
-            await self.client.create(DEVICE_TAINT_RULES.path(), body, fieldManager=self.field_manager)
+            await self.client.create(rules.path(), body, fieldManager=self.field_manager)
         except ApiError as err:
             if not err.conflict:
                 log.warning("could not taint device %s: %s", device, err)
 
     async def sweep(self) -> None:
         """Delete our rules whose expiry has passed."""
+        rules = self.api
+        if rules is None:
+            return
         try:
-            listing = await self.client.get(DEVICE_TAINT_RULES.path(), labelSelector=LABEL_POLICY)
+            listing = await self.client.get(rules.path(), labelSelector=LABEL_POLICY)
         except ApiError as err:
             log.warning("could not list DeviceTaintRules: %s", err)
             return
@@ -426,7 +442,7 @@ class TaintRules:
                 continue
             meta = rule.get("metadata") or {}
             try:
-                await self.client.delete(DEVICE_TAINT_RULES.path(meta.get("name")), uid=meta.get("uid"))
+                await self.client.delete(rules.path(meta.get("name")), uid=meta.get("uid"))
             except ApiError as err:
                 if not err.not_found and not err.conflict:
                     log.warning("could not delete expired DeviceTaintRule %s: %s", meta.get("name"), err)

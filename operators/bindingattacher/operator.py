@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Final
 
 from operators.core import PROJECT_GROUP, metricsauth
-from operators.core.runtime import OperatorDefinition, Watch
+from operators.core.runtime import Discovered, OperatorDefinition, Watch
+from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.attachments import VERSION
 
@@ -38,9 +39,9 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     # Device attributes for actions: a list with fieldSelector spec.driver=<driver> (6).
     (GROUP, "resourceslices", "list"),
     # Optional failure taints (14): create, and the sweep's list and delete of expired rules.
-    (GROUP, "devicetaintrules", "create"),
-    (GROUP, "devicetaintrules", "delete"),
-    (GROUP, "devicetaintrules", "list"),
+    (GROUP, taintrules.PLURAL, "create"),
+    (GROUP, taintrules.PLURAL, "delete"),
+    (GROUP, taintrules.PLURAL, "list"),
     # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
     ("", "pods", "get"),
     ("", "nodes", "get"),
@@ -106,5 +107,8 @@ DEFINITION = OperatorDefinition(
             VERSION,
         ),
     ),
+    # Failure taints are written as whichever DeviceTaintRule version the cluster serves; a change
+    # of it restarts the process, which then writes (and lets its policies say) what is served now.
+    discovered=(Discovered(GROUP, taintrules.PLURAL, taintrules.VERSIONS),),
     namespace_use="the DeviceAttachment ledger",
 )

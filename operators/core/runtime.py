@@ -13,8 +13,9 @@ This is the only core module that imports kopf. The division of labour:
 - **Watches are declared** in the operator's definition (:class:`Watch`), as
   controller-runtime's ``SetupWithManager`` does: the runtime registers them, logs what cannot
   be processed, discovers the version of a kind served under several, and restarts the process
-  when that version changes. Background tasks go through :meth:`Runtime.spawn` and are
-  cancelled at shutdown.
+  when that version changes; a kind the operator only reads or writes under a discovered version
+  is declared as :class:`Discovered` and followed alike. Background tasks go through
+  :meth:`Runtime.spawn` and are cancelled at shutdown.
 - **kopf watches the project's own kinds** (:data:`KOPF_GROUPS`): each gets one
   ``@kopf.on.event`` handler, registered in a registry of the run's own, which stores nothing
   on the objects. kopf's
@@ -46,6 +47,11 @@ stops the operator's writes and readiness (:func:`_in_tree_controller_acts`).
 
 Configuration errors (credentials, bind addresses) are raised as
 :class:`~.settings.ConfigurationError` before anything starts, for the command line to print.
+
+A Kubernetes older than the project supports (:mod:`.serverversion`, read once from ``/version``
+before anything else) gets one ERROR line and the same words as the readiness answer; the process
+then starts no controller and waits, live but never ready, until it is stopped: exiting would only
+make the kubelet restart it into the same refusal, a crash loop that hides the reason.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import kopf
 
-from . import PROJECT_GROUP, logs, metricsauth
+from . import PROJECT_GROUP, logs, metricsauth, serverversion
 from . import health as health_server
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
@@ -88,6 +94,8 @@ restart would add the kubelet's back-off to the outage."""
 
 DISCOVERY_RETRY_SECONDS = 30.0
 API_PING_SECONDS = 10.0
+# How soon /version is asked again while the API server cannot answer at start.
+VERSION_RETRY_SECONDS = 5.0
 # How often the served version of a discovered watch is asked again (see Watch.versions).
 REDISCOVERY_SECONDS = 60.0
 
@@ -134,6 +142,18 @@ class Watch(Generic[ControllerT]):
 
 
 @dataclass(frozen=True)
+class Discovered:
+    """A kind the operator reads or writes without watching it, served under several versions (in
+    order of preference). Its version is found as a discovered watch's is, before prepare() and
+    readable there through Runtime.served_resource (None: no version is served), and followed the
+    same way: once another version is served, the process stops for a restart that uses it."""
+
+    group: str
+    plural: str
+    versions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class OperatorDefinition:
     name: str
     settings_class: type[OperatorSettings]
@@ -141,6 +161,8 @@ class OperatorDefinition:
     make_controller: Callable[[Runtime], Controller]
     # The kinds the operator watches, listed (and delivered at start) in this order.
     watches: tuple[Watch[Any], ...] = ()
+    # The kinds it uses under a discovered version without watching them.
+    discovered: tuple[Discovered, ...] = ()
     # Component name in Events, field manager of writes, Lease name.
     component: str = ""
     # What the operator keeps in its own namespace, for the message when that is missing; empty
@@ -176,7 +198,8 @@ class Runtime:
     # e.g. "restart me, the served APIs changed".
     exit_code: int = 0
     guard: Guard = field(default_factory=lambda: Guard(None, datetime.now(UTC), lambda _: None))
-    # The versions discovered for the watches that name several (Watch.versions).
+    # The versions discovered for the watches that name several (Watch.versions) and for the
+    # definition's Discovered kinds.
     served: dict[tuple[str, str], ServedResource | None] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -194,7 +217,7 @@ class Runtime:
         """The version found for a discovered watch; None when no version is served."""
         return self.served.get((group, plural))
 
-    async def discover(self, watches: Sequence[Watch[Any]]) -> None:
+    async def discover(self, watches: Sequence[Watch[Any] | Discovered]) -> None:
         for watch in watches:
             if watch.versions:
                 key = (watch.group, watch.plural)
@@ -293,9 +316,9 @@ def followed_watches(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[Wa
     return [w for w in watches if w.versions and (w.when is None or w.when(runtime.controller))]
 
 
-async def follow_served_version(runtime: Runtime, watch: Watch[Any]) -> None:
-    """Stop the process (for a restart that watches it) once another version of a discovered
-    watch is served, or one is served at last."""
+async def follow_served_version(runtime: Runtime, watch: Watch[Any] | Discovered) -> None:
+    """Stop the process (for a restart that watches or uses it) once another version of a
+    discovered kind is served, or one is served at last."""
     served = runtime.served_resource(watch.group, watch.plural)
     watched = served.version if served else None
     seen = await served_version_change(
@@ -518,7 +541,7 @@ def kopf_settings() -> kopf.OperatorSettings:
 
 
 async def _until_prepared(
-    runtime: Runtime, watches: Sequence[Watch[Any]], health: Health, stop: asyncio.Event
+    runtime: Runtime, watches: Sequence[Watch[Any] | Discovered], health: Health, stop: asyncio.Event
 ) -> bool:
     while not stop.is_set():
         try:
@@ -532,6 +555,28 @@ async def _until_prepared(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), DISCOVERY_RETRY_SECONDS)
     return False
+
+
+async def _server_refusal(runtime: Runtime, stop: asyncio.Event) -> str | None:
+    """Why the API server's Kubernetes is not supported, or None. Asked until it answers (or the
+    process is stopped); an answer that does not tell (a 403, say) refuses nothing."""
+    while not stop.is_set():
+        try:
+            document = await runtime.reader.get("/version")
+        except ApiError as err:
+            if not err.retryable:
+                log.warning("cannot read the Kubernetes version (%s); going on without checking it", err)
+                return None
+            log.warning(
+                "cannot read the Kubernetes version yet (%s); asking again in %.0fs",
+                err,
+                VERSION_RETRY_SECONDS,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), VERSION_RETRY_SECONDS)
+            continue
+        return serverversion.refusal(document if isinstance(document, Mapping) else {})
+    return None
 
 
 async def _ping(runtime: Runtime) -> None:
@@ -673,6 +718,15 @@ async def run(
     # A standby replica must stay live too: it pings the API server while it waits for the Lease.
     tasks.append(asyncio.create_task(_ping(runtime)))
     try:
+        refusal = await _server_refusal(runtime, stop)
+        if stop.is_set():
+            return 0
+        if refusal is not None:
+            # Before the Lease and the namespace: a standby refuses as well, and competes for nothing.
+            log.error("%s", refusal)
+            health.refuse(refusal)
+            await stop.wait()
+            return 0
         purpose = namespace_purpose(definition, settings)
         if purpose:
             state = runtime.own_namespace = NamespaceState(settings.namespace, purpose)
@@ -713,7 +767,8 @@ async def run(
             leading(definition.name, True)
             is_leader = True
         runtime.controller = definition.make_controller(runtime)
-        if not await _until_prepared(runtime, definition.watches, health, stop):
+        discovered: list[Watch[Any] | Discovered] = [*definition.watches, *definition.discovered]
+        if not await _until_prepared(runtime, discovered, health, stop):
             return runtime.exit_code
         if asking is not None:
             # Before the first write: the guard must not learn of the in-tree controller from a
@@ -722,8 +777,12 @@ async def run(
             if evidence is not None:
                 runtime.guard.found(evidence)
         kinds = watched_kinds(definition.watches, runtime)
-        for watch in followed_watches(definition.watches, runtime):
-            runtime.spawn(follow_served_version(runtime, watch), f"follow-{watch.plural}")
+        followed_kinds: list[Watch[Any] | Discovered] = [
+            *followed_watches(definition.watches, runtime),
+            *definition.discovered,
+        ]
+        for followed in followed_kinds:
+            runtime.spawn(follow_served_version(runtime, followed), f"follow-{followed.plural}")
         informers = {kind: _informer(runtime, kind) for kind in kinds if not kind.by_kopf}
         listed = await _initial_listing(runtime, kinds, informers)
         runtime.listed()

@@ -13,6 +13,10 @@ current cache when it runs, so duplicate, late or coalesced items are harmless.
 Kept in memory (spec §8): pods that reference claims, allocated claims with their eviction, pools,
 rules (all of them: the status decision needs every rule, eviction only the NoExecute ones), the
 evicted count per rule UID, the scheduled evictions and the UIDs of recently evicted pods.
+
+A rule whose selector narrows beyond driver, pool and device (a class or CEL selectors, see
+:func:`operators.dra.taintrules.narrows_beyond_names`) is kept for its condition only: it evicts
+nothing, counts nothing, and its condition, a log line and a Warning Event say why.
 """
 
 from __future__ import annotations
@@ -39,14 +43,18 @@ from .evaluation import (
     rule_reasons,
 )
 from .messages import (
+    REASON_UNSUPPORTED_SELECTOR,
     RULE_STATUS_PERIOD,
     RuleCounts,
     RuleDecision,
     RuleDrop,
     RuleRequeue,
     eviction_in_progress,
+    says_unsupported,
     status_decision,
     throttle_delay,
+    unsupported_selector,
+    unsupported_selector_text,
 )
 from .models import (
     DeviceTaintRule,
@@ -72,17 +80,28 @@ class Enqueue:
     """Seconds; 0 means now."""
 
 
+@dataclass(frozen=True)
+class RuleWarning:
+    """A Warning Event to post on a rule; the controller knows the API version the rule is read as."""
+
+    item: RuleItem
+    reason: str
+    message: str
+
+
 @dataclass
 class Effects:
     enqueue: list[Enqueue] = field(default_factory=list)
     cancelled: list[PodItem] = field(default_factory=list)
     """Pods whose scheduled eviction was dropped: emit ``Cancelling deletion`` on each."""
     warnings: list[str] = field(default_factory=list)
+    rule_warnings: list[RuleWarning] = field(default_factory=list)
 
     def extend(self, other: Effects) -> None:
         self.enqueue.extend(other.enqueue)
         self.cancelled.extend(other.cancelled)
         self.warnings.extend(other.warnings)
+        self.rule_warnings.extend(other.rule_warnings)
 
 
 @dataclass(frozen=True)
@@ -221,6 +240,7 @@ class ClusterCache:
         # First the status, so that users see the rule acknowledged before its first eviction.
         effects.enqueue.append(Enqueue(RuleItem(name, rule.metadata.uid)))
         self._warn_undated_rule(rule, effects)
+        self._warn_unsupported_selector(rule, effects)
         if _evicts(old) or _evicts(rule):
             self._recompute_all_claims(now, effects)
         return effects
@@ -301,7 +321,11 @@ class ClusterCache:
         delay = throttle_delay(existing, generation, now)
         if delay is not None:
             return RuleRequeue(delay)
-        content = eviction_in_progress(rule.spec.taint.effect, self.rule_counts(rule))
+        narrowing = rule.narrowing_fields
+        if narrowing:
+            content = unsupported_selector(narrowing, self.evicted_count(rule.metadata.uid))
+        else:
+            content = eviction_in_progress(rule.spec.taint.effect, self.rule_counts(rule))
         return status_decision(existing, content, generation, now)
 
     def rule_status_written(self, item: RuleItem, condition: Condition) -> None:
@@ -315,7 +339,7 @@ class ClusterCache:
     def rule_counts(self, rule: DeviceTaintRule) -> RuleCounts:
         evicted = self.evicted_count(rule.metadata.uid)
         effect = rule.spec.taint.effect
-        if effect not in (EFFECT_NO_EXECUTE, EFFECT_NONE):
+        if effect not in (EFFECT_NO_EXECUTE, EFFECT_NONE) or rule.narrowing_fields:
             return RuleCounts(evicted_pods=evicted)
         pending = pending_pods(rule, self._claims, self._consumers())
         counts = RuleCounts(
@@ -413,10 +437,13 @@ class ClusterCache:
 
     def _warn_once(
         self, kind: str, name: str, uid: str, generation: int, text: str, effects: Effects
-    ) -> None:
-        if self._warned.get((kind, name)) != (uid, generation):
-            self._warned[(kind, name)] = (uid, generation)
-            effects.warnings.append(f"{kind} {name}: {text}")
+    ) -> bool:
+        """Log ``text`` unless this object's generation was warned about already; whether it was new."""
+        if self._warned.get((kind, name)) == (uid, generation):
+            return False
+        self._warned[(kind, name)] = (uid, generation)
+        effects.warnings.append(f"{kind} {name}: {text}")
+        return True
 
     def _warn_undated_slice(self, resource_slice: ResourceSlice, effects: Effects) -> None:
         undated = sorted(
@@ -435,6 +462,19 @@ class ClusterCache:
             text = "NoExecute taint without timeAdded ignored"
             self._warn_once("DeviceTaintRule", meta.name, meta.uid, meta.generation, text, effects)
 
+    def _warn_unsupported_selector(self, rule: DeviceTaintRule, effects: Effects) -> None:
+        """Once per generation: a log line from each process, and a Warning Event unless the rule's
+        condition shows that an earlier process already refused this generation (and posted one)."""
+        narrowing = rule.narrowing_fields
+        if not narrowing:
+            return
+        meta = rule.metadata
+        text = unsupported_selector_text(narrowing)
+        warned = self._warn_once("DeviceTaintRule", meta.name, meta.uid, meta.generation, text, effects)
+        if warned and not says_unsupported(rule.eviction_condition, meta.generation):
+            item = RuleItem(meta.name, meta.uid)
+            effects.rule_warnings.append(RuleWarning(item, REASON_UNSUPPORTED_SELECTOR, text))
+
 
 def _evicts(rule: DeviceTaintRule | None) -> bool:
-    return rule is not None and rule.spec.taint.effect == EFFECT_NO_EXECUTE
+    return rule is not None and rule.spec.taint.effect == EFFECT_NO_EXECUTE and not rule.narrowing_fields

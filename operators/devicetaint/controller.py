@@ -32,7 +32,7 @@ from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
 from operators.dra import taintrules
 from operators.dra.api import GROUP
-from operators.dra.podgroups import POD_GROUP_VERSION, POD_GROUPS, SCHEDULING_GROUP, workload_claims_on
+from operators.dra.podgroups import POD_GROUP_VERSIONS, POD_GROUPS, SCHEDULING_GROUP, workload_claims_on
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -103,11 +103,15 @@ class DeviceTaintController:
             log.warning("resource.k8s.io/v1 does not serve both resourceclaims and resourceslices")
             return False
         served = await find_served(
-            self.runtime.client, SCHEDULING_GROUP, POD_GROUPS.plural, [POD_GROUP_VERSION]
+            self.runtime.client, SCHEDULING_GROUP, POD_GROUPS.plural, POD_GROUP_VERSIONS
         )
         enabled = workload_claims_on(self.workload_claims_mode, served is not None)
         if enabled is None:
-            log.warning("--workload-claims=on, but %s does not serve podgroups; not ready", POD_GROUPS.path())
+            log.warning(
+                "--workload-claims=on, but %s serves podgroups in none of %s; not ready",
+                SCHEDULING_GROUP,
+                ", ".join(POD_GROUP_VERSIONS),
+            )
             return False
         if enabled != self.cache.workload_claims:
             # Members of a PodGroup are evicted for the claims reserved for their group (upstream
@@ -185,6 +189,13 @@ class DeviceTaintController:
             self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
         for warning in effects.warnings:
             log.warning("%s", warning)
+        # Rules reach the cache only through their watch, so the version is known by then.
+        rules = self._apis.rules if self._apis is not None else None
+        if rules is not None:
+            for rule_warning in effects.rule_warnings:
+                rule = rule_warning.item
+                where = ObjectRef(rules.api_version, taintrules.KIND, rule.name, None, rule.uid)
+                self.runtime.events.record(where, WARNING, rule_warning.reason, rule_warning.message)
 
     # --- Work items ------------------------------------------------------------------------------------
 

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 
 from operators.dra.claims import ResultWithTolerations
 from operators.dra.podgroups import controlled_by_group_of, is_pod_group_consumer, reserved_for_group_of
+from operators.dra.taintrules import RuleDeviceSelector, rule_matches
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
     DeviceTaint,
-    DeviceTaintSelector,
     Eviction,
     earliest_eviction,
     merge_evictions,
-    selector_matches,
     taint_eviction_time,
 )
 
@@ -97,7 +96,8 @@ def evicting_taints(
 ) -> Iterator[tuple[DeviceTaint, TaintReason]]:
     """The NoExecute taints on an allocated device: its visible slice taints, then matching rules.
 
-    Rules match the allocation result itself, so they still apply when no slice lists the device.
+    Rules match the allocation result itself, so they still apply when no slice lists the device. A
+    rule whose selector narrows beyond driver, pool and device matches nothing (:func:`rule_selects`).
     """
     pool = pools.get((result.driver, result.pool))
     found = pool.device(result.device) if pool else None
@@ -125,8 +125,10 @@ def claim_eviction(
     )
 
 
-def rule_selects(selector: DeviceTaintSelector | None, result: ResultWithTolerations) -> bool:
-    return selector_matches(selector, result.driver, result.pool, result.device)
+def rule_selects(selector: RuleDeviceSelector | None, result: ResultWithTolerations) -> bool:
+    """Only by driver, pool and device, as Kubernetes 1.35 and later match; a selector that also
+    names a class or CEL selectors selects nothing here, never more than it means."""
+    return rule_matches(selector, result.driver, result.pool, result.device)
 
 
 # --- Pods --------------------------------------------------------------------------------------------
@@ -243,16 +245,16 @@ def pending_pods(
     return pending
 
 
-def published_devices(selector: DeviceTaintSelector | None, pools: PoolIndex) -> int:
+def published_devices(selector: RuleDeviceSelector | None, pools: PoolIndex) -> int:
     return sum(
         1
         for (driver, pool_name), pool in pools.items()
         for device_name in pool.visible_devices()
-        if selector_matches(selector, driver, pool_name, device_name)
+        if rule_matches(selector, driver, pool_name, device_name)
     )
 
 
-def allocated_devices(selector: DeviceTaintSelector | None, claims: Mapping[ObjectKey, ClaimEntry]) -> int:
+def allocated_devices(selector: RuleDeviceSelector | None, claims: Mapping[ObjectKey, ClaimEntry]) -> int:
     """Matching allocation results; a device shared by several claims counts once per claim."""
     return sum(
         1 for entry in claims.values() for result in entry.claim.results if rule_selects(selector, result)

@@ -27,6 +27,8 @@ REASON_COMPLETED = "Completed"
 REASON_NOT_STARTED = "NotStarted"
 REASON_NO_EFFECT = "NoEffect"
 REASON_OTHER_EFFECT = "OtherEffect"
+# Ours: upstream's controller has no such case, since its selector has only the three names.
+REASON_UNSUPPORTED_SELECTOR = "UnsupportedSelector"
 
 OTHER_EFFECT_TEXT = "Eviction only happens for the NoExecute effect."
 DRY_RUN_TAIL = (
@@ -98,6 +100,33 @@ def eviction_in_progress(effect: str, counts: RuleCounts) -> ConditionContent:
     else:
         status, reason, message = FALSE, REASON_OTHER_EFFECT, OTHER_EFFECT_TEXT
     return ConditionContent(status, reason, with_evicted_suffix(message, counts.evicted_pods))
+
+
+def unsupported_selector_text(fields: tuple[str, ...]) -> str:
+    """Why a rule whose selector narrows beyond the names is not applied; ``fields`` are API names."""
+    named = " and ".join(f"spec.deviceSelector.{field}" for field in fields)
+    verb = "is" if len(fields) == 1 else "are"
+    return (
+        f"{named} {verb} set, but this operator matches devices only by driver, pool and device, as "
+        "Kubernetes 1.35 and later do; matching those alone would select more devices than the rule "
+        "means, so this rule evicts no pod and counts none."
+    )
+
+
+def unsupported_selector(fields: tuple[str, ...], evicted: int) -> ConditionContent:
+    """The condition of a rule the operator refuses to apply (whatever its effect)."""
+    message = with_evicted_suffix(unsupported_selector_text(fields), evicted)
+    return ConditionContent(FALSE, REASON_UNSUPPORTED_SELECTOR, message)
+
+
+def says_unsupported(existing: ObservedCondition | None, generation: int) -> bool:
+    """Whether the rule's condition already refuses this generation, written by this process or the
+    one before a restart: the Warning Event that goes with it was sent then."""
+    return (
+        existing is not None
+        and existing.reason == REASON_UNSUPPORTED_SELECTOR
+        and existing.observed_generation == generation
+    )
 
 
 # --- When to write -----------------------------------------------------------------------------------

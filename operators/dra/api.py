@@ -1,4 +1,7 @@
-"""API coordinates of the built-in DRA kinds, named once for every operator."""
+"""API coordinates of the built-in DRA kinds served as ``v1``, named once for every operator.
+
+DeviceTaintRules are not among them: 1.35 and 1.36 serve them under other versions, so every
+operator reaches them through the version discovery finds (:mod:`.taintrules`)."""
 
 from operators.core.resources import ApiResource
 
@@ -9,4 +12,3 @@ RESOURCE_CLAIMS = ApiResource(GROUP, VERSION, "resourceclaims")
 RESOURCE_CLAIM_TEMPLATES = ApiResource(GROUP, VERSION, "resourceclaimtemplates")
 RESOURCE_SLICES = ApiResource(GROUP, VERSION, "resourceslices", namespaced=False)
 DEVICE_CLASSES = ApiResource(GROUP, VERSION, "deviceclasses", namespaced=False)
-DEVICE_TAINT_RULES = ApiResource(GROUP, VERSION, "devicetaintrules", namespaced=False)

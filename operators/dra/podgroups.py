@@ -1,12 +1,16 @@
-"""The PodGroup (``scheduling.k8s.io/v1beta1``) as DRA sees it: a consumer of shared claims.
+"""The PodGroup (``scheduling.k8s.io``) as DRA sees it: a consumer of shared claims.
 
-Kubernetes 1.37 lets a group of pods share ResourceClaims (KEP-5729, gates ``GenericWorkload``
-and ``DRAWorkloadResourceClaims``, both beta and off by default, and an API version that needs
-``--runtime-config``). A pod joins a group through ``spec.schedulingGroup.podGroupName``; the
-group lists its claims in ``spec.resourceClaims`` (by name or from a template, at most four,
-immutable) and records the names of the claims generated for it in
-``status.resourceClaimStatuses``. kube-scheduler reserves a group claim for the group itself, so
-``status.reservedFor`` names the PodGroup, never its members.
+Kubernetes 1.36 and 1.37 let a group of pods share ResourceClaims (KEP-5729, gates
+``GenericWorkload`` and ``DRAWorkloadResourceClaims``): 1.36 serves such PodGroups as ``v1alpha2``
+(alpha gates), 1.37 as ``v1beta1`` (beta gates, off by default); either version needs
+``--runtime-config``. 1.35's ``v1alpha1`` PodGroup has no claims and is not read. The fields read
+and written here are named and shaped alike in both versions, so one projection serves both;
+only the ``apiVersion`` written (owner references, the status apply, Events) follows the served
+version. A pod joins a group through ``spec.schedulingGroup.podGroupName``; the group lists its
+claims in ``spec.resourceClaims`` (by name or from a template, at most four, immutable) and
+records the names of the claims generated for it in ``status.resourceClaimStatuses``.
+kube-scheduler reserves a group claim for the group itself, so ``status.reservedFor`` names the
+PodGroup, never its members.
 
 A pod entry stands for the group's claim only when the group has an entry of the same name that
 names the same claim or the same template; any other entry of a member is the member's own.
@@ -27,11 +31,13 @@ from .claims import ConsumerReference
 from .pods import PodResourceClaim
 
 SCHEDULING_GROUP = "scheduling.k8s.io"
-POD_GROUP_VERSION = "v1beta1"
-"""The only version kube-controller-manager and kube-scheduler 1.37 read PodGroups in."""
+POD_GROUP_VERSIONS = ("v1beta1", "v1alpha2")
+"""Newest first: an operator reads PodGroups in the first one the cluster serves. They are the
+versions kube-controller-manager and kube-scheduler read PodGroups in, 1.37 and 1.36 respectively
+(1.37 also has ``v1alpha3``, which neither of its components reads)."""
 
-POD_GROUPS = ApiResource(SCHEDULING_GROUP, POD_GROUP_VERSION, "podgroups")
-POD_GROUP_API_VERSION = f"{SCHEDULING_GROUP}/{POD_GROUP_VERSION}"
+POD_GROUPS = ApiResource(SCHEDULING_GROUP, POD_GROUP_VERSIONS[0], "podgroups")
+"""The newest version, until discovery says which one is served."""
 
 
 class PodGroupResourceClaim(KubeModel):
@@ -83,10 +89,11 @@ class WorkloadClaimsSettings(InTreeReplacementSettings):
 
     workload_claims: SurfaceMode = Field(
         "auto",
-        description="ResourceClaims of PodGroups (scheduling.k8s.io/v1beta1, gates GenericWorkload and "
-        "DRAWorkloadResourceClaims): auto = when discovery serves podgroups; on = required (not ready "
-        "while it is not served); off = never, as before 1.37: resourceclaim gives members claims of "
-        "their own, devicetaint evicts no member for a claim reserved for its group.",
+        description="ResourceClaims of PodGroups (scheduling.k8s.io v1beta1 on 1.37, v1alpha2 on 1.36; "
+        "gates GenericWorkload and DRAWorkloadResourceClaims): auto = when discovery serves podgroups; "
+        "on = required (not ready while it is not served); off = never, as without those gates: "
+        "resourceclaim gives members claims of their own, devicetaint evicts no member for a claim "
+        "reserved for its group.",
     )
 
 
@@ -125,11 +132,12 @@ def pod_group_consumer(group: PodGroup) -> dict[str, str]:
     return {"apiGroup": SCHEDULING_GROUP, "resource": POD_GROUPS.plural, "name": group.name, "uid": group.uid}
 
 
-def pod_group_owner(group: PodGroup) -> dict[str, object]:
-    """The controller reference of a claim generated for the group; no ``blockOwnerDeletion``,
-    as upstream, so that no ``podgroups/finalizers`` permission is needed."""
+def pod_group_owner(group: PodGroup, api_version: str) -> dict[str, object]:
+    """The controller reference of a claim generated for the group, in the served ``api_version``
+    (readers ignore the version, :func:`is_pod_group_reference`); no ``blockOwnerDeletion``, as
+    upstream, so that no ``podgroups/finalizers`` permission is needed."""
     return {
-        "apiVersion": POD_GROUP_API_VERSION,
+        "apiVersion": api_version,
         "kind": "PodGroup",
         "name": group.name,
         "uid": group.uid,

@@ -1,8 +1,12 @@
-"""The built-in DeviceTaintRule as every operator reads it: API coordinates and one typed projection.
+"""The built-in DeviceTaintRule as every operator reads it: API coordinates, one typed projection, and
+how the project applies a rule's selection.
 
 The fields read are named alike in ``v1``, ``v1beta2`` and ``v1alpha3``, so one projection serves all
 three. Operators layer their own needs on it by subclassing: a cache of every rule may drop conditions
 it never looks at, a writer of rules may add the labels it manages.
+
+Every consumer that decides which devices a rule taints goes through :func:`rule_matches`, so none of
+them ever selects more devices than the rule does (:func:`narrows_beyond_names`).
 """
 
 from __future__ import annotations
@@ -12,25 +16,52 @@ from typing import Annotated
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
 
-from .taints import DeviceTaint, DeviceTaintSelector
+from .taints import DeviceTaint, DeviceTaintSelector, selector_matches
 
 KIND = "DeviceTaintRule"
 PLURAL = "devicetaintrules"
 VERSIONS = ("v1", "v1beta2", "v1alpha3")
-"""Newest first: an operator watches the first one the cluster serves."""
+"""Newest first: an operator watches (or writes through) the first one the cluster serves. 1.37 serves
+``v1``, 1.36 ``v1beta2`` (off by default) and 1.35 ``v1alpha3`` (off by default)."""
 
 EVICTION_IN_PROGRESS = "EvictionInProgress"
 
 
 class RuleDeviceSelector(DeviceTaintSelector):
-    """``spec.deviceSelector``; the two fields below exist only in ``v1alpha3`` and ``v1beta2``.
+    """``spec.deviceSelector``; the two fields below existed only in 1.34's ``v1alpha3``.
 
-    They are read so that a consumer can tell a rule narrows its devices by class or CEL, which
-    driver, pool and device alone do not express; matching still uses only those three.
+    Kubernetes 1.35 tombstoned them in every version, but a server older than that, or a future
+    version that brings them back, may still send them. They are read so that a consumer can tell a
+    rule narrows its devices by class or CEL, which driver, pool and device alone do not express.
     """
 
     device_class_name: str | None = None
     selectors: tuple[object, ...] | None = None
+
+
+def narrows_beyond_names(selector: RuleDeviceSelector | None) -> tuple[str, ...]:
+    """The fields (API names) by which ``selector`` narrows its devices beyond driver, pool and device.
+
+    A consumer that matched only those three names on such a rule would select every device of the
+    driver where the rule meant one class or one CEL expression, and for ``NoExecute`` evict pods it
+    never meant. Kubernetes 1.35 and later match only the three names, so no consumer applies such a
+    rule at all (empty: the selection is the names' own). A class name, even an empty one, narrows;
+    an empty list of CEL selectors does not.
+    """
+    if selector is None:
+        return ()
+    fields: list[str] = []
+    if selector.device_class_name is not None:
+        fields.append("deviceClassName")
+    if selector.selectors:
+        fields.append("selectors")
+    return tuple(fields)
+
+
+def rule_matches(selector: RuleDeviceSelector | None, driver: str, pool: str, device: str) -> bool:
+    """Whether a rule with ``selector`` taints the device: never for a selector that narrows beyond
+    the names; a missing selector matches no device, an empty one every device."""
+    return not narrows_beyond_names(selector) and selector_matches(selector, driver, pool, device)
 
 
 class RuleSpec(KubeModel):
@@ -46,6 +77,12 @@ class DeviceTaintRule(KubeModel):
     metadata: LeanMeta
     spec: RuleSpec
     status: RuleStatus = RuleStatus()
+
+    @property
+    def narrowing_fields(self) -> tuple[str, ...]:
+        """The selector fields that keep every consumer from applying this rule (see
+        :func:`narrows_beyond_names`)."""
+        return narrows_beyond_names(self.spec.device_selector)
 
     @property
     def eviction_condition(self) -> ObservedCondition | None:

@@ -379,6 +379,7 @@ def _default_namespace(args: argparse.Namespace) -> str:
 async def _with_session(args: argparse.Namespace, work: Callable[[Session], Awaitable[T]]) -> T:
     session = await Session.connect(args.kubeconfig, args.context)
     try:
+        await session.check_server_version()
         return await work(session)
     finally:
         await session.close()

@@ -32,8 +32,8 @@ from operators.dra.pools import current_slices_by_pool, visible_devices
 from operators.dra.quantity import Quantity
 from operators.dra.selectable import SelectableDevice
 from operators.dra.slices import CounterSet, DeviceCounterConsumption
-from operators.dra.taintrules import DeviceTaintRule
-from operators.dra.taints import DeviceTaint, DeviceToleration, selector_matches, taint_prevents_allocation
+from operators.dra.taintrules import DeviceTaintRule, rule_matches
+from operators.dra.taints import DeviceTaint, DeviceToleration, taint_prevents_allocation
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -172,11 +172,12 @@ class _Published:
         return cls(devices, used, remaining, rules)
 
     def taints(self, device: _Device) -> list[DeviceTaint]:
-        """The device's own taints and those DeviceTaintRules give it."""
+        """The device's own taints and those DeviceTaintRules give it (as the operators apply rules:
+        one that also names a class or CEL selectors gives none)."""
         by_rules = [
             rule.spec.taint
             for rule in self.rules
-            if selector_matches(rule.spec.device_selector, device.driver, device.pool, device.name)
+            if rule_matches(rule.spec.device_selector, device.driver, device.pool, device.name)
         ]
         return [*device.device.taints, *by_rules]
 

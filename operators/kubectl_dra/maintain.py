@@ -29,6 +29,7 @@ from operators.dra.taints import (
     DeviceTaint,
     DeviceTaintSelector,
 )
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import taintmodel as model
 from .errors import NoAnswer, PluginError, PodsRemain
@@ -55,10 +56,7 @@ Show = Callable[[str], None]
 async def rules_api(session: Session) -> ServedResource:
     rules = await session.first_served(GROUP, PLURAL, VERSIONS)
     if rules is None:
-        raise PluginError(
-            "this cluster serves no DeviceTaintRule API with a status subresource "
-            "(resource.k8s.io v1, v1beta2 or v1alpha3)"
-        )
+        raise PluginError(DEVICE_TAINT_RULES_UNSERVED)
     return rules
 
 
@@ -92,9 +90,10 @@ async def _selection_dry_run(
 ) -> tuple[frozenset[DeviceRef], DryRun]:
     """The devices the taintselector operator selects for ``target``, and its dry run over them
     (each pod counted once), from a temporary selector with effect None."""
+    # Without rules no selector can taint anything: that is the first thing to fix.
+    rules = await rules_api(session)
     served = await selectors_api(session, required=True)
     assert served is not None
-    rules = await rules_api(session)
     body = model.selector_body("unused", target, model.taint_body(model.DEFAULT_KEY, "", EFFECT_NONE))
     body["metadata"] = {
         "generateName": "kubectl-dra-preview-",

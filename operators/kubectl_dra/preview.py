@@ -18,7 +18,9 @@ from typing import Any
 from operators.core.client import ApiError
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
+from operators.dra.taintrules import EVICTION_IN_PROGRESS, KIND, PLURAL, VERSIONS
 from operators.dra.taints import EFFECT_NONE, DeviceTaint, DeviceTaintSelector
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from .errors import PluginError
 from .previewmodel import (
@@ -32,8 +34,6 @@ from .previewmodel import (
 )
 from .session import Session, poll
 
-VERSIONS = ("v1", "v1beta2", "v1alpha3")
-CONDITION = "EvictionInProgress"
 SILENCE = "no operator answered within {timeout}: is the devicetaint operator running?"
 
 
@@ -50,7 +50,7 @@ def rule_body(api_version: str, query: PreviewQuery) -> dict[str, Any]:
     taint = {"key": query.key, "effect": EFFECT_NONE, **({"value": query.value} if query.value else {})}
     return {
         "apiVersion": api_version,
-        "kind": "DeviceTaintRule",
+        "kind": KIND,
         "metadata": {
             "generateName": "kubectl-dra-preview-",
             "labels": {"app.kubernetes.io/managed-by": "kubectl-dra"},
@@ -64,7 +64,7 @@ def dry_run_report(rule: dict[str, Any]) -> dict[str, Any] | None:
     generation = rule["metadata"].get("generation", 0)
     for condition in (rule.get("status") or {}).get("conditions") or []:
         if (
-            condition.get("type") == CONDITION
+            condition.get("type") == EVICTION_IN_PROGRESS
             and condition.get("reason") == "NoEffect"
             and condition.get("observedGeneration", 0) == generation
         ):
@@ -73,12 +73,9 @@ def dry_run_report(rule: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def _dry_run(session: Session, query: PreviewQuery) -> str:
-    rules = await session.first_served(GROUP, "devicetaintrules", VERSIONS)
+    rules = await session.first_served(GROUP, PLURAL, VERSIONS)
     if rules is None:
-        raise PluginError(
-            "this cluster serves no DeviceTaintRule API with a status subresource "
-            "(resource.k8s.io v1, v1beta2 or v1alpha3)"
-        )
+        raise PluginError(DEVICE_TAINT_RULES_UNSERVED)
     async with session.temporary(
         "a dry-run DeviceTaintRule", rules.path(), rule_body(rules.api_version, query)
     ) as rule:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from operators.core.client import ApiError, KubeClient, load_configuration
 from operators.core.discovery import ServedResource, resources_of
+from operators.core.serverversion import refusal
 from operators.core.settings import ConfigurationError
 
 from .errors import NoAnswer, PluginError
@@ -53,6 +54,20 @@ class Session:
 
     async def close(self) -> None:
         await self.client.close()
+
+    async def check_server_version(self) -> None:
+        """Refuse a Kubernetes the project does not support, in the operators' own words; a server
+        whose ``/version`` cannot be read (403, 404) is not refused here: the questions that follow
+        tell what is wrong with it."""
+        try:
+            document = await self.client.get("/version")
+        except ApiError as err:
+            if err.status in (403, 404):
+                return
+            raise describe(err, "reading the server version", self.client.server) from err
+        refused = refusal(document if isinstance(document, dict) else {})
+        if refused is not None:
+            raise PluginError(refused)
 
     async def call(self, doing: str, request: Awaitable[T]) -> T:
         try:

@@ -28,11 +28,12 @@ from typing import Any, cast
 
 from operators.core.client import ApiError
 from operators.core.conditions import parse_time
-from operators.core.discovery import resources_of
+from operators.core.discovery import find_served, resources_of
+from operators.core.events import WARNING, ObjectRef
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
-from operators.dra import api
+from operators.dra import api, taintrules
 
 from . import messages, surfaces, writes
 from . import metrics as m
@@ -69,6 +70,8 @@ class PoolStatusController:
         self._conflicts: dict[str, int] = {}
         self._transient: dict[str, int] = {}
         self._fallback_sent: set[str] = set()
+        # The (group, fields) the server dropped that were logged already: once per process.
+        self._drops_logged: set[tuple[str, tuple[str, ...]]] = set()
         m.observe(self)
 
     # -- start-up and discovery -------------------------------------------------------------
@@ -78,8 +81,9 @@ class PoolStatusController:
         for surface in surfaces.SURFACES:
             resources = await resources_of(self.runtime.client, surface.group, surface.version)
             availability[surface] = surfaces.available({n: r.subresources for n, r in resources.items()})
-        rules = "devicetaintrules" in await resources_of(self.runtime.client, api.GROUP, "v1")
-        return availability, rules
+        # Any version will do: the rule watch reads the first one served (see .operator).
+        rules = await find_served(self.runtime.client, api.GROUP, taintrules.PLURAL, taintrules.VERSIONS)
+        return availability, rules is not None
 
     async def prepare(self) -> bool:
         self.available, self.rules_served = await self._discover()
@@ -111,8 +115,9 @@ class PoolStatusController:
         availability, rules_served = await self._discover()
         lines = surfaces.changes(self.modes, self.served, availability)
         if self.settings.device_taint_rules == "auto" and rules_served != self.rules_served:
+            versions = ", ".join(taintrules.VERSIONS)
             lines.append(
-                f"API resource devicetaintrules.{api.GROUP}/v1 became "
+                f"API resource {taintrules.PLURAL}.{api.GROUP} ({versions}) became "
                 + ("available" if rules_served else "unavailable")
             )
         if lines:
@@ -210,7 +215,7 @@ class PoolStatusController:
         synced = self.runtime.queue.is_open
         resources = ["resourceslices", "resourceclaims", "requests"]
         if self.rules_in_use:
-            resources.append("devicetaintrules")
+            resources.append(taintrules.PLURAL)
         return dict.fromkeys(resources, synced)
 
     # -- work items ----------------------------------------------------------------------------
@@ -266,7 +271,9 @@ class PoolStatusController:
         meta = entry.request.metadata
         path = entry.surface.path(meta.name, subresource="status")
         try:
-            await self.runtime.client.patch(path, writes.status_patch(meta.resource_version, result.status))
+            answer = await self.runtime.client.patch(
+                path, writes.status_patch(meta.resource_version, result.status)
+            )
         except ApiError as err:
             outcome = writes.classify(err.status)
             if outcome is writes.WriteFailure.GONE:
@@ -282,7 +289,35 @@ class PoolStatusController:
             # The request's own backoff (writes.backoff), not the queue's: it resets per request.
             return Requeue(writes.backoff(attempt), f"status write failed: {err}")
         self._record(entry, result)
+        self._report_dropped(entry, result.status, answer)
         return Done()
+
+    def _report_dropped(self, entry: RequestEntry, written: Mapping[str, Any], answer: object) -> None:
+        """Say once which written fields the server did not keep. Nothing is written again: the
+        request counts as answered, so what the watch then shows is never compared with this."""
+        returned = answer.get("status") if isinstance(answer, Mapping) else None
+        dropped = writes.dropped_fields(written, returned)
+        if not dropped:
+            return
+        surface, name = entry.surface, entry.request.metadata.name
+        message = messages.status_fields_dropped_message(
+            surface.api_version, dropped, built_in=surface == surfaces.BUILTIN
+        )
+        for field in dropped:
+            m.status_fields_dropped.labels(group=surface.group, field=field).inc()
+        ref = ObjectRef(surface.api_version, messages.REQUEST_KIND, name, None, entry.uid)
+        self.runtime.events.record(ref, WARNING, messages.REASON_STATUS_FIELDS_DROPPED, message)
+        if (surface.group, dropped) in self._drops_logged:
+            return
+        self._drops_logged.add((surface.group, dropped))
+        log.warning(
+            "%s %s: %s (logged once per process; every such request gets a Warning Event %s)",
+            surface.group,
+            name,
+            message,
+            messages.REASON_STATUS_FIELDS_DROPPED,
+            extra={"object": name},
+        )
 
     async def _read(self, entry: RequestEntry) -> dict[str, Any] | None:
         try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from operators.dra.quantity import Quantity
+from operators.dra.taintrules import rule_matches
 
 from .models import Device, DeviceTaintRule, ResourceClaim
 from .pools import Pool
@@ -100,44 +101,43 @@ def pool_usage(pool: Pool, pool_results: Sequence[Held]) -> PoolUsage:
 
 
 def rules_for_driver(rules: Iterable[DeviceTaintRule], driver: str) -> list[DeviceTaintRule]:
-    """The rules that can make some device of ``driver`` unavailable."""
+    """The rules that can make some device of ``driver`` unavailable.
+
+    A rule whose selector also names a class or CEL selectors is left out, as every operator leaves
+    it (:func:`operators.dra.taintrules.narrows_beyond_names`): its devices would need class or CEL
+    lookups, and reading the names alone would count devices it does not taint.
+    """
     relevant = []
     for rule in rules:
         selector = rule.spec.device_selector
         if rule.spec.taint.effect not in UNAVAILABLE_EFFECTS or selector is None:
             continue  # a nil selector matches nothing
-        if selector.device_class_name is not None or selector.selectors:
-            continue  # needs CEL or class lookups; treating it as empty would match everything
+        if rule.narrowing_fields:
+            continue
         if selector.driver is not None and selector.driver != driver:
             continue
         relevant.append(rule)
     return relevant
 
 
-def _rule_selects(rule: DeviceTaintRule, pool: str, device: str) -> bool:
-    selector = rule.spec.device_selector
-    assert selector is not None  # rules_for_driver dropped the others
-    if selector.pool is not None and selector.pool != pool:
-        return False
-    return selector.device is None or selector.device == device
-
-
-def is_tainted(device: Device, pool: str, driver_rules: Sequence[DeviceTaintRule]) -> bool:
+def is_tainted(device: Device, pool: Pool, driver_rules: Sequence[DeviceTaintRule]) -> bool:
     """Whether ``device`` carries, or is given by a rule, a taint that blocks scheduling."""
     if any(taint.effect in UNAVAILABLE_EFFECTS for taint in device.taints or ()):
         return True
-    return any(_rule_selects(rule, pool, device.name) for rule in driver_rules)
+    return any(
+        rule_matches(rule.spec.device_selector, pool.driver, pool.name, device.name) for rule in driver_rules
+    )
 
 
 def classify_devices(
     pool: Pool, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
 ) -> tuple[DeviceClass, ...]:
     """The class of each entry of ``pool.devices``, index for index."""
-    return tuple(_classify(published.device, pool.name, in_use, driver_rules) for published in pool.devices)
+    return tuple(_classify(published.device, pool, in_use, driver_rules) for published in pool.devices)
 
 
 def _classify(
-    device: Device, pool: str, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
+    device: Device, pool: Pool, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
 ) -> DeviceClass:
     # Allocation wins over taints, so a device is never subtracted twice (decision D6).
     if device.name in in_use:

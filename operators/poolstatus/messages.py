@@ -13,6 +13,7 @@ result is still valid text.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 PREFIX_POOL_INCOMPLETE = "PoolIncomplete:"
 PREFIX_PARTITION_TYPE_MISSING = "PartitionTypeMissing:"
@@ -26,6 +27,10 @@ VALIDATION_PREFIXES = (
     PREFIX_PARTITION_SUMMARY_OVER_CAP,
     PREFIX_SHAREABLE_SUMMARY_OVER_CAP,
 )
+
+REQUEST_KIND = "ResourcePoolStatusRequest"
+REASON_STATUS_FIELDS_DROPPED = "StatusFieldsDropped"
+"""The Warning Event on a request whose status came back without fields that were written."""
 
 MAX_VALIDATION_ERROR_BYTES = 256
 MAX_CONDITION_MESSAGE_BYTES = 1024
@@ -153,6 +158,28 @@ def status_too_large_message(size: int, limit: int) -> str:
     return write_failed_message(
         f"status is {size} bytes, above the limit of {limit} bytes; lower spec.limit or set spec.poolName"
     )
+
+
+def status_fields_dropped_message(api_version: str, fields: Sequence[str], built_in: bool) -> str:
+    """The Event (and log line) when the server kept less of the status than was written:
+    which fields, and the likely cause and remedy on the request's API (:func:`writes.dropped_fields`)."""
+    shown = ", ".join(f"status.{field}" for field in fields)
+    if built_in:
+        cause = (
+            f"this cluster's {api_version} has no such fields, as Kubernetes 1.36's, whose PoolStatus "
+            "lacks partitionSummary and shareableSummary (1.37 keeps both, whatever its feature gates)"
+        )
+        remedy = (
+            "the counts were written; for the summaries use Kubernetes 1.37, or requests of the "
+            "project's CRD (dra-operators.io/v1alpha1), which keeps them"
+        )
+    else:
+        cause = (
+            "the installed CustomResourceDefinition resourcepoolstatusrequests.dra-operators.io prunes "
+            "them: it is older than this operator"
+        )
+        remedy = "apply crds/resourcepoolstatusrequests.dra-operators.io.yaml of this release again"
+    return condition_message(f"The API server dropped {shown} from the status written: {cause}; {remedy}.")
 
 
 def condition_message(text: str) -> str:

@@ -66,6 +66,12 @@ status_rejected = Counter(
     "Statuses the API server refused, replaced by the fallback Failed status.",
     ["group", "reason"],
 )
+status_fields_dropped = Counter(
+    f"{P}status_fields_dropped",
+    "Written status fields the API server did not keep (its API version lacks them, or the CRD "
+    "prunes them), by field path below status.",
+    ["group", "field"],
+)
 ttl_deletions = Counter(
     f"{P}ttl_deletions", "Requests deleted by the TTL sweep, by the TTL that applied.", ["group", "state"]
 )

@@ -94,8 +94,9 @@ class ResourceClaim(KubeModel):
     status: ResourceClaimStatus = ResourceClaimStatus()
 
 
-# DeviceTaintRule: the core projection (its v1alpha3/v1beta2 selector fields need CEL or class
-# lookups, which this operator does not do, so such a rule is ignored: spec section 6.1).
+# DeviceTaintRule: the core projection (a selector that also names a class or CEL selectors, as
+# 1.34's v1alpha3 could, needs lookups this operator does not do, so such a rule is ignored, as
+# every operator ignores it: spec section 6.1, operators.dra.taintrules.narrows_beyond_names).
 DeviceTaintRule = taintrules.DeviceTaintRule
 
 

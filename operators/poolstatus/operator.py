@@ -5,6 +5,7 @@ from __future__ import annotations
 from operators.core import PROJECT_GROUP, metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
+from operators.dra import taintrules
 from operators.dra.api import GROUP
 
 from .controller import PoolStatusController
@@ -64,11 +65,14 @@ DEFINITION = OperatorDefinition(
             PoolStatusController.upsert_claim,
             PoolStatusController.delete_claim,
         ),
+        # As whichever version the cluster serves; not at all while the rules are not counted.
         Watch(
             GROUP,
-            "devicetaintrules",
+            taintrules.PLURAL,
             PoolStatusController.upsert_rule,
             PoolStatusController.delete_rule,
+            versions=taintrules.VERSIONS,
+            when=lambda controller: controller.rules_in_use,
         ),
         _requests(BUILTIN),
         _requests(PROJECT),
@@ -94,10 +98,11 @@ API_CALLS: list[tuple[str, str, str]] = [
     # list+watch feed the caches; get completes the read-only set spec section 14 grants.
     *(
         (GROUP, resource, verb)
-        for resource in ("resourceslices", "resourceclaims", "devicetaintrules")
+        for resource in ("resourceslices", "resourceclaims", taintrules.PLURAL)
         for verb in ("get", "list", "watch")
     ),
-    # The coexistence guard's Warning Event (the only Event it posts), and its de-duplication.
+    # Warning Events: the coexistence guard's, and StatusFieldsDropped on a request whose status
+    # came back without fields that were written; and their de-duplication.
     ("", "events", "create"),
     ("", "events", "patch"),
     # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).

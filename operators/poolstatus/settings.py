@@ -34,8 +34,8 @@ class Settings(InTreeReplacementSettings):
     )
     device_taint_rules: SurfaceMode = Field(
         "auto",
-        description="Count devices tainted by DeviceTaintRules: auto = when resource.k8s.io/v1 serves "
-        "them (the operator cannot read feature gates).",
+        description="Count devices tainted by DeviceTaintRules: auto = when resource.k8s.io serves "
+        "them as v1, v1beta2 or v1alpha3 (the operator cannot read feature gates).",
     )
     incomplete_grace_period: float = Field(
         20.0,

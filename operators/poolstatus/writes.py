@@ -16,11 +16,17 @@ answer             meaning
 400, 413, 422      the server refuses this status (invalid, or too large)
 anything else      transient (429, 5xx, network): retry with backoff, no limit
 =================  =================================================================
+
+A 2xx answer can still have lost part of the status: kube-apiserver drops the fields its
+version of the type does not have (unknown fields only warn by default), as 1.36's built-in
+``v1alpha3`` does with the summaries, and a CRD's structural schema prunes them.
+:func:`dropped_fields` finds them in the returned object.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 MAX_CONFLICT_RETRIES = 5
@@ -58,3 +64,32 @@ def backoff(attempt: int) -> float:
 def status_patch(resource_version: str, status: dict[str, Any]) -> dict[str, Any]:
     """The merge patch for ``/status``: the whole status, guarded by ``resourceVersion``."""
     return {"metadata": {"resourceVersion": resource_version}, "status": status}
+
+
+def dropped_fields(written: Mapping[str, Any], returned: object) -> tuple[str, ...]:
+    """The fields of the ``written`` status that the server's ``returned`` status lacks, as sorted
+    paths below ``status`` with list items as ``[]`` (``pools[].partitionSummary``), each once.
+
+    Only absence counts: a value the server normalised (a quantity, a time) was kept. An empty
+    value written (0, "", false, [], {}) proves nothing, since Go's ``omitempty`` leaves it out of
+    the answer too; nor does an answer without a status (``returned`` not a mapping). Lists are
+    compared item by item only when their lengths agree.
+    """
+    if not isinstance(returned, Mapping):
+        return ()
+    found: set[str] = set()
+    _collect_dropped(written, returned, "", found)
+    return tuple(sorted(found))
+
+
+def _collect_dropped(written: object, returned: object, path: str, found: set[str]) -> None:
+    if isinstance(written, Mapping) and isinstance(returned, Mapping):
+        for key, value in written.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key in returned:
+                _collect_dropped(value, returned[key], child, found)
+            elif value not in (None, 0, "", False, [], {}):
+                found.add(child)
+    elif isinstance(written, list) and isinstance(returned, list) and len(written) == len(returned):
+        for written_item, returned_item in zip(written, returned, strict=True):
+            _collect_dropped(written_item, returned_item, f"{path}[]", found)

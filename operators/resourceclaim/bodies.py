@@ -14,7 +14,7 @@ from typing import Any
 
 from operators.core import wirejson
 from operators.dra.api import GROUP, VERSION
-from operators.dra.podgroups import POD_GROUP_API_VERSION, PodGroup, PodGroupResourceClaimStatus
+from operators.dra.podgroups import PodGroup, PodGroupResourceClaimStatus
 from operators.dra.pods import PodResourceClaimStatus
 
 from .constants import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
@@ -94,11 +94,13 @@ def pod_status_apply(pod: Pod, new_mappings: Mapping[str, str]) -> dict[str, Any
     }
 
 
-def pod_group_status_apply(group: PodGroup, new_mappings: Mapping[str, str]) -> dict[str, Any]:
-    """The server-side apply body of ``podgroups/status``, as the pod's: merged, sorted, and
-    guarded by ``metadata.uid``."""
+def pod_group_status_apply(
+    group: PodGroup, new_mappings: Mapping[str, str], api_version: str
+) -> dict[str, Any]:
+    """The server-side apply body of ``podgroups/status`` in the served ``api_version``, as the
+    pod's: merged, sorted, and guarded by ``metadata.uid``."""
     return {
-        "apiVersion": POD_GROUP_API_VERSION,
+        "apiVersion": api_version,
         "kind": "PodGroup",
         "metadata": {"name": group.name, "namespace": group.namespace, "uid": group.uid},
         "status": {

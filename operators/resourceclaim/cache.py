@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from operators.core.recent import RecentKeys
-from operators.dra.podgroups import PodGroup
+from operators.dra.podgroups import POD_GROUPS, PodGroup
 
 from .constants import DELETED_CONSUMER_MEMORY, JUST_CREATED_CONFIRMATION_SECONDS, POD_CLAIM_NAME_ANNOTATION
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
@@ -90,6 +90,8 @@ class ClusterCache:
         self._clock = clock
         # Decided once at start (discovery and --workload-claims), before any event arrives.
         self.workload_claims = False
+        # The served version's, written into owner references, status applies and Events.
+        self.pod_group_api_version = POD_GROUPS.api_version
         self._pods: dict[str, Pod] = {}
         self._claims: dict[str, ResourceClaim] = {}
         self._templates: dict[str, ResourceClaimTemplate] = {}

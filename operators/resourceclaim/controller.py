@@ -35,11 +35,17 @@ from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
-from operators.core.resources import PODS
+from operators.core.resources import PODS, ApiResource
 from operators.core.runtime import Runtime
 from operators.dra import api, claimwire
 from operators.dra.api import RESOURCE_CLAIMS
-from operators.dra.podgroups import POD_GROUPS, SCHEDULING_GROUP, PodGroup, workload_claims_on
+from operators.dra.podgroups import (
+    POD_GROUP_VERSIONS,
+    POD_GROUPS,
+    SCHEDULING_GROUP,
+    PodGroup,
+    workload_claims_on,
+)
 from operators.dra.pods import pod_event_matters
 
 from . import metrics
@@ -81,6 +87,8 @@ class ResourceClaimController:
         self.runtime = runtime
         settings = runtime.settings
         self.workload_claims_mode = settings.workload_claims if isinstance(settings, Settings) else "auto"
+        # The served version once prepare() found one; PodGroups are read and written in it.
+        self.pod_groups: ApiResource = POD_GROUPS
         self.cache = ClusterCache()
         metrics.bind(self.cache)
         core_metrics.report_cache(self.cache)
@@ -89,7 +97,8 @@ class ResourceClaimController:
 
     async def prepare(self) -> bool:
         """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1; PodGroup
-        claims are on where PodGroups are served, unless --workload-claims says otherwise."""
+        claims are on where PodGroups are served (in the version the runtime discovered for the
+        watch, POD_GROUP_VERSIONS), unless --workload-claims says otherwise."""
         for plural in ("resourceclaims", "resourceclaimtemplates"):
             served = await find_served(self.runtime.client, api.GROUP, plural, [api.VERSION])
             if served is None:
@@ -98,15 +107,22 @@ class ResourceClaimController:
         pod_groups = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
         enabled = workload_claims_on(self.workload_claims_mode, pod_groups is not None)
         if enabled is None:
-            log.warning("--workload-claims=on, but %s does not serve podgroups; not ready", POD_GROUPS.path())
+            log.warning(
+                "--workload-claims=on, but %s serves podgroups in none of %s; not ready",
+                SCHEDULING_GROUP,
+                ", ".join(POD_GROUP_VERSIONS),
+            )
             return False
+        if pod_groups is not None:
+            self.pod_groups = pod_groups
+            self.cache.pod_group_api_version = pod_groups.api_version
         self.cache.workload_claims = enabled
         metrics.workload_claims.set(1 if self.cache.workload_claims else 0)
         log.info(
             "PodGroup ResourceClaims are %s (--workload-claims=%s, podgroups %s)",
             "on" if self.cache.workload_claims else "off",
             self.workload_claims_mode,
-            "served" if pod_groups is not None else "not served",
+            f"served as {pod_groups.api_version}" if pod_groups is not None else "not served",
         )
         return True
 
@@ -228,7 +244,7 @@ class ResourceClaimController:
             # Nothing reads the returned pod: not parsing it saves a pod's worth of JSON per claim.
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, ApplyPodGroupStatus):
-            path = POD_GROUPS.path(action.name, namespace=action.namespace, subresource="status")
+            path = self.pod_groups.path(action.name, namespace=action.namespace, subresource="status")
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, PutClaimStatus):
             result = await self._put_claim(action.namespace, action.name, action.body, "status")
@@ -241,7 +257,7 @@ class ResourceClaimController:
         elif isinstance(action, GetPod):
             result = await client.get(PODS.path(action.name, namespace=action.namespace))
         elif isinstance(action, GetPodGroup):
-            result = await client.get(POD_GROUPS.path(action.name, namespace=action.namespace))
+            result = await client.get(self.pod_groups.path(action.name, namespace=action.namespace))
         elif isinstance(action, GetClaim):
             result = await client.get(RESOURCE_CLAIMS.path(action.name, namespace=action.namespace))
         else:  # pragma: no cover - the Action union is exhausted above

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Generator
 
 from operators.core.reconcile import Done, GiveUp, Retry
-from operators.dra.podgroups import POD_GROUP_API_VERSION, PodGroup, PodGroupResourceClaim, pod_group_owner
+from operators.dra.podgroups import PodGroup, PodGroupResourceClaim, pod_group_owner
 
 from .bodies import pod_group_status_apply
 from .cache import ClusterCache
@@ -60,7 +60,7 @@ def sync_pod_group(cache: ClusterCache, namespace: str, name: str) -> Plan:
             type="Warning",
             reason=FAILED_CREATION_REASON,
             message=event_message(entry, failure),
-            api_version=POD_GROUP_API_VERSION,
+            api_version=cache.pod_group_api_version,
             kind="PodGroup",
         )
         error = f"PodGroup {group.namespace}/{group.name}, PodGroupResourceClaim {entry.name}: {failure.text}"
@@ -70,7 +70,9 @@ def sync_pod_group(cache: ClusterCache, namespace: str, name: str) -> Plan:
 
     if new_mappings:
         reply = yield ApplyPodGroupStatus(
-            group.namespace, group.name, pod_group_status_apply(group, new_mappings)
+            group.namespace,
+            group.name,
+            pod_group_status_apply(group, new_mappings, cache.pod_group_api_version),
         )
         if isinstance(reply, Failed):
             if reply.not_found:
@@ -116,7 +118,7 @@ def _handle_entry(
         if template is None:
             return EntryFailure(template_missing_error(template_name))
         created = yield from create_claim(
-            cache, pod_group_owner(group), group.namespace, entry.name, template
+            cache, pod_group_owner(group, cache.pod_group_api_version), group.namespace, entry.name, template
         )
         if isinstance(created, EntryFailure):
             return created

@@ -13,7 +13,7 @@ from operators.core import metricsauth
 from operators.core.coexistence import InTreeController, Signature
 from operators.core.runtime import OperatorDefinition, Watch
 from operators.dra.api import GROUP
-from operators.dra.podgroups import POD_GROUP_VERSION, SCHEDULING_GROUP
+from operators.dra.podgroups import POD_GROUP_VERSIONS, SCHEDULING_GROUP
 
 from . import probe
 from .constants import OPERATOR_NAME
@@ -121,14 +121,15 @@ DEFINITION = OperatorDefinition(
             ResourceClaimController.upsert_template,
             ResourceClaimController.delete_template,
         ),
-        # Served only with the GenericWorkload gate and --runtime-config: discovered, and a
-        # change of what is served restarts the process so that the watch follows it.
+        # Served only with the GenericWorkload gate and --runtime-config, as v1beta1 (1.37) or
+        # v1alpha2 (1.36): discovered, newest first, and a change of what is served restarts
+        # the process so that the watch follows it.
         Watch(
             SCHEDULING_GROUP,
             "podgroups",
             ResourceClaimController.upsert_pod_group,
             ResourceClaimController.delete_pod_group,
-            versions=(POD_GROUP_VERSION,),
+            versions=POD_GROUP_VERSIONS,
             when=ResourceClaimController.watches_pod_groups,
         ),
     ),

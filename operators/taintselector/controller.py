@@ -33,6 +33,7 @@ from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
 from operators.dra.taints import EFFECT_NONE
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .cache import ClusterCache
@@ -40,7 +41,7 @@ from .dryrun import DryRun, dry_run
 from .models import API_VERSION, KIND, PLURAL, SELECTORS, VERSION, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
-from .status import INVALID, needs_write, selector_status
+from .status import INVALID, REASON_DEVICE_TAINT_RULE_UNAVAILABLE, needs_write, selector_status
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -88,7 +89,11 @@ class TaintSelectorController:
             # of it restarts the process, so the rules are written as the version read.
             self.rules_api = self.runtime.served_resource(GROUP, taintrules.PLURAL)
             if self.rules_api is None:
-                log.warning("no DeviceTaintRule API is served: selectors are evaluated but taint nothing")
+                log.warning(
+                    "%s; selectors are evaluated but taint nothing (condition Ready=False, %s)",
+                    DEVICE_TAINT_RULES_UNSERVED,
+                    REASON_DEVICE_TAINT_RULE_UNAVAILABLE,
+                )
             else:
                 log.info("writing DeviceTaintRules as %s", self.rules_api.api_version)
         return True

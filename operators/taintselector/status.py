@@ -12,7 +12,8 @@ are constants here and never change meaning:
     ``EmptySelector`` for a selector without criteria (which selects nothing). False with
     ``Invalid``, ``RulesPending`` (writes still to do), ``RuleConflict`` (a wanted rule name is
     controlled by someone else) or ``DeviceTaintRuleUnavailable`` (the cluster serves no
-    DeviceTaintRule API; the selection is still evaluated and counted).
+    DeviceTaintRule API, as 1.35 and 1.36 by default; the message says how to serve it on each
+    version; the selection is still evaluated and counted, and the operator stays ready).
 ``EvictionInProgress``
     Aggregated from the rules' own condition, see :func:`rules.eviction_condition`; for
     ``effect: None``, False with ``NoEffect`` and the selection's own dry run (:mod:`.dryrun`), whose
@@ -30,6 +31,7 @@ from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, merge, same_content
 from operators.dra import taintrules
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from .dryrun import REASON_NO_EFFECT, DryRun
 from .models import DeviceTaintRule, TaintSelector
@@ -83,8 +85,8 @@ def _ready(
         return (
             FALSE,
             REASON_DEVICE_TAINT_RULE_UNAVAILABLE,
-            "This cluster serves no DeviceTaintRule API (resource.k8s.io), so the "
-            f"{_devices(len(outcome.devices))} selected cannot be tainted.",
+            f"The {_devices(len(outcome.devices))} selected cannot be tainted: "
+            f"{DEVICE_TAINT_RULES_UNSERVED}.",
         )
     if pending is not None and pending.conflicts:
         return (

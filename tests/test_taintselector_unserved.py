@@ -1,0 +1,210 @@
+"""A cluster that serves no DeviceTaintRule API (1.35 and 1.36 by default): the taintselector
+operator stays ready and tells each DeviceTaintSelector why nothing is tainted and how to fix it;
+``kubectl dra taint``, ``taint-preview`` and ``drain`` stop with the same text
+(operators.dra.unserved) before they create anything."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from operators.core.discovery import ServedResource
+from operators.core.runtime import Runtime
+from operators.dra.taints import DeviceTaintSelector
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
+from operators.kubectl_dra import commands
+from operators.kubectl_dra import taintmodel as model
+from operators.kubectl_dra.console import Console
+from operators.kubectl_dra.errors import PluginError
+from operators.kubectl_dra.session import Session
+from operators.taintselector.controller import TaintSelectorController
+from operators.taintselector.status import READY, REASON_DEVICE_TAINT_RULE_UNAVAILABLE
+
+pytestmark = pytest.mark.unit
+
+GPU = "gpu.example.com"
+
+
+def test_the_text_names_every_served_version_and_each_versions_remedy() -> None:
+    assert DEVICE_TAINT_RULES_UNSERVED.startswith(
+        "this cluster serves no DeviceTaintRule API (resource.k8s.io v1, v1beta2 or v1alpha3): "
+    )
+    assert "Kubernetes 1.37 serves v1 by default" in DEVICE_TAINT_RULES_UNSERVED
+    assert "--runtime-config=resource.k8s.io/v1beta2=true" in DEVICE_TAINT_RULES_UNSERVED
+    assert "--runtime-config=resource.k8s.io/v1alpha3=true" in DEVICE_TAINT_RULES_UNSERVED
+    assert "DRADeviceTaintRules feature gate" in DEVICE_TAINT_RULES_UNSERVED
+    assert not DEVICE_TAINT_RULES_UNSERVED.endswith(".")
+
+
+@dataclass
+class FakeClient:
+    discovery: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {
+            "/apis/resource.k8s.io/v1": {
+                "resources": [{"name": "resourceslices"}, {"name": "deviceclasses"}]
+            },
+            "/apis/dra-operators.io/v1alpha1": {
+                "resources": [{"name": "devicetaintselectors"}, {"name": "devicetaintselectors/status"}]
+            },
+        }
+    )
+    applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+
+    async def get(self, path: str, **_: str) -> Any:
+        return self.discovery.get(path, {"resources": []})
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, **_: Any) -> Any:
+        self.applied.append((path, body))
+        return body
+
+    async def create(self, path: str, body: dict[str, Any], **_: str) -> Any:
+        self.created.append(path)
+        return body
+
+
+@dataclass
+class FakeQueue:
+    added: list[tuple[str, float]] = field(default_factory=list)
+
+    def add_after(self, key: str, delay: float) -> None:
+        self.added.append((key, delay))
+
+
+@dataclass
+class FakeRuntime:
+    client: FakeClient = field(default_factory=FakeClient)
+    queue: FakeQueue = field(default_factory=FakeQueue)
+    field_manager: str = "dra-operators-taintselector"
+    served: dict[tuple[str, str], ServedResource | None] = field(default_factory=dict)
+
+    def served_resource(self, group: str, plural: str) -> ServedResource | None:
+        return self.served.get((group, plural))
+
+
+def selector_body() -> dict[str, Any]:
+    return {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceTaintSelector",
+        "metadata": {"name": "broken-gpu", "uid": "U", "generation": 1},
+        "spec": {
+            "taint": {"key": "dra.example.com/unhealthy", "effect": "NoExecute"},
+            "deviceSelector": {"driver": GPU},
+        },
+    }
+
+
+def slice_body() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": GPU,
+            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
+        },
+    }
+
+
+async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = FakeRuntime()
+    controller = TaintSelectorController(cast(Runtime, runtime))
+    with caplog.at_level(logging.WARNING, logger="operators.taintselector.controller"):
+        assert await controller.prepare()
+    assert any(DEVICE_TAINT_RULES_UNSERVED in r.getMessage() for r in caplog.records)
+
+    controller.upsert_slice(slice_body())
+    controller.upsert_selector(selector_body())
+    await controller.sync("broken-gpu")
+
+    assert runtime.client.created == []
+    [(path, body)] = runtime.client.applied
+    assert path == "/apis/dra-operators.io/v1alpha1/devicetaintselectors/broken-gpu/status"
+    [ready] = [c for c in body["status"]["conditions"] if c["type"] == READY]
+    assert (ready["status"], ready["reason"]) == ("False", REASON_DEVICE_TAINT_RULE_UNAVAILABLE)
+    assert ready["message"] == f"The 2 devices selected cannot be tainted: {DEVICE_TAINT_RULES_UNSERVED}."
+    assert body["status"]["selectedDevices"] == 2
+
+
+# -- kubectl dra taint, taint-preview and drain: the same text, before anything is created -------
+
+
+class NoRuleApiSession:
+    """A session on a cluster that serves the DeviceTaintSelector CRD and slices, but no rules."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def first_served(
+        self, group: str, plural: str, versions: Sequence[str], subresource: str = "status"
+    ) -> ServedResource | None:
+        if plural == "devicetaintselectors":
+            return ServedResource("dra-operators.io", "v1alpha1", plural, namespaced=False)
+        return None
+
+    async def items(self, doing: str, path: str, **params: str) -> list[dict[str, Any]]:
+        return [{"spec": {"driver": GPU, "pool": {"name": "node-1"}}}]
+
+    def temporary(self, what: str, collection: str, body: dict[str, Any]) -> Any:
+        self.created.append(collection)
+        raise AssertionError("nothing may be created")
+
+
+def _taint_order(target: model.Target) -> commands.TaintOrder:
+    return commands.TaintOrder(
+        target=target,
+        name="n",
+        key="k",
+        value="",
+        effect="NoExecute",
+        timeout=5.0,
+        namespace=None,
+        yes=True,
+        dry_run=False,
+        wait=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        model.make_target(DeviceTaintSelector(driver=GPU, pool="node-1"), None, ()),
+        model.make_target(DeviceTaintSelector(), "gpu", ()),
+    ],
+    ids=["by-driver-and-pool", "by-class"],
+)
+async def test_kubectl_dra_taint_says_why_it_can_do_nothing(target: model.Target) -> None:
+    session = NoRuleApiSession()
+    console = Console(False, stdin=io.StringIO(), out=io.StringIO())
+    with pytest.raises(PluginError) as refused:
+        await commands.taint(cast(Session, session), _taint_order(target), console)
+    assert str(refused.value) == DEVICE_TAINT_RULES_UNSERVED
+    assert session.created == []
+
+
+async def test_kubectl_dra_drain_says_why_it_can_do_nothing() -> None:
+    session = NoRuleApiSession()
+    order = commands.DrainOrder(
+        kind="node",
+        subject="node-1",
+        name=None,
+        key="k",
+        value="",
+        grace=0.0,
+        timeout=5.0,
+        ignore_tolerating=False,
+        namespace=None,
+        yes=True,
+        dry_run=False,
+    )
+    console = Console(False, stdin=io.StringIO(), out=io.StringIO())
+    with pytest.raises(PluginError) as refused:
+        await commands.drain(cast(Session, session), order, console)
+    assert str(refused.value) == DEVICE_TAINT_RULES_UNSERVED
+    assert session.created == []
