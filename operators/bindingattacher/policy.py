@@ -44,9 +44,9 @@ from pydantic import ValidationError
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
 from operators.core.namespace import Problem
-from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.durations import format_seconds, parse_go_duration
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import statemachine
 from .actions.base import supports_probe
@@ -253,7 +253,7 @@ def validate(policy: DeviceAttachPolicy, *, test_actions_enabled: bool, taint_ru
         return Verdict.rejected(
             "DeviceTaintRulesUnavailable",
             f"spec.onFailure.taintDevice: {spec.on_failure.taint_device.value} needs the DeviceTaintRule "
-            f"API, which this cluster does not serve ({RULE_API_VERSIONS})",
+            f"API, and {DEVICE_TAINT_RULES_UNSERVED}",
         )
     if spec.on_failure.taint_device is TaintDevice.ON_PERMANENT_ERROR and not taint_rules_served:
         # The default since the livelock fix: a cluster without the API (1.36 with the beta off)
@@ -262,12 +262,9 @@ def validate(policy: DeviceAttachPolicy, *, test_actions_enabled: bool, taint_ru
     return Verdict(True, "Valid", "", settings)
 
 
-RULE_API_VERSIONS = f"{GROUP} " + ", ".join(taintrules.VERSIONS)
-"""The versions asked for, in the words of the conditions: any one of them will do."""
-
 TAINT_INACTIVE = (
-    "spec.onFailure.taintDevice: OnPermanentError is inactive: this cluster does not serve the "
-    f"DeviceTaintRule API ({RULE_API_VERSIONS}), so a permanently failing device may be picked again"
+    "spec.onFailure.taintDevice: OnPermanentError is inactive, so a permanently failing device may be "
+    f"picked again: {DEVICE_TAINT_RULES_UNSERVED}"
 )
 
 

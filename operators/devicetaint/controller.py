@@ -31,9 +31,9 @@ from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
 from operators.dra import taintrules
-from operators.dra.api import GROUP
 from operators.dra.podgroups import POD_GROUP_VERSIONS, POD_GROUPS, SCHEDULING_GROUP, workload_claims_on
 from operators.dra.pods import pod_event_matters
+from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .apis import ServedApis, discover
@@ -130,9 +130,8 @@ class DeviceTaintController:
     def _report_rules(self, apis: ServedApis) -> None:
         if apis.rules is None:
             log.warning(
-                "no version of %s serves %s: DeviceTaintRules are ignored, ResourceSlice taints still evict",
-                GROUP,
-                taintrules.PLURAL,
+                "DeviceTaintRules are ignored, ResourceSlice taints still evict; %s",
+                DEVICE_TAINT_RULES_UNSERVED,
             )
             return
         log.info("watching DeviceTaintRules as %s", apis.rules.api_version)
