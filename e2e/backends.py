@@ -112,11 +112,18 @@ def kind_cluster(config: pytest.Config) -> harness.Cluster:
     binaries = build_mod.build(log=lambda text: print(text))
     kind = KindCluster(
         "dra-operators-e2e",
-        image=config.getoption("--e2e-kind-image"),
+        image=config.getoption("--e2e-kind-image")
+        or f"kindest/node:{config.getoption('--e2e-k8s-version') or build_mod.NEWEST.version}",
         kubectl_path=binaries.directory / "kubectl",
     )
     config_path = Path(tempfile.mkdtemp()) / "kind.yaml"
-    config_path.write_text(kind_config(workload_claims=config.getoption("--e2e-workload-claims")))
+    config_path.write_text(
+        kind_config(
+            workload_claims=config.getoption("--e2e-workload-claims"),
+            k8s_version=config.getoption("--e2e-k8s-version"),
+            profile=config.getoption("--e2e-profile"),
+        )
+    )
     kind.create(config_path)
     if not config.getoption("--e2e-keep-cluster"):
         atexit.register(kind.delete)

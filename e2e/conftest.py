@@ -57,7 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=["devcluster", "kind"],
         help="backend when no --kubeconfig is given",
     )
-    group.addoption("--e2e-kind-image", default="kindest/node:v1.37.2")
+    group.addoption(
+        "--e2e-kind-image", default=None, help="default: kindest/node of --e2e-k8s-version (or the newest)"
+    )
     group.addoption(
         "--e2e-node",
         default=os.environ.get("NODE") or "real",

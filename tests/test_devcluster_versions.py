@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.cluster import build, gomod, launcher, realnode
 from e2e.cluster.constants import (
@@ -22,6 +23,7 @@ from e2e.cluster.constants import (
     kcm_controllers,
     runtime_config,
 )
+from e2e.cluster.kind import kind_config
 from e2e.product import matrix
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -160,3 +162,11 @@ def test_a_binding_timeout_is_given_only_where_binding_conditions_are_on(tmp_pat
         options.binding_timeout = "30s"
         config = _Recorder(options)._scheduler_config(tmp_path / "kubeconfig")
         assert ("pluginConfig" in config["profiles"][0]) is given, version
+
+
+def test_kind_gets_the_same_profile_and_controllers_per_version() -> None:
+    doc = yaml.safe_load(kind_config(k8s_version="v1.35.4", profile="defaults"))
+    assert doc["featureGates"] == {}
+    assert doc["runtimeConfig"] == {}
+    patch = yaml.safe_load(doc["nodes"][0]["kubeadmConfigPatches"][0])
+    assert patch["controllerManager"]["extraArgs"]["controllers"] == kcm_controllers(False, "v1.35.4", True)
