@@ -57,7 +57,7 @@ def test_up_twice_is_idempotent_and_down_leaves_nothing(state_dir: Path) -> None
     pids = _pids(state_dir)
     second = cli("up", "--dir", str(state_dir))
     assert second.returncode == 0, second.stderr
-    assert "already running (default mode)" in second.stdout
+    assert "already running (v1.37.2 lab, default mode)" in second.stdout
     assert _pids(state_dir) == pids, "a second up must not restart anything"
 
     other_mode = cli("up", "--dir", str(state_dir), "--upstream-dra")
