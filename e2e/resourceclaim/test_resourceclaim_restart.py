@@ -1,7 +1,7 @@
 """Restart safety of the resourceclaim operator (spec scenarios 11 and 30).
 
 A burst of 500 template pods in 10 namespaces; the operator is SIGKILLed at about 30 % and
-70 % of the claims and restarted each time. While it is down the second time, a pod
+50 % of the claims and restarted each time. While it is down the second time, a pod
 completes and a pod reserved on a claim being deleted disappears. In the end every pod
 entry has exactly one claim and its status names it, and the missed cleanups are done.
 
@@ -102,7 +102,9 @@ def test_sigkill_mid_burst_and_catch_up(
             first.kill()
             at_first_kill = len(_burst_claims(api))
         with operator("resourceclaim", extra_args=UNTHROTTLED) as second:
-            wait_for(lambda: len(_burst_claims(api)) >= 0.7 * TOTAL, 60, "70 % of the claims", interval=0.1)
+            # Half way, not further: an unthrottled operator with a warm start creates a hundred claims
+            # and more between a poll and the kill, and the kill must land before the burst ends.
+            wait_for(lambda: len(_burst_claims(api)) >= 0.5 * TOTAL, 60, "half of the claims", interval=0.1)
             second.kill()
             at_second_kill = len(_burst_claims(api))
 
