@@ -16,11 +16,15 @@ from typing import Any
 
 import pytest
 
+from demo import cleanup
+from demo.player import Player
+from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.cluster import images, launcher, realnode
 from e2e.cluster.constants import REPO_ROOT, minor_of
 from e2e.kube import wait_for
 from e2e.product import matrix, support
+from e2e.product.scenarios import STORIES
 from e2e.product.support import (
     NAMESPACE,
     RESOURCE,
@@ -50,6 +54,17 @@ SLICES = f"{RESOURCE}/resourceslices"
 CLASSES = f"{RESOURCE}/deviceclasses"
 TAINT = {"key": "dra-operators.test/versions", "value": "broken", "effect": "NoExecute"}
 UPGRADE_BURST = 200
+# The binding-conditions story's driver, granted as a user grants theirs.
+DEMO_DRIVER = "gpu.fabric.example.com"
+# The demo stories each version can play, and what they need it to serve. The two pool-status
+# stories are not among them: they publish partitionable devices with partition types and
+# consumable capacity, which need gates of the lab profile (DRAPartitionableDevicesType) or of 1.36.
+STORY_NEEDS: dict[str, tuple[str, ...]] = {
+    "claims-from-templates": (),
+    "noexecute-eviction": ("rule_version",),
+    "dry-run": ("rule_version",),
+    "binding-conditions": ("binding_conditions",),
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +73,8 @@ def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
         return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
 
     with install(deployed_cluster, apply, OPERATOR_NAMES, "versions.json") as here:
+        granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
+        assert granted.returncode == 0, granted.stderr
         yield here
 
 
@@ -176,6 +193,27 @@ def test_a_pool_status_request_on_the_project_crd_completes(
     installed: Installed, unique_name: Callable[[str], str]
 ) -> None:
     support.project_pool_status_completes(installed.api, unique_name("pools"))
+
+
+@pytest.fixture(scope="module")
+def demo_player(installed: Installed) -> Iterator[Player]:
+    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
+    yield played
+    played.close()
+
+
+@pytest.mark.parametrize(
+    "story",
+    [pytest.param(story, marks=pytest.mark.needs_served(*needs)) for story, needs in STORY_NEEDS.items()],
+)
+def test_a_demo_story_this_version_serves(installed: Installed, demo_player: Player, story: str) -> None:
+    """The README's demo as ``make demo`` plays it, against the operators installed on this version."""
+    scenario = SCENARIOS[story]
+    cleanup.clean(installed.api, scenario)
+    try:
+        STORIES[story](installed.api, demo_player, scenario)
+    finally:
+        cleanup.clean(installed.api, scenario, wait=False)
 
 
 def test_an_upgrade_in_the_middle_of_a_template_burst_loses_and_duplicates_nothing(
