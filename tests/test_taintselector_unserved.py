@@ -17,7 +17,7 @@ from operators.core.discovery import ServedResource
 from operators.core.runtime import Runtime
 from operators.dra.taints import DeviceTaintSelector
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
-from operators.kubectl_dra import commands
+from operators.kubectl_dra import commands, maintain
 from operators.kubectl_dra import taintmodel as model
 from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import PluginError
@@ -208,3 +208,46 @@ async def test_kubectl_dra_drain_says_why_it_can_do_nothing() -> None:
         await commands.drain(cast(Session, session), order, console)
     assert str(refused.value) == DEVICE_TAINT_RULES_UNSERVED
     assert session.created == []
+
+
+class SelectorsOnlySession(NoRuleApiSession):
+    """No rule API; one DeviceTaintSelector that kubectl dra made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: list[str] = []
+
+    async def items(self, doing: str, path: str, **params: str) -> list[dict[str, Any]]:
+        self.listed.append(path)
+        return [
+            {
+                "metadata": {
+                    "name": "maintenance",
+                    "uid": "u-1",
+                    "labels": {model.CREATED_BY_LABEL: model.CREATED_BY, model.NAME_LABEL: "maintenance"},
+                },
+                "spec": {
+                    "deviceSelector": {"deviceClassName": "gpu"},
+                    "taint": {"key": "k", "effect": "NoSchedule"},
+                },
+            }
+        ]
+
+
+async def test_untaint_finds_the_selectors_of_a_cluster_without_the_rule_api() -> None:
+    session = SelectorsOnlySession()
+    found = await maintain.ours_matching(cast(Session, session), model.Filter(name="maintenance"))
+    assert [(r.kind, r.name, r.uid) for r in found] == [(model.SELECTOR_KIND, "maintenance", "u-1")]
+    assert session.listed == ["/apis/dra-operators.io/v1alpha1/devicetaintselectors"]
+
+
+async def test_untaint_without_either_api_says_why() -> None:
+    class Nothing(NoRuleApiSession):
+        async def first_served(
+            self, group: str, plural: str, versions: Sequence[str], subresource: str = "status"
+        ) -> ServedResource | None:
+            return None
+
+    with pytest.raises(PluginError) as refused:
+        await maintain.ours_matching(cast(Session, Nothing()), model.Filter())
+    assert str(refused.value) == DEVICE_TAINT_RULES_UNSERVED

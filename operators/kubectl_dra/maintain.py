@@ -267,9 +267,13 @@ async def follow_eviction(session: Session, placed: Placed, timeout: float, show
 
 
 async def ours_matching(session: Session, wanted: model.Filter) -> list[model.Removal]:
+    """What ``untaint`` removes: the rules and selectors kubectl dra made that match. A cluster
+    without the rule API may still hold selectors of ours (taintselector waits for the API)."""
     found: list[model.Removal] = []
-    rules = await rules_api(session)
+    rules = await session.first_served(GROUP, PLURAL, VERSIONS)
     selectors = await selectors_api(session, required=False)
+    if rules is None and selectors is None:
+        raise PluginError(DEVICE_TAINT_RULES_UNSERVED)
     for kind, served in ((model.RULE_KIND, rules), (model.SELECTOR_KIND, selectors)):
         if served is None:
             continue
