@@ -192,3 +192,21 @@ def guard_refusal(api: Kube, path: str, body: dict[str, Any]) -> str | None:
             return err.message
         raise
     return None
+
+
+def slice_body(
+    name: str, driver: str, pool: str, devices: list[dict[str, Any]], **where: Any
+) -> dict[str, Any]:
+    """A ResourceSlice that is its pool's only one; ``where``: ``nodeName``, ``nodeSelector`` or
+    ``allNodes``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+            **where,
+        },
+    }

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from devcluster_builders import LaunchRecorder
 
 from e2e.cluster import build, gomod, launcher, realnode
 from e2e.cluster.constants import (
@@ -27,21 +27,6 @@ from e2e.cluster.kind import kind_config
 from e2e.product import matrix
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-class _Recorder(launcher.Launcher):
-    def __init__(self, options: launcher.UpOptions) -> None:
-        super().__init__(options, say=lambda _: None)
-        self.spawned: dict[str, list[str]] = {}
-
-    def _spawn(
-        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
-    ) -> None:
-        self.spawned[name] = args
-        self.components[name] = launcher.ComponentState(0, name, port, "", args)
-
-    def _wait(self, *args: Any) -> None:
-        return None
 
 
 def _options(tmp_path: Path, version: str, profile: str, upstream: bool = False) -> launcher.UpOptions:
@@ -113,7 +98,7 @@ def test_kube_controller_manager_is_never_handed_a_controller_it_does_not_know()
 def test_the_defaults_profile_starts_components_without_gates_or_runtime_config(
     tmp_path: Path, upstream: bool
 ) -> None:
-    recorder = _Recorder(_options(tmp_path, "v1.35.4", "defaults", upstream))
+    recorder = LaunchRecorder(_options(tmp_path, "v1.35.4", "defaults", upstream))
     state = recorder._up_once()
     for name in ("kube-apiserver", "kube-scheduler", "kube-controller-manager"):
         assert not any(
@@ -136,7 +121,7 @@ def test_the_kubelet_of_the_defaults_profile_names_no_gate(tmp_path: Path) -> No
 def test_a_running_cluster_of_another_version_is_not_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    state = _Recorder(_options(tmp_path, "v1.37.2", "lab"))._up_once()
+    state = LaunchRecorder(_options(tmp_path, "v1.37.2", "lab"))._up_once()
     doc = {"mode": state.mode, "workload_claims": False, "k8s_version": "v1.37.2", "profile": "lab"}
     monkeypatch.setattr(launcher, "status", lambda directory: (0, doc))
     with pytest.raises(launcher.ClusterError, match=r"v1\.37\.2 lab, default mode is running"):
@@ -160,7 +145,7 @@ def test_a_binding_timeout_is_given_only_where_binding_conditions_are_on(tmp_pat
     for version, profile, given in (("v1.35.4", "defaults", False), ("v1.36.3", "defaults", True)):
         options = _options(tmp_path, version, profile)
         options.binding_timeout = "30s"
-        config = _Recorder(options)._scheduler_config(tmp_path / "kubeconfig")
+        config = LaunchRecorder(options)._scheduler_config(tmp_path / "kubeconfig")
         assert ("pluginConfig" in config["profiles"][0]) is given, version
 
 

@@ -5,12 +5,12 @@ other way round). No process is started here."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from devcluster_builders import LaunchRecorder
 
 from e2e.cluster import launcher, realnode
 from e2e.cluster.constants import (
@@ -54,26 +54,7 @@ def test_the_option_adds_both_gates_and_the_podgroup_api() -> None:
     assert runtime_config_flag(workload_claims=True) == f"{RUNTIME_CONFIG_FLAG},{PODGROUP_API}=true"
 
 
-class _Recorder(launcher.Launcher):
-    """The launcher's sequence with every process and readiness probe left out."""
-
-    def __init__(self, options: launcher.UpOptions) -> None:
-        super().__init__(options, say=lambda _: None)
-        self.spawned: dict[str, list[str]] = {}
-
-    def _spawn(
-        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
-    ) -> None:
-        self.spawned[name] = args
-        self.components[name] = launcher.ComponentState(0, name, port, "", args)
-
-    def _wait(
-        self, name: str, check: Callable[[], tuple[bool, str]], limit: float, deadline: float, url: str
-    ) -> None:
-        return None
-
-
-def _launch(tmp_path: Path, workload_claims: bool) -> tuple[_Recorder, launcher.ClusterState]:
+def _launch(tmp_path: Path, workload_claims: bool) -> tuple[LaunchRecorder, launcher.ClusterState]:
     options = launcher.UpOptions(
         directory=tmp_path / "cluster",
         binary_dir=tmp_path / "bin",
@@ -81,7 +62,7 @@ def _launch(tmp_path: Path, workload_claims: bool) -> tuple[_Recorder, launcher.
         etcd_version="3.7.0",
         workload_claims=workload_claims,
     )
-    recorder = _Recorder(options)
+    recorder = LaunchRecorder(options)
     return recorder, recorder._up_once()
 
 

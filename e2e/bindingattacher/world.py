@@ -26,7 +26,7 @@ from typing import Any
 from e2e import harness
 from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE, REPO_ROOT
 from e2e.kube import ApiError, Kube, wait_for
-from e2e.support import Tracker
+from e2e.support import Tracker, slice_body
 
 FABRIC = "fabric.attach-test.dra-operators.io"
 NIC = "nic.attach-test.dra-operators.io"
@@ -127,20 +127,6 @@ def _device(name: str, ready: list[str], failed: list[str], binds: bool) -> dict
     return device
 
 
-def _slice(name: str, driver: str, pool: str, devices: list[dict[str, Any]], **where: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-            **where,
-        },
-    }
-
-
 @dataclass
 class World:
     nodes: tuple[str, ...]
@@ -160,14 +146,14 @@ def build_world(tracker: Tracker, prefix: str, fabric_devices: int = 6) -> World
     }
     slices = f"{RESOURCE}/resourceslices"
     tracker.create(
-        slices, _slice(f"{prefix}-fabric-pool", FABRIC, "fabric-pool", fabric, nodeSelector=selector)
+        slices, slice_body(f"{prefix}-fabric-pool", FABRIC, "fabric-pool", fabric, nodeSelector=selector)
     )
     for node in nodes:
         nics = [_device(f"n{i}", [LINKED], [LINK_FAILED], binds=False) for i in range(2)]
-        tracker.create(slices, _slice(f"{prefix}-nic-{node}", NIC, f"nic-{node}", nics, nodeName=node))
+        tracker.create(slices, slice_body(f"{prefix}-nic-{node}", NIC, f"nic-{node}", nics, nodeName=node))
         foreign = [_device(f"x{i}", [FOREIGN_READY], [FOREIGN_FAILED], binds=False) for i in range(2)]
         tracker.create(
-            slices, _slice(f"{prefix}-foreign-{node}", FOREIGN, f"foreign-{node}", foreign, nodeName=node)
+            slices, slice_body(f"{prefix}-foreign-{node}", FOREIGN, f"foreign-{node}", foreign, nodeName=node)
         )
     for driver in (FABRIC, NIC, FOREIGN):
         tracker.device_class(class_name(prefix, driver), driver)

@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from demo import cleanup
+from demo.player import Player
+from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.cluster import images, realnode
 from e2e.kube import Kube, wait_for
 from e2e.poolstatus.support import PROJECT, request_body, wait_done
+from e2e.product.scenarios import STORIES
 from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
@@ -241,6 +245,42 @@ def install(
         (ARTIFACTS / artifact).write_text(json.dumps(here.measurements, indent=2) + "\n")
         print(f"{artifact} measurements: {json.dumps(here.measurements)}")
         api.close()
+
+
+# The demo's driver, granted at install as a user grants theirs: the shipped manifests grant none.
+DEMO_DRIVER = "gpu.fabric.example.com"
+
+
+def installed_from_kustomize(cluster: harness.Cluster, overlay: Path, artifact: str) -> Iterator[Installed]:
+    """``kubectl apply -k`` of ``overlay`` with every operator Available, and the demo's driver
+    granted (a module fixture's body)."""
+
+    def apply() -> object:
+        return cluster.kubectl("apply", "-k", str(overlay), timeout=180)
+
+    with install(cluster, apply, OPERATOR_NAMES, artifact) as here:
+        granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
+        assert granted.returncode == 0, granted.stderr
+        yield here
+
+
+def demo_player(installed: Installed) -> Iterator[Player]:
+    """The demo's player against the installed cluster (a module fixture's body)."""
+    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
+    try:
+        yield played
+    finally:
+        played.close()
+
+
+def play_story(installed: Installed, player: Player, story: str) -> None:
+    """The README's demo story as ``make demo`` plays it, its objects removed before and after."""
+    scenario = SCENARIOS[story]
+    cleanup.clean(installed.api, scenario)
+    try:
+        STORIES[story](installed.api, player, scenario)
+    finally:
+        cleanup.clean(installed.api, scenario, wait=False)
 
 
 def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:

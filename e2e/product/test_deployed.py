@@ -22,9 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from demo import cleanup
 from demo.player import Player
-from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.bindingattacher.world import condition, policy_ready
 from e2e.cluster import build, images, launcher, realnode
@@ -42,7 +40,6 @@ from e2e.product.support import (
     create_noexecute_rule,
     eviction_condition,
     generated_claim,
-    install,
     logs,
     operator_pods,
     phase,
@@ -67,20 +64,12 @@ OWN = "/apis/dra-operators.io/v1alpha1"
 POLICIES = f"{OWN}/deviceattachpolicies"
 TAINT_RULES = f"{RESOURCE}/devicetaintrules"
 COMMAND = "/etc/dra-operators/commands/fabric-attach"
-# The demo's driver, granted at install as a user grants theirs: the shipped manifests grant none.
-DEMO_DRIVER = "gpu.fabric.example.com"
 NO_RESTART_WINDOW = 120.0
 
 
 @pytest.fixture(scope="module")
 def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
-    def apply() -> object:
-        return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
-
-    with install(deployed_cluster, apply, OPERATOR_NAMES, "deployed.json") as here:
-        granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
-        assert granted.returncode == 0, granted.stderr
-        yield here
+    yield from support.installed_from_kustomize(deployed_cluster, OVERLAY, "deployed.json")
 
 
 def _available(api: Kube) -> list[str]:
@@ -461,9 +450,7 @@ def test_a_thousand_bogus_tokens_cost_bounded_reviews_and_memory(
 
 @pytest.fixture(scope="module")
 def demo_player(installed: Installed) -> Iterator[Player]:
-    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
-    yield played
-    played.close()
+    yield from support.demo_player(installed)
 
 
 @pytest.mark.parametrize("story", list(STORIES))
@@ -471,12 +458,7 @@ def test_demo_story_against_the_deployed_operators(
     installed: Installed, demo_player: Player, story: str
 ) -> None:
     """The README's demo as ``make demo`` plays it, with the operators as Pods instead of on the host."""
-    scenario = SCENARIOS[story]
-    cleanup.clean(installed.api, scenario)
-    try:
-        STORIES[story](installed.api, demo_player, scenario)
-    finally:
-        cleanup.clean(installed.api, scenario, wait=False)
+    support.play_story(installed, demo_player, story)
     installed.measurements.setdefault("memory_after_demo_story", {})[story] = _memory(installed)
 
 
@@ -664,15 +646,17 @@ def test_exec_action_from_a_configmap_runs_under_the_read_only_root(
     installed: Installed, deployed_namespace: str, fabric: Callable[..., tuple[str, list[str]]]
 ) -> None:
     api = installed.api
-    device_class, _ = fabric(DEMO_DRIVER)
-    api.create(POLICIES, _exec_policy("fabric-exec", DEMO_DRIVER))
+    device_class, _ = fabric(support.DEMO_DRIVER)
+    api.create(POLICIES, _exec_policy("fabric-exec", support.DEMO_DRIVER))
     wait_for(lambda: policy_ready(api, "fabric-exec"), 60, "the Exec policy to be Ready")
     _fabric_pod(api, deployed_namespace, device_class)
     device = wait_for(lambda: _bound_device(api, deployed_namespace, "trainer"), 90, "the pod to be bound")
     claim = api.get(f"{RESOURCE}/namespaces/{deployed_namespace}/resourceclaims/trainer-fabric")
     entries = claim["status"].get("devices") or []
     attached = [c for e in entries if e["device"] == device for c in e.get("conditions", [])]
-    assert any(c["type"] == f"{DEMO_DRIVER}/attached" and c["status"] == "True" for c in attached), entries
+    assert any(c["type"] == f"{support.DEMO_DRIVER}/attached" and c["status"] == "True" for c in attached), (
+        entries
+    )
     # The command's answer names the temp file it wrote under the read-only root (/tmp emptyDir).
     messages = " ".join(c.get("message", "") for c in attached)
     assert "staged in /tmp/fabric-attach-" in messages, attached

@@ -15,16 +15,13 @@ from typing import Any
 
 import pytest
 
-from demo import cleanup
 from demo.player import Player
-from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.cluster import build, images, realnode
 from e2e.cluster.constants import REPO_ROOT
 from e2e.kube import Kube, wait_for
 from e2e.poolstatus.support import BUILTIN, PROJECT, request_body, wait_done
 from e2e.product import support
-from e2e.product.scenarios import STORIES
 from e2e.product.support import (
     DEPLOYMENTS,
     NAMESPACE,
@@ -75,7 +72,7 @@ def installed(managed_cluster: harness.Cluster) -> Iterator[Installed]:
                 f"image.tag={images.OPERATOR_TAG}",
                 # The binding-conditions story's driver, granted by the chart as a user lists theirs.
                 "--set",
-                "operators.bindingattacher.drivers={gpu.fabric.example.com}",
+                f"operators.bindingattacher.drivers={{{support.DEMO_DRIVER}}}",
                 "--wait=false",
             ],
             check=True,
@@ -261,12 +258,9 @@ def test_pool_status_on_the_crd_where_no_built_in_api_is_served(
 @pytest.mark.needs_served("binding_conditions")
 def test_binding_conditions_demo_story(installed: Installed) -> None:
     player = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
-    scenario = SCENARIOS["binding-conditions"]
     try:
-        cleanup.clean(installed.api, scenario)
-        STORIES["binding-conditions"](installed.api, player, scenario)
+        support.play_story(installed, player, "binding-conditions")
     finally:
-        cleanup.clean(installed.api, scenario, wait=False)
         player.close()
 
 

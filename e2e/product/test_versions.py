@@ -12,30 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from demo import cleanup
 from demo.player import Player
-from demo.scenarios import SCENARIOS
 from e2e import harness
 from e2e.cluster import images, launcher, realnode
 from e2e.cluster.constants import REPO_ROOT, minor_of
 from e2e.kube import wait_for
 from e2e.product import matrix, support
-from e2e.product.scenarios import STORIES
 from e2e.product.support import (
     NAMESPACE,
     RESOURCE,
     Installed,
     allocated_device,
     generated_claim,
-    install,
     operator_pods,
     pod_body,
     template,
 )
+from e2e.support import slice_body
 from operators import OPERATOR_NAMES
 
 pytestmark = [
@@ -54,8 +50,6 @@ SLICES = f"{RESOURCE}/resourceslices"
 CLASSES = f"{RESOURCE}/deviceclasses"
 TAINT = {"key": "dra-operators.test/versions", "value": "broken", "effect": "NoExecute"}
 UPGRADE_BURST = 200
-# The binding-conditions story's driver, granted as a user grants theirs.
-DEMO_DRIVER = "gpu.fabric.example.com"
 # The demo stories each version can play, and what they need it to serve. The two pool-status
 # stories are not among them: they publish partitionable devices with partition types and
 # consumable capacity, which need gates of the lab profile (DRAPartitionableDevicesType) or of 1.36.
@@ -69,13 +63,7 @@ STORY_NEEDS: dict[str, tuple[str, ...]] = {
 
 @pytest.fixture(scope="module")
 def installed(deployed_cluster: harness.Cluster) -> Iterator[Installed]:
-    def apply() -> object:
-        return deployed_cluster.kubectl("apply", "-k", str(OVERLAY), timeout=180)
-
-    with install(deployed_cluster, apply, OPERATOR_NAMES, "versions.json") as here:
-        granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
-        assert granted.returncode == 0, granted.stderr
-        yield here
+    yield from support.installed_from_kustomize(deployed_cluster, OVERLAY, "versions.json")
 
 
 @pytest.fixture(scope="module")
@@ -95,20 +83,6 @@ def gpu_class(installed: Installed) -> Iterator[str]:
     yield from support.gpu_class(installed)
 
 
-def _slice(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": DRIVER,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "nodeName": realnode.NODE_NAME,
-            "devices": devices,
-        },
-    }
-
-
 def test_the_cluster_serves_what_the_support_matrix_says(
     installed: Installed, served: matrix.Served, unique_name: Callable[[str], str]
 ) -> None:
@@ -121,7 +95,7 @@ def test_the_cluster_serves_what_the_support_matrix_says(
         "bindingConditions": ["dra-operators.test/ready"],
         "bindingFailureConditions": ["dra-operators.test/failed"],
     }
-    api.create(SLICES, _slice(name, [device]))
+    api.create(SLICES, slice_body(name, DRIVER, name, [device], nodeName=realnode.NODE_NAME))
     try:
         (kept,) = api.get(f"{SLICES}/{name}")["spec"]["devices"]
         # The API server drops a field whose gate is off, silently: what the operators can act on.
@@ -143,7 +117,7 @@ def test_a_noexecute_slice_taint_evicts_the_pod_that_uses_the_device(
 ) -> None:
     api = installed.api
     name, klass = unique_name("tainted"), unique_name("versions")
-    api.create(SLICES, _slice(name, [{"name": "d0"}]))
+    api.create(SLICES, slice_body(name, DRIVER, name, [{"name": "d0"}], nodeName=realnode.NODE_NAME))
     api.create(
         CLASSES,
         {
@@ -197,9 +171,7 @@ def test_a_pool_status_request_on_the_project_crd_completes(
 
 @pytest.fixture(scope="module")
 def demo_player(installed: Installed) -> Iterator[Player]:
-    played = Player(installed.cluster.kubectl_path, installed.cluster.kubeconfig)
-    yield played
-    played.close()
+    yield from support.demo_player(installed)
 
 
 @pytest.mark.parametrize(
@@ -208,12 +180,7 @@ def demo_player(installed: Installed) -> Iterator[Player]:
 )
 def test_a_demo_story_this_version_serves(installed: Installed, demo_player: Player, story: str) -> None:
     """The README's demo as ``make demo`` plays it, against the operators installed on this version."""
-    scenario = SCENARIOS[story]
-    cleanup.clean(installed.api, scenario)
-    try:
-        STORIES[story](installed.api, demo_player, scenario)
-    finally:
-        cleanup.clean(installed.api, scenario, wait=False)
+    support.play_story(installed, demo_player, story)
 
 
 def test_an_upgrade_in_the_middle_of_a_template_burst_loses_and_duplicates_nothing(
