@@ -31,6 +31,7 @@ CLUSTER_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFIL
 	$(if $(FAKE_NODES),--fake-nodes $(FAKE_NODES)) \
 	$(if $(NODE),--node $(NODE)) $(if $(SERVICES),--services) \
 	$(if $(BINDING_TIMEOUT),--binding-timeout $(BINDING_TIMEOUT))
+VERSION_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFILE),--profile $(PROFILE))
 
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
 LIMIT_VENV := 300
@@ -116,8 +117,14 @@ test-e2e-versions: node-bin helm-bin ## the version pass on CI_OLDER_VERSION wit
 	timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q --durations=15 \
 		--e2e-k8s-version $(CI_OLDER_VERSION) --e2e-profile defaults e2e $(PYTEST_ARGS)
 
+.PHONY: test-conformance-versions
+test-conformance-versions: node-bin ## upstream's DRA suite (the CI subset) at CI_OLDER_VERSION with upstream's default settings, against its in-tree baseline
+	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $(CI_OLDER_VERSION)
+	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) \
+		--k8s-version $(CI_OLDER_VERSION) --profile defaults
+
 .PHONY: test-matrix
-test-matrix: node-bin helm-bin ## the version pass on every supported version with upstream's defaults (README, Support matrix)
+test-matrix: node-bin helm-bin ## the version pass and upstream's DRA suite (CI subset) on every supported version with upstream's defaults (README, Support matrix)
 	@for cell in $(MATRIX); do \
 		version=$${cell%%:*}; profile=$${cell##*:}; \
 		echo "== $$version $$profile"; \
@@ -125,17 +132,20 @@ test-matrix: node-bin helm-bin ## the version pass on every supported version wi
 		timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q \
 			--e2e-k8s-version $$version --e2e-profile $$profile \
 			--junitxml=test-artifacts/matrix-$$version-$$profile.xml e2e $(PYTEST_ARGS) || exit 1; \
+		timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci \
+			--procs $(CONFORMANCE_PROCS) --k8s-version $$version --profile $$profile || exit 1; \
+		cp test-artifacts/conformance/table-ci.md test-artifacts/matrix-$$version-$$profile-conformance.md; \
 	done
 
 # Upstream's own DRA e2e suite (k8s.io/kubernetes test/e2e/dra), unmodified: docs/conformance.md.
 .PHONY: test-conformance
-test-conformance: k8s-bin node-bin ## upstream's DRA e2e suite with our operators and with the in-tree controllers, both passes; the table in test-artifacts/conformance/
-	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full --procs $(CONFORMANCE_PROCS) --write-baseline
-	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full-workload-claims --procs $(CONFORMANCE_PROCS) --write-baseline
+test-conformance: k8s-bin node-bin ## upstream's DRA e2e suite with our operators and with the in-tree controllers, both passes; the table in test-artifacts/conformance/ (K8S_VERSION=, PROFILE=)
+	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full --procs $(CONFORMANCE_PROCS) --write-baseline $(VERSION_FLAGS)
+	$(if $(filter-out lab,$(PROFILE)),,timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full-workload-claims --procs $(CONFORMANCE_PROCS) --write-baseline)
 
 .PHONY: test-conformance-ci
 test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstream's DRA e2e suite with our operators, against the kept in-tree baseline
-	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS)
+	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) $(VERSION_FLAGS)
 
 .PHONY: test
 test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstream's DRA suite (subset)
@@ -148,7 +158,8 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstr
 		helm-bin::"$(MAKE) --no-print-directory helm-bin" \
 		test-e2e::"$(MAKE) --no-print-directory test-e2e" \
 		test-e2e-versions::"$(MAKE) --no-print-directory test-e2e-versions" \
-		test-conformance-ci::"$(MAKE) --no-print-directory test-conformance-ci"
+		test-conformance-ci::"$(MAKE) --no-print-directory test-conformance-ci" \
+		test-conformance-versions::"$(MAKE) --no-print-directory test-conformance-versions"
 
 .PHONY: cluster-up
 cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node; WORKLOAD_CLAIMS=1: PodGroup claims gates and API)

@@ -66,7 +66,7 @@ def test_the_table_shows_both_results_and_the_counts() -> None:
 
 def test_a_baseline_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
-    results.write_baseline(path, "v1.37.2", "full", {ROLLING: "failed", DEALLOCATE: "passed"})
+    results.write_baseline(path, "v1.37.2", "full", {ROLLING: "failed", DEALLOCATE: "passed"}, "lab")
     assert results.read_baseline(path) == {DEALLOCATE: "passed", ROLLING: "failed"}
 
 

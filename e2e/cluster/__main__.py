@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--older",
         action="store_true",
-        help="an older supported version: e2e/controlplane/versions/<version>.mod and .sum",
+        help="an older version: versions/<version>.mod and .sum in e2e/controlplane and e2e/conformance",
     )
     return parser
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "gomod":
             generated = (
-                gomod.generate_older(args.k8s_version, build_mod.VERSIONS_DIR)
+                [f for w in gomod.WRAPPERS for f in gomod.generate_older(args.k8s_version, w)]
                 if args.older
                 else gomod.generate(args.k8s_version)
             )

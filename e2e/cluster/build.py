@@ -55,11 +55,11 @@ def cache_root() -> Path:
     return Path(xdg) / "dra-operators"
 
 
-VERSIONS_DIR = CONTROLPLANE_DIR / "versions"
+VERSIONS_DIR = gomod.CONTROLPLANE.versions_dir
 # Built once, by the newest version's module, and copied into every other version's directory: it
 # reports device health through the 1.37 kubelet plugin library, and any kubelet that lacks that
 # service simply does not call it.
-VERSION_INDEPENDENT = ("dra-test-driver",)
+VERSION_INDEPENDENT = tuple(Path(source).name for source in gomod.CONTROLPLANE.newest_only)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,20 @@
 """Upstream's DRA e2e suite, built here: its test binary, the ginkgo CLI, and its two images.
 
-The Go module beside this file pins ``k8s.io/kubernetes`` at the control plane's version with
-the same replaces (``make k8s-gomod`` writes both), and every binary is built with the control
-plane's flags, so the packages the two share are compiled once. Nothing of the suite is kept in
+The Go module beside this file pins ``k8s.io/kubernetes`` at the control plane's newest version
+with the same replaces (``make k8s-gomod`` writes both), and every binary is built with the control
+plane's flags, so the packages the two share are compiled once. Each older version the devcluster
+builds has its own ``versions/<version>.mod`` and ``.sum`` here (``make k8s-gomod OLDER=1``), built
+from the same sources with ``-modfile`` and the older module's build tag, so that every version
+runs its own suite, as its release tested itself. Nothing of the suite is kept in
 this repository: ``suite_test.go`` only does what upstream's ``test/e2e/e2e_test.go`` does before
 it runs the specs.
 
-The cache entry ``cache_root()/conformance/<version>-<inputs>/`` holds ``e2e-dra.test``,
+The cache entry ``cache_root()/conformance/<version>-<inputs>/`` (one per version) holds ``e2e-dra.test``,
 ``ginkgo`` and ``hostpathplugin`` (the stand-in for csi-driver-host-path's proxy mode, which the
 Go module proxy does not serve), with ``build.json``.
 
 The images are named as the suite resolves them (``-list-images``): every busybox tag it names is
-the base image under that name (the suite's pods need ``sh``, ``env`` and ``sleep``); the newest
+the base image under that name (the suite's pods need ``sh``, ``env`` and ``sleep``); every
 hostpathplugin it names is the base image with the stand-in as ``/hostpathplugin``.
 """
 
@@ -31,12 +34,12 @@ from pathlib import Path
 from e2e.cluster import gomod, images
 from e2e.cluster.build import (
     BUILD_FLAGS,
+    NEWEST,
     BuildError,
     _check_go,
     _go_version,
     _tail,
     cache_root,
-    k8s_version,
     ldflags,
     shown,
 )
@@ -67,14 +70,54 @@ class SuiteBinaries:
         return self.directory / PROXY
 
 
-def inputs_sha256(go_version: str) -> str:
+@dataclass(frozen=True)
+class SuiteModule:
+    """The suite's module at one Kubernetes version: ``go.mod`` for the newest, ``versions/`` for
+    the others."""
+
+    version: str
+
+    @property
+    def newest(self) -> bool:
+        return self.version == NEWEST.version
+
+    @property
+    def modfile(self) -> Path:
+        return (
+            CONFORMANCE_DIR / "go.mod"
+            if self.newest
+            else gomod.CONFORMANCE.versions_dir / f"{self.version}.mod"
+        )
+
+    def go_flags(self) -> list[str]:
+        if self.newest:
+            return []
+        return [f"-modfile={self.modfile.relative_to(CONFORMANCE_DIR)}", f"-tags={gomod.OLDER_MODULE_TAG}"]
+
+    def inputs(self) -> list[Path]:
+        sources = sorted(p for p in CONFORMANCE_DIR.rglob("*.go") if p.is_file())
+        return [self.modfile, self.modfile.with_suffix(".sum"), *sources]
+
+
+def suite_module(version: str | None = None) -> SuiteModule:
+    module = SuiteModule(version or NEWEST.version)
+    if not module.modfile.is_file():
+        raise BuildError(
+            f"upstream's DRA suite has no module for {module.version}"
+            f" (add it with make k8s-gomod K8S_VERSION={module.version} OLDER=1)"
+        )
+    return module
+
+
+def inputs_sha256(go_version: str, module: SuiteModule) -> str:
     digest = hashlib.sha256()
-    files = sorted(
-        p for p in CONFORMANCE_DIR.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum")
-    )
-    for path in files:
-        digest.update(str(path.relative_to(CONFORMANCE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(" ".join(BUILD_FLAGS).encode() + b"\0" + ldflags(k8s_version()).encode() + b"\0")
+    for path in module.inputs():
+        # The module files under one name, so that a version's key does not depend on where they sit.
+        name = "go.mod" if path == module.modfile else "go.sum" if path.suffix == ".sum" else None
+        label = name or str(path.relative_to(CONFORMANCE_DIR))
+        digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
+    flags = [*BUILD_FLAGS, *module.go_flags(), ldflags(module.version)]
+    digest.update(" ".join(flags).encode() + b"\0")
     digest.update(go_version.encode())
     return digest.hexdigest()
 
@@ -87,13 +130,14 @@ def _complete(directory: Path, expected: str) -> bool:
     return info.get("inputs_sha256") == expected and all(os.access(directory / n, os.X_OK) for n in BINARIES)
 
 
-def build(timeout: float | None = None, log: object = print) -> SuiteBinaries:
-    """Build or reuse the suite's binaries."""
+def build(version: str | None = None, timeout: float | None = None, log: object = print) -> SuiteBinaries:
+    """Build or reuse the suite's binaries at ``version`` (None: the newest)."""
     say = log if callable(log) else print
+    module = suite_module(version)
     go_version = _go_version()
-    expected = inputs_sha256(go_version)
+    expected = inputs_sha256(go_version, module)
     root = cache_root() / "conformance"
-    target = root / f"{k8s_version()}-{expected[:16]}"
+    target = root / f"{module.version}-{expected[:16]}"
     if _complete(target, expected):
         say(f"reusing {shown(target)}")
         return SuiteBinaries(target, reused=True, seconds=0.0)
@@ -103,25 +147,27 @@ def build(timeout: float | None = None, log: object = print) -> SuiteBinaries:
         if _complete(target, expected):
             return SuiteBinaries(target, reused=True, seconds=0.0)
         _check_go(go_version)
-        return _build_locked(target, go_version, expected, timeout, say)
+        return _build_locked(module, target, go_version, expected, timeout, say)
 
 
 def _build_locked(
-    target: Path, go_version: str, expected: str, timeout: float | None, say: object
+    module: SuiteModule, target: Path, go_version: str, expected: str, timeout: float | None, say: object
 ) -> SuiteBinaries:
     log = say if callable(say) else print
     deadline = time.monotonic() + (timeout or float(os.environ.get("DEVCLUSTER_BUILD_TIMEOUT", "2700")))
-    version = k8s_version()
+    version = module.version
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     env = gomod.go_env({"GOFLAGS": "-mod=readonly"})
-    flags = [*BUILD_FLAGS, "-ldflags", ldflags(version)]
+    own = module.go_flags()
+    modfile = own[:1] if not module.newest else []
+    flags = [*BUILD_FLAGS, *own, "-ldflags", ldflags(version)]
     commands = [
-        ["go", "mod", "download"],
+        ["go", "mod", "download", *modfile],
         ["go", "test", "-c", *flags, "-o", str(tmp / SUITE), "."],
-        ["go", "build", *BUILD_FLAGS, "-o", str(tmp / GINKGO), f"{gomod.GINKGO}/ginkgo"],
-        ["go", "build", *BUILD_FLAGS, "-o", str(tmp / PROXY), f"./cmd/{PROXY}"],
+        ["go", "build", *BUILD_FLAGS, *modfile, "-o", str(tmp / GINKGO), f"{gomod.GINKGO}/ginkgo"],
+        ["go", "build", *BUILD_FLAGS, *modfile, "-o", str(tmp / PROXY), f"./cmd/{PROXY}"],
     ]
     log(f"building upstream's DRA e2e suite {version} ({', '.join(BINARIES)}) into {shown(target)}")
     started = time.monotonic()
@@ -162,33 +208,35 @@ def _build_locked(
         raise BuildError(f"the suite's build timed out:\n{_tail(str(err.output or ''))}") from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for stale in target.parent.iterdir():
+    for stale in target.parent.glob(f"{version}-*"):
         if stale.is_dir() and stale != target and ".tmp-" not in stale.name:
             shutil.rmtree(stale, ignore_errors=True)
     log(f"built in {seconds:.0f} s ({specs} [DRA] specs)")
     return SuiteBinaries(target, reused=False, seconds=seconds)
 
 
-def image_names(suite: Path) -> tuple[list[str], str]:
-    """(every busybox image, the newest hostpathplugin image) the suite resolves."""
+def image_names(suite: Path) -> tuple[list[str], list[str]]:
+    """(every busybox image, every hostpathplugin image) the suite resolves."""
     listed = subprocess.run(
         [str(suite), "-list-images"], capture_output=True, text=True, timeout=120, check=True
     )
     names = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
     busybox = sorted(name for name in names if name.rpartition(":")[0].endswith("/busybox"))
-    proxies = [name for name in names if name.rpartition(":")[0].endswith("/hostpathplugin")]
+    # Which tag the proxy pod names differs between versions (1.37 takes the newest, 1.35 does
+    # not), so every one the suite lists is the stand-in.
+    proxies = sorted(name for name in names if name.rpartition(":")[0].endswith("/hostpathplugin"))
     if not busybox or not proxies:
         raise BuildError(f"{suite.name} -list-images names no busybox or hostpathplugin image")
-    # The suite picks the newest hostpathplugin by comparing the tags as strings.
-    return busybox, max(proxies, key=lambda name: name.rpartition(":")[2])
+    return busybox, proxies
 
 
 def suite_images(binaries: SuiteBinaries, say: images.Say = print) -> tuple[Path, ...]:
     """The OCI archives of the suite's images, built or reused."""
     base = images.ensure_base(say)
-    busybox, proxy = image_names(binaries.suite)
+    busybox, proxies = image_names(binaries.suite)
     archives = [images.ensure_derived("busybox", name, base, say=say).archive for name in busybox]
-    archives.append(
-        images.ensure_derived("hostpathplugin", proxy, base, {f"/{PROXY}": binaries.proxy}, say).archive
-    )
+    archives += [
+        images.ensure_derived("hostpathplugin", name, base, {f"/{PROXY}": binaries.proxy}, say).archive
+        for name in proxies
+    ]
     return tuple(archives)

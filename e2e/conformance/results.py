@@ -55,9 +55,10 @@ def merged(*passes: dict[str, str]) -> dict[str, str]:
     return result
 
 
-def write_baseline(path: Path, version: str, selection: str, outcomes: dict[str, str]) -> None:
+def write_baseline(path: Path, version: str, selection: str, outcomes: dict[str, str], profile: str) -> None:
     document = {
         "kubernetes": version,
+        "profile": profile,
         "selection": selection,
         "controllers": "in-tree (kube-controller-manager)",
         "date": _today(),
