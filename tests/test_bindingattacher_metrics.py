@@ -24,7 +24,7 @@ class Snapshot:
 
 def test_gauges_are_read_from_the_bound_snapshot() -> None:
     snapshot = Snapshot()
-    metrics.bind(snapshot)
+    metrics.state.observe(snapshot)
     text = exposition().decode()
     p = metrics.P
     assert f'{p}records{{driver="drv.example.com",phase="Attached"}} 2.0' in text

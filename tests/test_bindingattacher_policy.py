@@ -12,6 +12,7 @@ from bindingattacher_builders import FABRIC, T0
 from operators.bindingattacher import policy
 from operators.bindingattacher.devicestatus import REASON_PATTERN
 from operators.bindingattacher.models import DeviceAttachPolicy, DeviceAttachPolicySpec, TaintDevice
+from operators.core import names
 from operators.core.conditions import Condition
 from operators.dra.durations import GO_DURATION_PATTERN
 
@@ -167,11 +168,11 @@ def test_access_review_targets_the_driver_subresource() -> None:
 
 
 def test_qualified_names() -> None:
-    assert policy.is_qualified_name("gpu.fabric.example.com/attached")
-    assert policy.is_qualified_name("attached")
-    assert not policy.is_qualified_name("/attached")
-    assert not policy.is_qualified_name("Upper.Example/attached")
-    assert not policy.is_qualified_name("x/" + "a" * 64)
+    assert names.is_qualified_name("gpu.fabric.example.com/attached")
+    assert names.is_qualified_name("attached")
+    assert not names.is_qualified_name("/attached")
+    assert not names.is_qualified_name("Upper.Example/attached")
+    assert not names.is_qualified_name("x/" + "a" * 64)
 
 
 # --- CRDs: the schema and the models agree ---------------------------------------------------------

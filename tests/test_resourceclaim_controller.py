@@ -117,7 +117,7 @@ class Harness:
         self.controller = ResourceClaimController(runtime)
         self.clock = FakeClock()
         self.controller.cache = ClusterCache(clock=self.clock)
-        metrics.bind(self.controller.cache)
+        metrics.state.observe(self.controller.cache)
 
 
 def _creates(status: str, admin: str) -> float:

@@ -104,7 +104,7 @@ class BindingAttacherController:
             on_forbidden=self._forbidden,
             on_allowed=self._allowed,
         )
-        metrics.bind(self)
+        metrics.state.observe(self)
         if runtime.own_namespace is not None:
             runtime.own_namespace.subscribe(self._namespace_changed)
         # Held back by the gated queue until the initial listing of every kind is complete.

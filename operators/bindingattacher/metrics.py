@@ -2,28 +2,23 @@
 
 Labels never name claims, pods or devices. Counters and histograms are updated where things
 happen; gauges of current state (records per phase, calls in flight, policy readiness, Test
-action counters) are computed at scrape time by one collector, registered once at import,
-which reads the live controller through a weak reference (:func:`bind`), so an in-process
-test that runs several controllers one after the other never keeps a stopped one alive.
-Scrapes run on the operator's event loop, as the watch callbacks do, so reading the caches
-needs no lock.
+action counters) are computed at scrape time from the controller given to :data:`state`
+(``state.observe(controller)``).
 
 The work-queue family comes from the core (``dra_operators_workqueue_*{name="bindingattacher"}``).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from operators.core.metrics import PREFIX, registry
+from operators.core.metrics import ScrapedState, operator_prefix, registry
 
-P = f"{PREFIX}bindingattacher_"
+P = operator_prefix("bindingattacher")
 # The scheduler's binding-condition wait histogram: 0.1 s x 2^n, 14 buckets (spec §18), so
 # the two can be compared directly.
 READY_BUCKETS = tuple(0.1 * 2**n for n in range(14))
@@ -123,42 +118,32 @@ class Snapshot(Protocol):
         """``(operation, outcome, count)`` summed over every Test action instance."""
 
 
-_bound: weakref.ref[Snapshot] | None = None
+def _families(source: Snapshot | None) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    records = GaugeMetricFamily(f"{P}records", "Ledger records by phase.", labels=["driver", "phase"])
+    inflight = GaugeMetricFamily(
+        f"{P}inflight_calls", "Action calls in flight.", labels=["driver", "operation"]
+    )
+    ready = GaugeMetricFamily(
+        f"{P}policy_ready", "1 when a DeviceAttachPolicy is Ready.", labels=["policy", "driver"]
+    )
+    test_calls = CounterMetricFamily(
+        f"{P}test_action_calls",
+        "Calls answered by the built-in Test action, by operation and outcome.",
+        labels=["operation", "outcome"],
+    )
+    if source is not None:
+        for driver, phase, count in sorted(source.record_phases()):
+            records.add_metric([driver, phase], count)
+        for driver, operation, count in sorted(source.inflight()):
+            inflight.add_metric([driver, operation], count)
+        for policy, driver, is_ready in sorted(source.policy_readiness()):
+            ready.add_metric([policy, driver], 1.0 if is_ready else 0.0)
+        for operation, outcome, count in sorted(source.test_action_calls()):
+            test_calls.add_metric([operation, outcome], count)
+    yield records
+    yield inflight
+    yield ready
+    yield test_calls
 
 
-def bind(source: Snapshot) -> None:
-    global _bound
-    _bound = weakref.ref(source)
-
-
-class _StateCollector(Collector):
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        records = GaugeMetricFamily(f"{P}records", "Ledger records by phase.", labels=["driver", "phase"])
-        inflight = GaugeMetricFamily(
-            f"{P}inflight_calls", "Action calls in flight.", labels=["driver", "operation"]
-        )
-        ready = GaugeMetricFamily(
-            f"{P}policy_ready", "1 when a DeviceAttachPolicy is Ready.", labels=["policy", "driver"]
-        )
-        test_calls = CounterMetricFamily(
-            f"{P}test_action_calls",
-            "Calls answered by the built-in Test action, by operation and outcome.",
-            labels=["operation", "outcome"],
-        )
-        source = _bound() if _bound is not None else None
-        if source is not None:
-            for driver, phase, count in sorted(source.record_phases()):
-                records.add_metric([driver, phase], count)
-            for driver, operation, count in sorted(source.inflight()):
-                inflight.add_metric([driver, operation], count)
-            for policy, driver, is_ready in sorted(source.policy_readiness()):
-                ready.add_metric([policy, driver], 1.0 if is_ready else 0.0)
-            for operation, outcome, count in sorted(source.test_action_calls()):
-                test_calls.add_metric([operation, outcome], count)
-        yield records
-        yield inflight
-        yield ready
-        yield test_calls
-
-
-registry.register(_StateCollector())
+state = ScrapedState(_families)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from operators.core import PROJECT_GROUP, metricsauth
-from operators.core.runtime import Discovered, OperatorDefinition, Watch
+from operators.core import PROJECT_GROUP
+from operators.core.runtime import RUNTIME_API_CALLS, Discovered, OperatorDefinition, Watch
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.attachments import VERSION
@@ -45,9 +45,6 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
     ("", "pods", "get"),
     ("", "nodes", "get"),
-    # Events, and their de-duplication (count and lastTimestamp).
-    ("", "events", "create"),
-    ("", "events", "patch"),
     # Policies: watch, finalizer (merge patch), status (server-side apply).
     (PROJECT_GROUP, "deviceattachpolicies", "list"),
     (PROJECT_GROUP, "deviceattachpolicies", "watch"),
@@ -69,12 +66,7 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     ("", "configmaps", "get"),
     ("", "configmaps", "create"),
     ("", "configmaps", "patch"),
-    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
-    *metricsauth.API_CALLS,
-    # Leader election, in the operator namespace only.
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "update"),
+    *RUNTIME_API_CALLS,
 ]
 
 DEFINITION = OperatorDefinition(

@@ -34,7 +34,6 @@ readiness are tracked apart.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -43,6 +42,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
+from operators.core.names import is_dns_subdomain, is_qualified_name
 from operators.core.namespace import Problem
 from operators.dra.api import GROUP
 from operators.dra.durations import format_seconds, parse_go_duration
@@ -71,15 +71,6 @@ MAX_ACTION_TIMEOUT = timedelta(minutes=15)
 MAX_MANAGED_TYPES = 8
 MAX_POOLS = 64
 MAX_DRIVER_CHARS = 63
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-QUALIFIED_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def is_qualified_name(value: str) -> bool:
-    prefix, slash, name = value.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
-        return False
-    return 0 < len(name) <= 63 and QUALIFIED_NAME_PART.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -145,7 +136,7 @@ def _within(value: timedelta, path: str, low: timedelta, high: timedelta, high_t
 
 
 def _check_names(spec: DeviceAttachPolicySpec) -> None:
-    if len(spec.driver) > MAX_DRIVER_CHARS or not DNS_SUBDOMAIN.fullmatch(spec.driver):
+    if not is_dns_subdomain(spec.driver, MAX_DRIVER_CHARS):
         raise _Invalid(
             f"spec.driver: {spec.driver!r} must be a DNS subdomain of at most {MAX_DRIVER_CHARS} characters"
         )

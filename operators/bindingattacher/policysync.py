@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import MERGE_PATCH, ApiError, KubeClient
-from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
+from operators.core.conditions import TRUE, Condition, find, format_time, merge, same_content
 from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Requeue, Result
@@ -299,7 +299,7 @@ class PolicySync:
         unchanged = (
             state.status.get("observedGeneration") == state.generation
             and state.status.get("records") == records
-            and all(same_content(_find(current, c.type), c.to_dict()) for c in conditions)
+            and all(same_content(find(current, c.type), c.to_dict()) for c in conditions)
         )
         if unchanged:
             return
@@ -316,7 +316,7 @@ class PolicySync:
             if err.not_found:
                 return
             raise
-        previous = _find(current, policy.ACCEPTED)
+        previous = find(current, policy.ACCEPTED)
         state.status = dict(written.get("status") or {})
         self._accepted_event(state, previous, conditions[0])
 
@@ -350,10 +350,3 @@ def own_inventory(data: Mapping[str, str], driver: str) -> dict[str, str]:
         if isinstance(device, str) and device.startswith(f"{driver}/"):
             own[key] = raw
     return own
-
-
-def _find(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
-    for condition in conditions:
-        if condition.get("type") == type_:
-            return condition
-    return None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from prometheus_client import (
     REGISTRY,
@@ -24,7 +24,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -37,6 +37,37 @@ WORKQUEUE_BUCKETS = tuple(10.0**exp for exp in range(-8, 2))
 registry: CollectorRegistry = REGISTRY
 # The *_created series double the exposition for no use on dashboards.
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def operator_prefix(operator: str) -> str:
+    """What every metric of one operator's own starts with: ``dra_operators_<operator>_``."""
+    return f"{PREFIX}{operator}_"
+
+
+Source = TypeVar("Source")
+
+
+class ScrapedState(Collector, Generic[Source]):
+    """Gauges of current state, computed at scrape time from the controller that observed itself
+    last, so they cannot drift from its caches; ``families(None)`` gives the empty families.
+
+    The controller is held weakly: one that stopped (a lost Lease starts a new run in the same
+    process; in-process tests run several) drops out without bookkeeping, and its successor
+    replaces it. Scrapes run on the operator's event loop, as the watch handlers do, so reading
+    the caches needs no lock.
+    """
+
+    def __init__(self, families: Callable[[Source | None], Iterable[Metric]]) -> None:
+        self._families = families
+        self._source: weakref.ref[Source] | None = None
+        registry.register(self)
+
+    def observe(self, source: Source) -> None:
+        self._source = weakref.ref(source)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(self._source() if self._source is not None else None)
+
 
 _adds = Counter(f"{PREFIX}workqueue_adds", "Total number of adds handled by a work queue.", ["name"])
 _retries = Counter(f"{PREFIX}workqueue_retries", "Total number of retries handled by a work queue.", ["name"])

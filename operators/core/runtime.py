@@ -86,6 +86,19 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
+RUNTIME_API_CALLS: tuple[tuple[str, str, str], ...] = (
+    # The Events every controller records (events.py).
+    ("", "events", "create"),
+    ("", "events", "patch"),
+    # Secure /metrics: each scrape's token and permission (metricsauth.py).
+    *metricsauth.API_CALLS,
+    # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+)
+"""What the runtime itself calls, for every operator: each one's ``API_CALLS`` ends with these."""
+
 LEASE_LOST = 75
 """``run``'s answer when the Lease was lost: every write has stopped, and the caller starts a new
 run, which waits as a standby and rebuilds its state from the cluster. Not an exit of the process:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from operators.core.metrics import PREFIX
+from operators.core.metrics import operator_prefix
 
-NAMESPACE = f"{PREFIX}devicetaint_"
+P = operator_prefix("devicetaint")
 # Upstream's buckets: from a prompt eviction (5 ms) to a slow one (4 min).
 DELETION_DURATION_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240)
 
 pod_deletions = Counter(
-    f"{NAMESPACE}pod_deletions",
+    f"{P}pod_deletions",
     "Pods deleted by the devicetaint operator since it started.",
 )
 pod_deletion_duration = Histogram(
-    f"{NAMESPACE}pod_deletion_duration_seconds",
+    f"{P}pod_deletion_duration_seconds",
     "Seconds from the time a pod had to be evicted (taint timeAdded plus toleration) to its deletion.",
     buckets=DELETION_DURATION_BUCKETS,
 )

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core import metricsauth
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import OperatorDefinition, Watch
+from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
 from operators.dra import taintrules
 from operators.dra.api import GROUP, VERSION
 
@@ -34,14 +33,7 @@ API_CALLS: list[tuple[str, str, str]] = [
     (GROUP, "devicetaintrules", "list"),
     (GROUP, "devicetaintrules", "watch"),
     (GROUP, "devicetaintrules/status", "patch"),
-    ("", "events", "create"),
-    ("", "events", "patch"),
-    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
-    *metricsauth.API_CALLS,
-    # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "update"),
+    *RUNTIME_API_CALLS,
 ]
 
 

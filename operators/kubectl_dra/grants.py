@@ -12,9 +12,9 @@ installed manifests so that a later ``kubectl apply -k manifests/`` leaves it al
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
+from operators.core.names import DNS_LABEL_MAX_CHARS, is_dns_subdomain
 from operators.dra.api import GROUP
 
 from .errors import UsageError
@@ -23,8 +23,6 @@ ATTACHER = "dra-operators-bindingattacher"
 PART_OF = {"app.kubernetes.io/part-of": "dra-operators", "app.kubernetes.io/component": "bindingattacher"}
 DRIVER_LABEL = "dra-operators.io/driver-grant"
 FIELD_MANAGER = "kubectl-dra"
-# A DNS subdomain, as ResourceSlice.spec.driver requires (at most 63 characters).
-_DRIVER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def grant_name(driver: str) -> str:
@@ -36,7 +34,8 @@ def grant_name(driver: str) -> str:
 
 
 def check_driver(driver: str) -> None:
-    if len(driver) > 63 or not _DRIVER.match(driver):
+    # A DNS subdomain of at most 63 characters, as ResourceSlice.spec.driver requires.
+    if not is_dns_subdomain(driver, DNS_LABEL_MAX_CHARS):
         raise UsageError(
             f"{driver!r} is not a driver name (a lowercase DNS subdomain of at most 63 characters)"
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import PROJECT_GROUP
+from operators.core.names import DNS_LABEL_MAX_CHARS, is_dns_label
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, DeviceTaintSelector
 
 from .errors import PluginError, UsageError
@@ -32,10 +33,9 @@ SELECTOR_API_VERSION = f"{PROJECT_GROUP}/v1alpha1"
 SELECTOR_KIND = "DeviceTaintSelector"
 RULE_KIND = "DeviceTaintRule"
 # A label value: at most 63 characters, alphanumeric at both ends.
-_MAX_NAME = 63
+_MAX_NAME = DNS_LABEL_MAX_CHARS
 _DIGEST = 6
 _SLUG = re.compile(r"[^a-z0-9]+")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def default_name(target: Target, key: str) -> str:
 
 
 def check_name(name: str) -> str:
-    if len(name) > _MAX_NAME or not _NAME.match(name):
+    if not is_dns_label(name):
         raise UsageError(
             f"--name {name!r}: use lowercase letters, digits and '-', at most {_MAX_NAME} characters"
         )

@@ -72,7 +72,7 @@ class PoolStatusController:
         self._fallback_sent: set[str] = set()
         # The (group, fields) the server dropped that were logged already: once per process.
         self._drops_logged: set[tuple[str, tuple[str, ...]]] = set()
-        m.observe(self)
+        m.state.observe(self)
 
     # -- start-up and discovery -------------------------------------------------------------
 

@@ -10,17 +10,15 @@ scrape time from the live controller, so they cannot drift.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from operators.core.metrics import PREFIX, registry
+from operators.core.metrics import ScrapedState, operator_prefix
 
-P = f"{PREFIX}poolstatus_"
+P = operator_prefix("poolstatus")
 
 requests_processed = Counter(
     f"{P}requests_processed", "Statuses written by this operator.", ["group", "result"]
@@ -87,29 +85,20 @@ class StateSource(Protocol):
     def cache_synced(self) -> Mapping[str, bool]: ...
 
 
-_live: weakref.WeakSet[StateSource] = weakref.WeakSet()
+def _families(source: StateSource | None) -> Iterator[GaugeMetricFamily]:
+    pending = GaugeMetricFamily(
+        f"{P}pending_requests", "Requests without status known to the operator.", labels=["group"]
+    )
+    synced = GaugeMetricFamily(
+        f"{P}cache_synced", "1 once the cache has synced, 0 while pending or failed.", labels=["resource"]
+    )
+    if source is not None:
+        for group, count in source.pending_counts().items():
+            pending.add_metric([group], count)
+        for resource, ok in source.cache_synced().items():
+            synced.add_metric([resource], 1.0 if ok else 0.0)
+    yield pending
+    yield synced
 
 
-def observe(source: StateSource) -> None:
-    """Report ``source``'s state at scrape time for as long as it lives."""
-    _live.add(source)
-
-
-class _StateCollector(Collector):
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        pending = GaugeMetricFamily(
-            f"{P}pending_requests", "Requests without status known to the operator.", labels=["group"]
-        )
-        synced = GaugeMetricFamily(
-            f"{P}cache_synced", "1 once the cache has synced, 0 while pending or failed.", labels=["resource"]
-        )
-        for source in list(_live):
-            for group, count in source.pending_counts().items():
-                pending.add_metric([group], count)
-            for resource, ok in source.cache_synced().items():
-                synced.add_metric([resource], 1.0 if ok else 0.0)
-        yield pending
-        yield synced
-
-
-registry.register(_StateCollector())
+state = ScrapedState(_families)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from operators.core import PROJECT_GROUP, metricsauth
+from operators.core import PROJECT_GROUP
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import OperatorDefinition, Watch
+from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 
@@ -101,15 +101,6 @@ API_CALLS: list[tuple[str, str, str]] = [
         for resource in ("resourceslices", "resourceclaims", taintrules.PLURAL)
         for verb in ("get", "list", "watch")
     ),
-    # Warning Events: the coexistence guard's, and StatusFieldsDropped on a request whose status
-    # came back without fields that were written; and their de-duplication.
-    ("", "events", "create"),
-    ("", "events", "patch"),
-    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
-    *metricsauth.API_CALLS,
-    # Leader election (namespaced Role in the operator namespace).
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "update"),
+    *RUNTIME_API_CALLS,
 ]
 """Every (API group, resource, verb) the operator may use; the RBAC manifests grant exactly these."""

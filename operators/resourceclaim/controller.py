@@ -90,7 +90,7 @@ class ResourceClaimController:
         # The served version once prepare() found one; PodGroups are read and written in it.
         self.pod_groups: ApiResource = POD_GROUPS
         self.cache = ClusterCache()
-        metrics.bind(self.cache)
+        metrics.state.observe(self.cache)
         core_metrics.report_cache(self.cache)
 
     # -- start ------------------------------------------------------------------------------

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from operators.core import metricsauth
 from operators.core.coexistence import InTreeController, Signature
-from operators.core.runtime import OperatorDefinition, Watch
+from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
 from operators.dra.api import GROUP
 from operators.dra.podgroups import POD_GROUP_VERSIONS, SCHEDULING_GROUP
 
@@ -60,16 +59,8 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     (SCHEDULING_GROUP, "podgroups", "list"),
     (SCHEDULING_GROUP, "podgroups", "watch"),
     (SCHEDULING_GROUP, "podgroups/status", "patch"),
-    # Events, and their de-duplication (count and lastTimestamp).
-    ("", "events", "create"),
-    ("", "events", "patch"),
-    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
-    *metricsauth.API_CALLS,
     *PROBE_CALLS,
-    # Leader election, in the operator's namespace only.
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "update"),
+    *RUNTIME_API_CALLS,
 ]
 
 IN_TREE: Final = InTreeController(

@@ -72,7 +72,7 @@ class TaintSelectorController:
         # them one after another; side by side, each still held its own working set, and over
         # 128 000 devices three selectors at once took the process past its memory limit.
         self._evaluating = asyncio.Lock()
-        metrics.observe(self)
+        metrics.state.observe(self)
 
     # --- Start -----------------------------------------------------------------------------------------
 

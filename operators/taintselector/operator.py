@@ -8,8 +8,8 @@ patched and deleted, never read one by one (the watch cache serves), and selecto
 
 from __future__ import annotations
 
-from operators.core import PROJECT_GROUP, metricsauth
-from operators.core.runtime import OperatorDefinition, Watch
+from operators.core import PROJECT_GROUP
+from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
 from operators.core.settings import OperatorSettings
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
@@ -33,14 +33,7 @@ API_CALLS: list[tuple[str, str, str]] = [
     # The dry run of effect None counts the claims on the selected devices.
     (GROUP, "resourceclaims", "list"),
     (GROUP, "resourceclaims", "watch"),
-    ("", "events", "create"),
-    ("", "events", "patch"),
-    # Secure /metrics: each scrape's token and permission (operators/core/metricsauth.py).
-    *metricsauth.API_CALLS,
-    # Leader election, in the operator's own namespace (a Role, not the ClusterRole).
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "update"),
+    *RUNTIME_API_CALLS,
 ]
 
 
