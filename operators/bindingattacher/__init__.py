@@ -28,7 +28,8 @@ Module map (all of them free of kopf and of Kubernetes API calls):
 Runtime side:
 
 - ``operator``: the ``DEFINITION`` (the watches of claims, policies and ledger records) and
-  ``API_CALLS``; ``settings``: the process flags.
+  ``API_CALLS``.
+- ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
 - ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
   ``Result``): its records, their action calls, its ``status.devices`` entries.
@@ -37,6 +38,8 @@ Runtime side:
   policy book) and the work-queue keys.
 - ``kube``: the API layer of a claim sync (status apply, ledger writes, point reads, failure
   taints) and the Test action's inventory mirror; a write built on stale data answers a
-  ``Requeue`` that the pipeline returns; ``calls``: action requests, one action call, and the
-  calls in flight; ``metrics``.
+  ``Requeue`` that the pipeline returns.
+- ``calls``: action requests, one action call, and the calls in flight.
+- ``metrics``: the Prometheus metrics; the gauges are computed at scrape time from the
+  controller.
 """

@@ -1,29 +1,29 @@
-"""Action calls: the request handed to an action, and the calls in flight.
+"""Action calls of a claim sync: the request handed to an action, the call, and the calls in flight.
 
-Requests: building the :class:`~.actions.base.AttachRequest` handed to an action (spec §10.2).
+:func:`build_request` assembles the :class:`~.actions.base.AttachRequest` (spec §10.2) from the
+ledger record (identity, device, node, previous data), the claim (generation, consumers), the
+Node object (provider ID, system UUID, labels) and, when the policy enables ``deviceInfo``, the
+device as currently published in the driver's ResourceSlices (the pool's newest generation
+only: older slices of a pool being republished may describe devices that no longer exist).
+:func:`run_call` reads those objects, calls the action and counts and logs the outcome.
 
-The request combines the ledger record (identity, device, node, previous data), the claim
-(generation, consumers), the Node object (provider ID, system UUID, labels) and, when the
-policy enables ``deviceInfo``, the device as currently published in the driver's
-ResourceSlices. Device details come from the pool's newest generation only: older slices of a
-pool being republished may describe devices that no longer exist.
-
-Action calls in flight, and the per-record facts only the running process knows.
-
-An action call runs as its own task, never inside a reconcile worker: a worker starts it and
-returns, and when the call ends its outcome is parked here and the claim is queued again, so
-the state machine (``after_attach``/``after_detach``) sees the result on the next sync. The
-outcome is only consumed (:meth:`CallTracker.consume`) after the step built from it has
-been persisted, so a failed ledger write never loses a result.
+:class:`CallTracker` runs every call as its own task, never inside a reconcile worker: a worker
+starts it and returns, and when the call ends its outcome is parked here and the claim is
+queued again, so the state machine (``after_attach``/``after_detach``) sees the result on the
+next sync. The outcome is only consumed (:meth:`CallTracker.consume`) after the step built from
+it has been persisted, so a failed ledger write never loses a result. The tracker also keeps
+the per-record facts only the running process knows: backoff, retries and when a repeated
+Event was last posted.
 
 Every call carries a ticket; cancelling a call, or starting another one for the same record,
 makes the older ticket stale, and a stale call's late outcome is dropped. This is what
 "cancel the in-flight call" means for a thread-backed Python action that cannot really be
 stopped (spec §10.3).
 
-Concurrency limits (spec §15.1): attach and probe calls count against the policy's
-``maxAttaches``, detaches against ``maxDetaches`` (separate, so detaches are never starved),
-and all calls against ``--max-concurrent-actions``.
+Concurrency limits (spec §15.1): an attach or probe gets a slot (:meth:`CallTracker.slot_free`)
+only while its policy runs fewer attaches and probes than ``maxAttaches`` and fewer calls than
+``--max-actions-per-policy``, and the process fewer than ``--max-concurrent-actions``. Detaches
+never wait for a slot, so they are never starved; they count towards the two call limits.
 """
 
 from __future__ import annotations

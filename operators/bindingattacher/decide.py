@@ -1,8 +1,7 @@
 """The pure side of a claim sync: observations, Event texts and failure streaks.
 
-Observations: building the state machine's :class:`~.statemachine.Observation` from what the reconciler holds.
-
-The reconciler has the claim projection (or None when the claim is confirmed gone), the
+The state machine's :class:`~.statemachine.Observation` is built here from what the reconciler
+holds. The reconciler has the claim projection (or None when the claim is confirmed gone), the
 ledger index, the policy settings, the consumer pods it read with point GETs, and a few facts
 only it can know (a call in flight, the backoff timer, a free slot). These functions combine
 them, so the rules of which fact means what live in one tested place:
@@ -12,22 +11,20 @@ them, so the rules of which fact means what live in one tested place:
 * a sibling's failure counts only when *we* wrote it for the same allocation identity;
 * the device is busy while another record holds it or an older one waits for it (§13.3).
 
-Events of the attacher (spec §17): which object, which type, which words.
-
+The attacher's Events (spec §17) are chosen here: which object, which type, which words.
 Messages name the device (``driver/pool/device``), the node and the ``attachmentKey``, and for
 failures repeat the message that also went into the claim's condition, so a user reading
 ``kubectl describe`` on the claim, the pod or the record sees the same story. Outcome events
-also go to the consumer pods (at most ``--max-pod-events``); an Event about a claim that is
-gone is posted on the ledger record instead.
+also go to the consumer pods (at most ``--max-pod-events``); an Event about a claim that is gone
+is posted on the ledger record instead.
 
-Claims that keep failing on the same device (the livelock the default policy used to allow).
-
-When an attach fails, kube-scheduler deallocates the claim and schedules it again; nothing
-stops it from picking the same device, so without a taint (``onFailure.taintDevice``) the
-pod can fail on one device forever while others are free. Each failed round is a new
-attachment identity (a new allocation), so the ledger cannot see the repetition; this memory
-does. It is bounded and in memory only: after a restart the count starts again, which only
-delays the report by a few rounds.
+Failure streaks catch claims that keep failing on the same device (the livelock the default
+policy used to allow). When an attach fails, kube-scheduler deallocates the claim and schedules
+it again; nothing stops it from picking the same device, so without a taint
+(``onFailure.taintDevice``) the pod can fail on one device forever while others are free. Each
+failed round is a new attachment identity (a new allocation), so the ledger cannot see the
+repetition; :class:`FailureStreaks` does. It is bounded and in memory only: after a restart the
+count starts again, which only delays the report by a few rounds.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """The attacher's API layer: every read and write of a claim sync goes through here.
 
-Claim status: server-side apply of one driver's ``status.devices`` entries on a claim (spec §11.1, §11.3).
+:class:`StatusWriter` applies one driver's ``status.devices`` entries on a claim with
+server-side apply (spec §11.1, §11.3). One field manager per driver
+(``devicestatus.field_manager``) owns exactly that driver's entries, so other drivers' entries
+and other writers' fields are never touched, and the body's ``metadata.uid``/``resourceVersion``
+make the apply a compare-and-set on the claim version the decision was taken on. The answer is
+the new claim; it goes straight into the cache. A rejection is raised as
+:class:`StatusWriteError`, classified the way §11.3 handles it.
 
-One field manager per driver (``devicestatus.field_manager``) owns exactly that driver's
-entries, so other drivers' entries and other writers' fields are never touched, and the
-body's ``metadata.uid``/``resourceVersion`` make the apply a compare-and-set on the claim
-version the decision was taken on. The answer is the new claim; it goes straight into the
-cache. A rejection is raised as :class:`StatusWriteError`, classified the way §11.3 handles it.
-
-Writes of ``DeviceAttachment`` records (spec §8, §13.2), always against the freshest version.
+:class:`LedgerWriter` writes ``DeviceAttachment`` records (spec §8, §13.2), always against the
+freshest version:
 
 * create: one POST carrying the first phase (the CRD has no status subresource, so the intent
   is durable in one write);
@@ -23,35 +24,33 @@ and answers a :class:`~operators.core.reconcile.Requeue`, which the claim sync r
 claim is reconciled again from the fresh record instead of retrying a write built on stale
 data.
 
-Point reads of objects the attacher does not watch (spec §6, §15.3).
-
-Pods and Nodes are not watched: a cluster-wide pod watch is the largest memory cost of a DRA
-controller, and the attacher needs only the few pods named in a claim's ``reservedFor``. Pods
-are read when a decision depends on them (node fallback, "is a consumer bound"), with a one
-second memo that collapses the reads of one burst of syncs; Nodes are read for the action
-request with a 60 s TTL.
+:class:`Lookups` reads the objects the attacher does not watch (spec §6, §15.3). Pods and Nodes
+are not watched: a cluster-wide pod watch is the largest memory cost of a DRA controller, and
+the attacher needs only the few pods named in a claim's ``reservedFor``. Pods are read when a
+decision depends on them (node fallback, "is a consumer bound"), with a one second memo that
+collapses the reads of one burst of syncs; Nodes are read for the action request with a 60 s
+TTL.
 
 Device details for actions come from one list of the driver's ResourceSlices with
 ``fieldSelector=spec.driver=<driver>`` (a field the API server indexes), memoized for a few
 seconds, instead of a permanent watch per driver: actions read them only when a call starts.
 
-Keeping a failed device from being picked again (spec §14, ``onFailure.taintDevice``).
+:class:`TaintRules` keeps a failed device from being picked again (spec §14,
+``onFailure.taintDevice``). KEP-5007 asks whoever reports a binding failure to make sure the
+scheduler does not choose the same broken device again at once. The attacher does that with a
+``NoSchedule`` DeviceTaintRule per device, named after the device key, labelled with the policy
+and annotated with an expiry; the garbage-collection sweep deletes rules whose expiry passed.
 
-KEP-5007 asks whoever reports a binding failure to make sure the scheduler does not choose
-the same broken device again at once. The attacher does that with a ``NoSchedule``
-DeviceTaintRule per device, named after the device key, labelled with the policy and
-annotated with an expiry; the garbage-collection sweep deletes rules whose expiry passed.
+:class:`InventoryMirror` mirrors the Test action's fake backend inventory into a ConfigMap (spec
+§10.7). The Test action calls its listener synchronously after every change; the mirror keeps
+only the newest content per ConfigMap and writes it with server-side apply, one write in flight
+per ConfigMap: changes that arrive during a write are coalesced into the next one. Several
+policies may name the same ConfigMap: each publishes its own part (its own attachment keys), and
+the mirror writes their union, because every apply carries the whole ``data`` of our field
+manager and would otherwise remove the other policy's keys.
 
-Mirroring the Test action's fake backend inventory into a ConfigMap (spec §10.7).
-
-The Test action calls its listener synchronously after every change. :class:`InventoryMirror`
-keeps only the newest content per ConfigMap and writes it with server-side apply, one write in
-flight per ConfigMap: changes that arrive during a write are coalesced into the next one.
-Several policies may name the same ConfigMap: each publishes its own part (its own attachment
-keys), and the mirror writes their union, because every apply carries the whole ``data``
-of our field manager and would otherwise remove the other policy's keys.
-The mirror is what lets a test see calls made by a process it then kills, and what a
-restarted process loads back (:meth:`InventoryMirror.load`), so the counters survive restarts.
+The mirror is what lets a test see calls made by a process it then kills, and what a restarted
+process loads back (:meth:`InventoryMirror.load`), so the counters survive restarts.
 """
 
 from __future__ import annotations

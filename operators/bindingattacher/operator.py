@@ -76,7 +76,7 @@ DEFINITION = OperatorDefinition(
     make_controller=BindingAttacherController,
     # Nothing is written onto claims by watching them (no kopf annotation or finalizer), and our
     # own kinds carry only the finalizers the attacher sets on purpose. Pods and Nodes are not
-    # watched: point reads (see .lookups).
+    # watched: point reads (see kube.Lookups).
     watches=(
         Watch(
             GROUP,

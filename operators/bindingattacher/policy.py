@@ -1,8 +1,9 @@
-"""``DeviceAttachPolicy`` evaluation into ``Accepted``, ``Authorized`` and ``Ready`` (spec §21.3-§21.4).
+"""``DeviceAttachPolicy`` evaluation, and the book of policy states the reconciler reads.
 
-Admission (OpenAPI schema plus CEL) already rejects malformed fields; this module adds the
-semantic checks admission cannot express (relations between durations, uniqueness of the
-driver across policies, runtime flags) and re-checks the admission rules cheaply, because a
+Evaluation turns a policy into its ``Accepted``, ``Authorized`` and ``Ready`` conditions (spec
+§21.3-§21.4). Admission (OpenAPI schema plus CEL) already rejects malformed fields; this module
+adds the semantic checks admission cannot express (relations between durations, uniqueness of
+the driver across policies, runtime flags) and re-checks the admission rules cheaply, because a
 policy can predate a schema change. Every rejection names the offending field and value.
 
 Evaluation order, so that the most actionable problem is reported:
@@ -14,18 +15,16 @@ Evaluation order, so that the most actionable problem is reported:
 A successful evaluation yields :class:`PolicySettings`: the spec with every duration parsed,
 from which the deadline, the state-machine settings and the condition settings are derived.
 
-What the attacher knows about its ``DeviceAttachPolicy`` objects, between watch and reconciler.
-
-One :class:`PolicyState` per policy object holds the parsed object (fed by the watch) and the
-outcome of its last evaluation (fed by the policy sync): whether it is Ready, the settings and
-the action instance of the last *accepted* generation. Records keep being driven with that
-last accepted instance while a later generation is rejected (spec §21.4), so acceptance and
-readiness are tracked apart.
+Between the watch and the reconciler, one :class:`PolicyState` per policy object holds the
+parsed object (fed by the watch) and the outcome of its last evaluation (fed by the policy
+sync): whether it is Ready, the settings and the action instance of the last *accepted*
+generation. Records keep being driven with that last accepted instance while a later generation
+is rejected (spec §21.4), so acceptance and readiness are tracked apart.
 
 :class:`PolicyBook` answers the reconciler's questions without I/O:
 
 * which policy owns a driver (:meth:`PolicyBook.owner`): the oldest live one, as
-  ``policy.duplicate_winner`` decides, so a rejected duplicate never steers selection;
+  :func:`duplicate_winner` decides, so a rejected duplicate never steers selection;
 * the selection rules per driver (:meth:`PolicyBook.rules`), and whether every policy a claim
   depends on has been evaluated at its current generation (:meth:`PolicyBook.settled`), so no
   claim is decided on a policy the process has not looked at yet (after a restart, for example);

@@ -1,22 +1,19 @@
 """Which claim results are ours, what the claim shows, and the target node.
 
-Selection: which claim results the attacher acts on (spec §5), and what the claim already shows.
-
-A result is *ours* when its driver has a Ready policy, it carries ``bindingConditions``, its
-pool passes the policy's pool filter, and at least one of its condition types is managed by the
-policy. Results of other drivers, and of our drivers without binding conditions, are invisible
-to the attacher: it never reads, writes or removes their ``status.devices`` entries.
+A result is *ours* (spec §5) when its driver has a Ready policy, it carries
+``bindingConditions``, its pool passes the policy's pool filter, and at least one of its
+condition types is managed by the policy. Results of other drivers, and of our drivers without
+binding conditions, are invisible to the attacher: it never reads, writes or removes their
+``status.devices`` entries.
 
 Everything here reads the claim as the scheduler does: only ``status`` of a condition matters,
 and failure conditions are checked before readiness conditions.
 
-Target-node resolution (spec §6), honouring ``bindsToNode``.
-
-``bindsToNode`` is not copied into the allocation: its only visible trace is the node selector,
-which the scheduler then reduces to one term with one ``metadata.name In [node]`` field
-requirement. That is exactly the shape the API server itself recognises when it authorizes
-node-associated writers, so the same strict check is used here: anything else (label terms,
-several values, several terms) does not name a single node.
+The target node (spec §6) honours ``bindsToNode``, which is not copied into the allocation: its
+only visible trace is the node selector, which the scheduler then reduces to one term with one
+``metadata.name In [node]`` field requirement. That is exactly the shape the API server itself
+recognises when it authorizes node-associated writers, so the same strict check is used here:
+anything else (label terms, several values, several terms) does not name a single node.
 
 When the allocation does not name a node, policy mode ``AllocationOrPod`` falls back to the
 consumer pods' ``spec.nodeName`` or ``status.nominatedNodeName``. That fallback waits at most

@@ -1,36 +1,29 @@
-"""The per-device state machine, its vocabulary, and the deadlines it keeps.
-
-Deadlines: deadlines, call budgets and backoff (spec §3.5 and §12).
-
-All attach deadlines are anchored at ``allocationTimestamp``, the start of kube-scheduler's
-claim clock, because that is the earliest deadline the attacher can face: a second pod joining
-an allocated claim only gets the remaining time. The attach deadline ends a safety margin
-before the scheduler's, so a failure written at the deadline reaches the scheduler's next poll
-and the pod's message names our reason (``AttachTimeout``) instead of a generic timeout.
-
-Backoff is exponential with ±20 % jitter. The random source is a parameter so that the
-functions stay deterministic under test.
-
-The vocabulary of the per-device state machine: what it observes and what it asks for.
-
-:class:`Observation` gathers, per record, everything the transitions in
-:mod:`.statemachine` decide on; :class:`Step` is their answer: the record status to persist
-plus :class:`Effect`s, :class:`Event`s and metric hints. Keeping these plain frozen values
-apart from the transitions lets the runtime build observations and execute steps without
-knowing the rules in between.
-
-The per-device state machine (spec §9) as pure, level-triggered transitions.
+"""The per-record state machine (spec §9): its deadlines, its vocabulary and its pure transitions.
 
 One machine runs per ledger record. Every decision is taken from what is observed now (the
 claim projection, the record, the policy and a few facts the runtime keeps, such as whether a
 call is in flight), never from in-flight memory alone, so a restarted attacher reaches the same
 decision as the one that died.
 
-The functions return a :class:`Step`: the record status to persist, and the effects to run in
-this order: persist the record (create or update), then cancel, call, write the claim status,
-emit events. Persisting first makes the record an intent log: it is durable before the call it
-describes starts. Readiness is the exception (``Step.report_first``): it describes no call, so
-the claim is written first and the record follows.
+Deadlines, call budgets and backoff (spec §3.5 and §12): all attach deadlines are anchored at
+``allocationTimestamp``, the start of kube-scheduler's claim clock, because that is the
+earliest deadline the attacher can face: a second pod joining an allocated claim only gets the
+remaining time. The attach deadline ends a safety margin before the scheduler's, so a failure
+written at the deadline reaches the scheduler's next poll and the pod's message names our
+reason (``AttachTimeout``) instead of a generic timeout. Backoff is exponential with ±20 %
+jitter; the random source is a parameter so that the functions stay deterministic under test.
+
+The vocabulary: :class:`Observation` gathers, per record, everything a transition decides on,
+and :class:`Step` is the answer: the record status to persist plus :class:`Effect`s,
+:class:`Event`s and metric hints. Both are plain frozen values, so the runtime can build
+observations (:mod:`.decide`) and execute steps (:mod:`.pipeline`) without knowing the rules in
+between.
+
+The effects of a step run in this order: persist the record (create or update), then cancel,
+call, write the claim status, emit events. Persisting first makes the record an intent log: it
+is durable before the call it describes starts. Readiness is the exception
+(``Step.report_first``): it describes no call, so the claim is written first and the record
+follows.
 
 Entry points:
 

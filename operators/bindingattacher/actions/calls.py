@@ -1,24 +1,20 @@
 """Calling an action: the wire form of requests and responses, and one call with a timeout.
 
-Wire form: requests and responses (spec §10.2), shared by the webhook and exec adapters.
+The wire form (spec §10.2) is the request document the webhook and exec adapters send and the
+response they read back. Responses come from code the attacher does not control, so parsing
+never raises: anything malformed becomes a ``TransientError`` with an explanation, an
+oversized ``data`` object is dropped (with a warning the caller turns into an Event), and
+messages are cut to the length that conditions and events use. A result an in-process action
+returns passes the same limits.
 
-Responses come from code the attacher does not control, so parsing never raises: anything
-malformed becomes a ``TransientError`` with an explanation, an oversized ``data`` object is
-dropped (with a warning the caller turns into an Event), and messages are cut to the length
-that conditions and events use.
-
-Running one action call with a timeout, and mapping whatever happens onto an outcome.
-
-The attacher treats every adapter the same way: the call gets ``timeout`` seconds and is then
+:func:`invoke` runs every action the same way: the call gets ``timeout`` seconds and is then
 cancelled, which counts as ``TransientError`` (the state machine turns it into
 ``AttachTimeout`` once the attach deadline is reached). ``PermanentActionError`` means
 ``PermanentError``; any other exception is ``TransientError`` with its type and text, so a bug
-in a third-party action can never crash a reconcile worker.
-
-Coroutine methods are cancelled on timeout. A plain function runs in a worker thread; Python
-cannot stop a thread, so on timeout its late result is simply ignored (spec §10.3).
-
-Cancellation of the caller (leadership lost, allocation gone) propagates: it is not an outcome.
+in a third-party action can never crash a reconcile worker. Coroutine methods are cancelled on
+timeout; a plain function runs in a worker thread, which Python cannot stop, so on timeout its
+late result is simply ignored (spec §10.3). Cancellation of the caller (leadership lost,
+allocation gone) propagates: it is not an outcome.
 """
 
 from __future__ import annotations

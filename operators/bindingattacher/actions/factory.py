@@ -1,28 +1,23 @@
 """Building the action a policy asks for: entry points, the built-in adapters, and Noop.
 
-Python actions: loaded through the entry-point group ``dra_operators.attach_actions`` (§10.3).
+Everything that can be wrong with an action is found here, when the policy is evaluated (spec
+§10, §21.3 semantic checks), and raised as :class:`~.base.ActionConfigError` carrying the
+``Accepted=False`` reason. The result also carries the text of the ``Accepted=True`` message,
+which says what the action will do. Secrets are passed in already read (name -> decoded data,
+operator namespace only): reading them is the runtime's job, and keeping the I/O out makes
+every rule here testable.
 
-The policy names an entry point; the object behind it is a factory
+Python actions are loaded through the entry-point group ``dra_operators.attach_actions``
+(§10.3). The policy names an entry point; the object behind it is a factory
 ``factory(config, context) -> AttachAction``. Name resolution, import, construction and the
 action's own ``validate()`` all happen when the policy is accepted, so that every problem is
 reported on the policy (``UnknownEntryPoint``, ``EntryPointLoadFailed``,
-``InvalidActionConfig``) instead of surfacing later as failed attaches.
+``InvalidActionConfig``) instead of surfacing later as failed attaches. ``entry_points`` is a
+parameter so that tests and embedders can supply entry points without installing a
+distribution.
 
-``entry_points`` is a parameter so that tests and embedders can supply entry points without
-installing a distribution.
-
-Built-in ``Noop`` action (spec §10.6): reports devices ready without attaching anything.
-
-Meant for demos and for drivers that need binding conditions but have nothing to attach.
-
-Building the action instance of an accepted policy (spec §10, §21.3 semantic checks).
-
-Everything that can be wrong with an action is found here, when the policy is evaluated, and
-raised as :class:`~.base.ActionConfigError` carrying the ``Accepted=False`` reason. The result
-also carries the text of the ``Accepted=True`` message, which says what the action will do.
-
-Secrets are passed in already read (name -> decoded data, operator namespace only): reading
-them is the runtime's job, and keeping the I/O out makes every rule here testable.
+The built-in ``Noop`` action (spec §10.6) reports devices ready without attaching anything,
+for demos and for drivers that need binding conditions but have nothing to attach.
 """
 
 from __future__ import annotations
