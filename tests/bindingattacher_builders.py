@@ -16,7 +16,7 @@ from operators.bindingattacher.models import (
     ResourceClaim,
 )
 from operators.bindingattacher.selection import NodeResolution
-from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.bindingattacher.settings import Settings
 from operators.core.client import KubeClient
 from operators.core.conditions import format_time
 from operators.core.events import EventRecorder
@@ -203,7 +203,7 @@ def attacher(client: object, ledger_namespace: Presence) -> BindingAttacherContr
     namespace.update(ledger_namespace)
     runtime = Runtime(
         name="bindingattacher",
-        settings=BindingAttacherSettings(namespace="dra-operators"),
+        settings=Settings(namespace="dra-operators"),
         client=kube,
         reader=kube,
         events=EventRecorder(kube, "dra-operators-bindingattacher"),

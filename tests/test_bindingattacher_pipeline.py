@@ -25,7 +25,7 @@ from operators.bindingattacher.decide import record_step
 from operators.bindingattacher.kube import Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from operators.bindingattacher.models import DeviceAttachment, DeviceAttachPolicy, Phase, Reported
 from operators.bindingattacher.pipeline import FORBIDDEN_RETRY_SECONDS, ClaimPipeline
-from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import CallResult, MachineSettings, Observation
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder, ObjectRef
@@ -145,7 +145,7 @@ class World:
             ),
             calls=self.calls,
             events=cast(EventRecorder, self.events),
-            settings=BindingAttacherSettings(namespace="dra-operators"),
+            settings=Settings(namespace="dra-operators"),
             wake=lambda key: self.woken.set(),
             on_forbidden=self.forbidden.append,
             on_allowed=lambda driver: None,

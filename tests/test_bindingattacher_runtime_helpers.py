@@ -22,7 +22,7 @@ from operators.bindingattacher.models import (
     Reported,
 )
 from operators.bindingattacher.policysync import _capped, own_inventory
-from operators.bindingattacher.settings import BindingAttacherSettings
+from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import Event
 
 
@@ -90,14 +90,14 @@ def test_event_targets_and_words() -> None:
 
 
 def test_settings_validate_durations() -> None:
-    settings = BindingAttacherSettings(binding_timeout="30s", resync_period="1m")
+    settings = Settings(binding_timeout="30s", resync_period="1m")
     assert settings.binding_timeout_cap == timedelta(seconds=30)
     assert settings.resync_seconds == 60.0
-    assert BindingAttacherSettings().binding_timeout_cap is None
+    assert Settings().binding_timeout_cap is None
     with pytest.raises(ValidationError):
-        BindingAttacherSettings(binding_timeout="thirty seconds")
+        Settings(binding_timeout="thirty seconds")
     with pytest.raises(ValidationError):
-        BindingAttacherSettings(resync_period="0s")
+        Settings(resync_period="0s")
 
 
 def _policy(binding_timeout: str) -> DeviceAttachPolicy:

@@ -49,7 +49,7 @@ from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, Ta
 from .models import DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
 from .policysync import PolicySync, policy_ref
-from .settings import BindingAttacherSettings
+from .settings import Settings
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -64,7 +64,7 @@ class BindingAttacherController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         settings = runtime.settings
-        assert isinstance(settings, BindingAttacherSettings)
+        assert isinstance(settings, Settings)
         self.settings = settings
         client = runtime.client
         self.cache = ClusterCache()

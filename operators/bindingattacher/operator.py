@@ -21,7 +21,7 @@ from operators.dra.api import GROUP
 from operators.dra.attachments import VERSION
 
 from .controller import BindingAttacherController
-from .settings import BindingAttacherSettings
+from .settings import Settings
 
 DEFAULT_WORKERS: Final = 20
 """Spec §15.1 (``--workers``); the queue is keyed by claim, so one worker per claim at a time."""
@@ -71,7 +71,7 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
 
 DEFINITION = OperatorDefinition(
     name="bindingattacher",
-    settings_class=BindingAttacherSettings,
+    settings_class=Settings,
     default_workers=DEFAULT_WORKERS,
     make_controller=BindingAttacherController,
     # Nothing is written onto claims by watching them (no kopf annotation or finalizer), and our

@@ -87,7 +87,7 @@ from .selection import (
     pod_consumers,
     select,
 )
-from .settings import BindingAttacherSettings
+from .settings import Settings
 from .statemachine import AttachmentOutcome, CallResult, Effect, Event, Step, start
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class ClaimPipeline:
         kube: Kube,
         calls: CallTracker,
         events: EventRecorder,
-        settings: BindingAttacherSettings,
+        settings: Settings,
         wake: Callable[[ClaimKey], None],
         on_forbidden: Callable[[str], None],
         on_allowed: Callable[[str], None],

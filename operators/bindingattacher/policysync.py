@@ -42,7 +42,7 @@ from .kube import InventoryMirror
 from .ledger import LedgerIndex
 from .models import API_VERSION, ActionKind, DeviceAttachPolicy
 from .policy import PolicyBook, PolicyState
-from .settings import BindingAttacherSettings
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class PolicySync:
     def __init__(
         self,
         client: KubeClient,
-        settings: BindingAttacherSettings,
+        settings: Settings,
         book: PolicyBook,
         index: LedgerIndex,
         events: EventRecorder,

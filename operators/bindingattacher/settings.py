@@ -14,7 +14,7 @@ from operators.core.settings import OperatorSettings
 from operators.dra.durations import parse_go_duration
 
 
-class BindingAttacherSettings(OperatorSettings):
+class Settings(OperatorSettings):
     kube_api_qps: float = Field(
         50.0,
         description="Client-side API requests per second; claim status and ledger writes are on the "

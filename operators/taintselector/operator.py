@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from operators.core import PROJECT_GROUP
 from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
-from operators.core.settings import OperatorSettings
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
 
 from .controller import DEFAULT_WORKERS, TaintSelectorController
 from .models import PLURAL, VERSION
+from .settings import Settings
 
 API_CALLS: list[tuple[str, str, str]] = [
     (PROJECT_GROUP, "devicetaintselectors", "list"),
@@ -39,7 +39,7 @@ API_CALLS: list[tuple[str, str, str]] = [
 
 DEFINITION = OperatorDefinition(
     name="taintselector",
-    settings_class=OperatorSettings,
+    settings_class=Settings,
     default_workers=DEFAULT_WORKERS,
     make_controller=TaintSelectorController,
     # Our own selectors by kopf, the rest by the runtime's informer; none of them gets a kopf
