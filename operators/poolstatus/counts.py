@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from operators.dra.pools import PoolId
 from operators.dra.quantity import Quantity
 from operators.dra.taintrules import rule_matches
 
@@ -32,9 +33,6 @@ from .models import Device, DeviceTaintRule, ResourceClaim
 from .pools import Pool
 
 UNAVAILABLE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-
-PoolKey = tuple[str, str]
-"""(driver, pool name)."""
 
 
 class DeviceClass(enum.Enum):
@@ -84,9 +82,9 @@ class PoolUsage:
     """Considered results, in claim order: they name published devices of the pool."""
 
 
-def index_results(claims: Iterable[ResourceClaim]) -> dict[PoolKey, list[Held]]:
+def index_results(claims: Iterable[ResourceClaim]) -> dict[PoolId, list[Held]]:
     """Non-admin allocation results of allocated claims, grouped by pool, in claim order."""
-    by_pool: dict[PoolKey, list[Held]] = defaultdict(list)
+    by_pool: dict[PoolId, list[Held]] = defaultdict(list)
     ordered = sorted(claims, key=lambda c: (c.metadata.namespace or "", c.metadata.name, c.metadata.uid))
     for claim in ordered:
         for held in held_devices(claim):
