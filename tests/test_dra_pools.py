@@ -51,6 +51,33 @@ def test_pools_are_judged_separately() -> None:
     }
 
 
+def test_a_pools_devices_are_those_of_its_newest_generation() -> None:
+    old, new = _slice("a-old", 1, "d7"), _slice("b-new", 2, "d0")
+    assert [(s.name, d.name) for s, d in pools.pool_devices([new, old])] == [("b-new", "d0")]
+    # Deleting the newer slices makes the older generation visible again.
+    assert [(s.name, d.name) for s, d in pools.pool_devices([old])] == [("a-old", "d7")]
+    assert pools.pool_devices([]) == []
+
+
+def test_a_name_listed_twice_is_one_device_unless_duplicates_are_asked_for() -> None:
+    slices = [_slice("b", 1, "d0", "d2"), _slice("a", 1, "d1", "d0"), _slice("z", 0, "gone")]
+    for order in (slices, list(reversed(slices))):
+        found = pools.pool_devices(order)
+        assert [(s.name, d.name) for s, d in found] == [("a", "d1"), ("a", "d0"), ("b", "d2")]
+        # poolstatus counts spec.devices entries: every one of the current slices, in slice order.
+        every = pools.pool_devices(order, duplicates=True)
+        assert [(s.name, d.name) for s, d in every] == [("a", "d1"), ("a", "d0"), ("b", "d0"), ("b", "d2")]
+
+
+def test_slices_are_grouped_by_pool_whatever_their_generation() -> None:
+    slices = [_slice("a", 2, "x"), _slice("b", 1, "y", pool="p2"), _slice("c", 1, "z")]
+    by_pool = pools.slices_by_pool(slices)
+    assert {pool: [s.name for s in members] for pool, members in by_pool.items()} == {
+        ("d", "p"): ["a", "c"],
+        ("d", "p2"): ["b"],
+    }
+
+
 def test_a_device_listed_twice_comes_from_the_first_slice_by_name() -> None:
     visible = pools.visible_devices(
         [_slice("b", 1, "d0"), _slice("a", 1, "d0", "d1"), _slice("z", 0, "gone")]
@@ -59,6 +86,10 @@ def test_a_device_listed_twice_comes_from_the_first_slice_by_name() -> None:
         (("d", "p"), "d0"): "a",
         (("d", "p"), "d1"): "a",
     }
+    assert pools.published_device(
+        [_slice("b", 1, "d0"), _slice("a", 1, "d0", "d1")], "d", "p", "d0"
+    ) == SliceDevice(name="d0")
+    assert pools.published_device([_slice("z", 0, "gone"), _slice("y", 1, "d0")], "d", "p", "gone") is None
 
 
 def test_the_slice_projection_keeps_only_what_is_read() -> None:

@@ -27,6 +27,7 @@ from operators.core.events import ObjectRef
 from operators.core.reconcile import Retry
 from operators.core.runtime import Runtime
 from operators.core.settings import OperatorSettings
+from operators.dra.podgroups import WORKLOAD_CLAIMS_NOT_SERVED
 from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
@@ -342,7 +343,7 @@ POD_GROUPS_SERVED = ServedResource("scheduling.k8s.io", "v1beta1", "podgroups", 
     ],
 )
 async def test_podgroup_claims_follow_the_option_and_discovery(
-    mode: str, served: bool, ready: bool, enabled: bool
+    mode: str, served: bool, ready: bool, enabled: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     h = Harness(Settings.model_validate({"workload_claims": mode}))
     h.client.objects["/apis/resource.k8s.io/v1"] = {
@@ -351,8 +352,16 @@ async def test_podgroup_claims_follow_the_option_and_discovery(
     h.runtime.served[("scheduling.k8s.io", "podgroups")] = POD_GROUPS_SERVED if served else None
     assert await h.controller.prepare() is ready
     assert h.controller.cache.workload_claims is enabled
+    # The words devicetaint logs too, in the same case.
+    assert (WORKLOAD_CLAIMS_NOT_SERVED in caplog.messages) is not ready
     # "off" does not even watch them; "auto" and "on" do wherever they are served.
     assert h.controller.watches_pod_groups() is (mode != "off")
+
+
+def test_the_not_ready_message_names_the_option_and_the_versions_looked_for() -> None:
+    assert WORKLOAD_CLAIMS_NOT_SERVED == (
+        "--workload-claims=on, but scheduling.k8s.io serves podgroups in none of v1beta1, v1alpha2; not ready"
+    )
 
 
 async def test_a_podgroup_claim_is_created_applied_and_its_event_names_the_group() -> None:

@@ -16,7 +16,7 @@ from taintselector_builders import GPU_DRIVER, NIC_DRIVER, dev, device_class, re
 
 from operators.dra.cel.program import COST_MESSAGE, MAX_EXPRESSION_LENGTH
 from operators.taintselector import selection
-from operators.taintselector.models import DeviceId, ResourceSlice, TaintSelector
+from operators.taintselector.models import ResourceSlice, TaintSelector
 from operators.taintselector.selection import (
     LISTED_PROBLEMS,
     QUOTED_LENGTH,
@@ -29,7 +29,6 @@ from operators.taintselector.selection import (
     Selection,
     evaluate,
     quoted,
-    visible_devices,
 )
 
 UUID = f'device.attributes["{GPU_DRIVER}"].uuid == "GPU-1234"'
@@ -116,14 +115,6 @@ def test_unique_id_follows_the_physical_device_behind_a_stable_name() -> None:
     # The card is removed from the node: nothing is selected any more.
     without = resource_slice("node-1-gpus-gen3", dev("gpu-0", {"uuid": "GPU-5678"}), generation=3)
     assert selected(spec, [NODE_1, republished, without, NODE_2, NICS]) == ()
-
-
-def test_only_the_newest_generation_of_a_pool_counts() -> None:
-    old = resource_slice("a-old", dev("gpu-7", {"uuid": "GPU-1234"}), generation=1)
-    new = resource_slice("b-new", dev("gpu-0", {"uuid": "GPU-0000"}), generation=2)
-    assert list(visible_devices([old, new])) == [DeviceId(GPU_DRIVER, "node-1", "gpu-0")]
-    # Deleting the newer slices makes the older generation visible again.
-    assert list(visible_devices([old])) == [DeviceId(GPU_DRIVER, "node-1", "gpu-7")]
 
 
 def test_a_device_listed_twice_comes_from_the_first_slice_by_name() -> None:

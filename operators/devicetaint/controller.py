@@ -31,7 +31,13 @@ from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
 from operators.dra import taintrules
-from operators.dra.podgroups import POD_GROUP_VERSIONS, POD_GROUPS, SCHEDULING_GROUP, workload_claims_on
+from operators.dra.podgroups import (
+    POD_GROUP_VERSIONS,
+    POD_GROUPS,
+    SCHEDULING_GROUP,
+    WORKLOAD_CLAIMS_NOT_SERVED,
+    workload_claims_on,
+)
 from operators.dra.pods import pod_event_matters
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
@@ -107,11 +113,7 @@ class DeviceTaintController:
         )
         enabled = workload_claims_on(self.workload_claims_mode, served is not None)
         if enabled is None:
-            log.warning(
-                "--workload-claims=on, but %s serves podgroups in none of %s; not ready",
-                SCHEDULING_GROUP,
-                ", ".join(POD_GROUP_VERSIONS),
-            )
+            log.warning(WORKLOAD_CLAIMS_NOT_SERVED)
             return False
         if enabled != self.cache.workload_claims:
             # Members of a PodGroup are evicted for the claims reserved for their group (upstream

@@ -44,17 +44,10 @@ class Pool:
         self._visible = None
         self.tainted.discard(slice_name)
 
-    def current_slices(self) -> list[ResourceSlice]:
-        return pools.current_slices(self.slices.values())
-
     def visible_devices(self) -> dict[str, tuple[ResourceSlice, SliceDevice]]:
         """Device name -> (slice, device) for the newest generation; the first slice by name wins."""
         if self._visible is None:
-            visible: dict[str, tuple[ResourceSlice, SliceDevice]] = {}
-            for resource_slice in self.current_slices():
-                for device in resource_slice.spec.devices:
-                    visible.setdefault(device.name, (resource_slice, device))
-            self._visible = visible
+            self._visible = {d.name: (s, d) for s, d in pools.pool_devices(self.slices.values())}
         return self._visible
 
     def device(self, name: str) -> tuple[ResourceSlice, SliceDevice] | None:

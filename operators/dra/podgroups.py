@@ -97,9 +97,16 @@ class WorkloadClaimsSettings(InTreeReplacementSettings):
     )
 
 
+WORKLOAD_CLAIMS_NOT_SERVED = (
+    f"--workload-claims=on, but {SCHEDULING_GROUP} serves podgroups in none of "
+    f"{', '.join(POD_GROUP_VERSIONS)}; not ready"
+)
+"""What an operator logs when :func:`workload_claims_on` says it is not ready."""
+
+
 def workload_claims_on(mode: SurfaceMode, served: bool) -> bool | None:
     """Whether PodGroup claims are on, by ``--workload-claims`` and discovery; None: not ready
-    (``on``, but PodGroups are not served)."""
+    (``on``, but PodGroups are not served; the operator logs :data:`WORKLOAD_CLAIMS_NOT_SERVED`)."""
     if mode == "on" and not served:
         return None
     return mode != "off" and served

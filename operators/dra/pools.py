@@ -7,8 +7,11 @@ newest slices makes the older generation visible again.
 
 Slices are taken in name order, so that a device listed twice resolves to the same slice however
 the slices arrived. Whether a pool is complete (as many current slices as announced) is left to
-the caller: devicetaint and taintselector act on an incomplete pool's current slices, poolstatus
-reports the pool as incomplete.
+the caller: devicetaint, taintselector, bindingattacher and kubectl dra act on an incomplete
+pool's current slices, poolstatus reports the pool as incomplete.
+
+:func:`pool_devices` is the one answer to "which devices does this pool publish"; every operator
+reads a pool's devices through it (or :func:`visible_devices`, its form over many pools).
 """
 
 from __future__ import annotations
@@ -40,25 +43,52 @@ def current_slices(slices: Iterable[Slice]) -> list[Slice]:
     return [s for s in ordered if s.spec.pool.generation == generation]
 
 
-def current_slices_by_pool(slices: Iterable[Slice]) -> dict[PoolId, list[Slice]]:
-    """Every pool's current slices, by name."""
+def slices_by_pool(slices: Iterable[Slice]) -> dict[PoolId, list[Slice]]:
+    """Every pool's slices, of whatever generation, in the order given."""
     by_pool: dict[PoolId, list[Slice]] = defaultdict(list)
     for resource_slice in slices:
         by_pool[pool_of(resource_slice)].append(resource_slice)
-    return {pool: current_slices(members) for pool, members in by_pool.items()}
+    return dict(by_pool)
+
+
+def current_slices_by_pool(slices: Iterable[Slice]) -> dict[PoolId, list[Slice]]:
+    """Every pool's current slices, by name."""
+    return {pool: current_slices(members) for pool, members in slices_by_pool(slices).items()}
+
+
+def pool_devices(
+    slices: Iterable[ResourceSlice[Device]], *, duplicates: bool = False
+) -> list[tuple[ResourceSlice[Device], Device]]:
+    """The devices one pool publishes, from its slices of any generation: (slice, device) for each
+    ``spec.devices`` entry of its current slices, slices by name and entries in their order.
+
+    A device name listed twice (upstream's allocator refuses such a pool as invalid) is taken once,
+    from the first slice by name, unless ``duplicates``. The two differ on purpose: the controllers
+    that look a device up by name (its taints, its attributes, the device an action is handed) need
+    one answer per name, while poolstatus counts ``spec.devices`` entries, as upstream's pool status
+    does (``totalDevices`` is the entries of the current slices), and so keeps every entry.
+    """
+    found: list[tuple[ResourceSlice[Device], Device]] = []
+    seen: set[str] = set()
+    for resource_slice in current_slices(slices):
+        for device in resource_slice.spec.devices:
+            if not duplicates:
+                if device.name in seen:
+                    continue
+                seen.add(device.name)
+            found.append((resource_slice, device))
+    return found
 
 
 def visible_devices(
     slices: Iterable[ResourceSlice[Device]],
 ) -> dict[tuple[PoolId, str], tuple[ResourceSlice[Device], Device]]:
-    """(pool, device name) -> (slice, device) for every device of a current slice; a device listed
-    twice comes from the first slice by name."""
-    visible: dict[tuple[PoolId, str], tuple[ResourceSlice[Device], Device]] = {}
-    for pool, current in current_slices_by_pool(slices).items():
-        for resource_slice in current:
-            for device in resource_slice.spec.devices:
-                visible.setdefault((pool, device.name), (resource_slice, device))
-    return visible
+    """(pool, device name) -> (slice, device) for the devices of every pool (:func:`pool_devices`)."""
+    return {
+        (pool, device.name): (resource_slice, device)
+        for pool, members in slices_by_pool(slices).items()
+        for resource_slice, device in pool_devices(members)
+    }
 
 
 def published_device(

@@ -12,7 +12,7 @@ Module map (everything listed is pure: no kopf, no API calls):
 * ``models``: typed projections of ResourceSlice, ResourceClaim, DeviceTaintRule and
   the request;
 * ``pools``: grouping slices into pools at their newest generation, completeness;
-* ``counts``: allocation results in use, taints, the device classes and counts;
+* ``counts``: allocation results in use, taints, each device's availability and the counts;
 * ``compatibility``: compatibility-group admission per counter set;
 * ``partitions``: ``partitionSummary``;
 * ``shareable``: ``shareableSummary``;

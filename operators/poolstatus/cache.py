@@ -27,7 +27,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .counts import Held, PoolKey, held_devices, rules_for_driver
+from operators.dra.pools import PoolId
+
+from .counts import Held, held_devices, rules_for_driver
 from .models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
 from .pools import build_pool
 from .status import PoolResult, pool_result
@@ -80,10 +82,10 @@ class ClusterCache:
     claims: dict[ClaimKey, tuple[Held, ...]] = field(default_factory=dict)
     rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     requests: dict[RequestKey, RequestEntry] = field(default_factory=dict)
-    _pools: dict[PoolKey, _PoolState] = field(default_factory=dict)
+    _pools: dict[PoolId, _PoolState] = field(default_factory=dict)
     _pool_names: dict[str, set[str]] = field(default_factory=dict)
     """Driver -> names of its pools that have slices."""
-    _slice_pool: dict[str, PoolKey] = field(default_factory=dict)
+    _slice_pool: dict[str, PoolId] = field(default_factory=dict)
     _slice_versions: dict[str, str] = field(default_factory=dict)
     _claim_versions: dict[ClaimKey, str] = field(default_factory=dict)
     _rules_epoch: int = 0
@@ -216,13 +218,13 @@ class ClusterCache:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _pool(self, key: PoolKey) -> _PoolState:
+    def _pool(self, key: PoolId) -> _PoolState:
         state = self._pools.get(key)
         if state is None:
             state = self._pools[key] = _PoolState()
         return state
 
-    def _drop_if_empty(self, key: PoolKey) -> None:
+    def _drop_if_empty(self, key: PoolId) -> None:
         state = self._pools[key]
         if not state.slices and not state.held:
             del self._pools[key]

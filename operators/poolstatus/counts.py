@@ -1,7 +1,7 @@
 """Which published devices are allocated, unavailable or available (decision D6).
 
-Every published device entry lands in exactly one class, so the status always satisfies
-``totalDevices = allocatedDevices + availableDevices + unavailableDevices``:
+Every published device entry has exactly one :class:`DeviceAvailability`, so the status
+always satisfies ``totalDevices = allocatedDevices + availableDevices + unavailableDevices``:
 
 * *allocated*: named by at least one allocation result that is not admin access;
 * *unavailable*: not allocated, and tainted ``NoSchedule``/``NoExecute`` by the device
@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from operators.dra.pools import PoolId
 from operators.dra.quantity import Quantity
 from operators.dra.taintrules import rule_matches
 
@@ -33,11 +34,11 @@ from .pools import Pool
 
 UNAVAILABLE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
-PoolKey = tuple[str, str]
-"""(driver, pool name)."""
 
+class DeviceAvailability(enum.Enum):
+    """What a published device entry is counted as in ``status``: allocated, unavailable
+    (tainted) or available. Not a DeviceClass: it is the entry's state, not a Kubernetes kind."""
 
-class DeviceClass(enum.Enum):
     ALLOCATED = "allocated"
     UNAVAILABLE = "unavailable"
     AVAILABLE = "available"
@@ -84,9 +85,9 @@ class PoolUsage:
     """Considered results, in claim order: they name published devices of the pool."""
 
 
-def index_results(claims: Iterable[ResourceClaim]) -> dict[PoolKey, list[Held]]:
+def index_results(claims: Iterable[ResourceClaim]) -> dict[PoolId, list[Held]]:
     """Non-admin allocation results of allocated claims, grouped by pool, in claim order."""
-    by_pool: dict[PoolKey, list[Held]] = defaultdict(list)
+    by_pool: dict[PoolId, list[Held]] = defaultdict(list)
     ordered = sorted(claims, key=lambda c: (c.metadata.namespace or "", c.metadata.name, c.metadata.uid))
     for claim in ordered:
         for held in held_devices(claim):
@@ -129,28 +130,28 @@ def is_tainted(device: Device, pool: Pool, driver_rules: Sequence[DeviceTaintRul
     )
 
 
-def classify_devices(
+def device_availability(
     pool: Pool, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
-) -> tuple[DeviceClass, ...]:
-    """The class of each entry of ``pool.devices``, index for index."""
-    return tuple(_classify(published.device, pool, in_use, driver_rules) for published in pool.devices)
+) -> tuple[DeviceAvailability, ...]:
+    """The availability of each entry of ``pool.devices``, index for index."""
+    return tuple(_availability(published.device, pool, in_use, driver_rules) for published in pool.devices)
 
 
-def _classify(
+def _availability(
     device: Device, pool: Pool, in_use: frozenset[str], driver_rules: Sequence[DeviceTaintRule]
-) -> DeviceClass:
+) -> DeviceAvailability:
     # Allocation wins over taints, so a device is never subtracted twice (decision D6).
     if device.name in in_use:
-        return DeviceClass.ALLOCATED
+        return DeviceAvailability.ALLOCATED
     if is_tainted(device, pool, driver_rules):
-        return DeviceClass.UNAVAILABLE
-    return DeviceClass.AVAILABLE
+        return DeviceAvailability.UNAVAILABLE
+    return DeviceAvailability.AVAILABLE
 
 
-def count_classes(classes: Sequence[DeviceClass]) -> DeviceCounts:
+def count_availability(availability: Sequence[DeviceAvailability]) -> DeviceCounts:
     return DeviceCounts(
-        total=len(classes),
-        allocated=sum(1 for c in classes if c is DeviceClass.ALLOCATED),
-        available=sum(1 for c in classes if c is DeviceClass.AVAILABLE),
-        unavailable=sum(1 for c in classes if c is DeviceClass.UNAVAILABLE),
+        total=len(availability),
+        allocated=sum(1 for a in availability if a is DeviceAvailability.ALLOCATED),
+        available=sum(1 for a in availability if a is DeviceAvailability.AVAILABLE),
+        unavailable=sum(1 for a in availability if a is DeviceAvailability.UNAVAILABLE),
     )

@@ -29,7 +29,7 @@ from operators.dra.quantity import Quantity
 
 from . import messages
 from .compatibility import EMPTY, CompatibilityState
-from .counts import DeviceClass
+from .counts import DeviceAvailability
 from .models import Device
 from .pools import Pool, PublishedDevice
 
@@ -152,10 +152,10 @@ class _Headroom:
 
 def partition_view(
     pool: Pool,
-    classes: Sequence[DeviceClass],
+    availability: Sequence[DeviceAvailability],
     default_attribute: str | None,
 ) -> PartitionView:
-    """Spec section 9. ``classes`` holds the class of each entry of ``pool.devices``."""
+    """Spec section 9. ``availability`` holds that of each entry of ``pool.devices``."""
     groups: dict[tuple[str, str], _Group] = {}
     grouped_any = False
     for index, published in enumerate(pool.devices):
@@ -184,7 +184,7 @@ def partition_view(
 
     baseline = _Headroom.fresh(pool.shared_counters)
     for index, published in enumerate(pool.devices):
-        if classes[index] is DeviceClass.ALLOCATED:
+        if availability[index] is DeviceAvailability.ALLOCATED:
             baseline.consume_in_use(published.device)
 
     entries = []
@@ -193,7 +193,8 @@ def partition_view(
         allocatable = 0
         for index in group.members:
             # Allocated devices are already in the baseline; unavailable ones cannot be had (D10).
-            if classes[index] is DeviceClass.AVAILABLE and headroom.try_place(pool.devices[index].device):
+            available = availability[index] is DeviceAvailability.AVAILABLE
+            if available and headroom.try_place(pool.devices[index].device):
                 allocatable += 1
         entries.append(PartitionEntry(attribute, value, len(group.members), allocatable))
     return PartitionView(summary=tuple(entries))

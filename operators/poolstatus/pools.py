@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from operators.dra.pools import current_slices
+from operators.dra.pools import current_slices, pool_devices
 from operators.dra.quantity import Quantity
 
 from .models import Device, ResourceSlice
@@ -83,10 +83,11 @@ def build_pool(driver: str, pool_name: str, slices: Iterable[ResourceSlice]) -> 
     node_names = {s.spec.node_name or "" for s in current}
     node_name = node_names.pop() if len(node_names) == 1 else None
 
+    # Every entry, a name listed twice too: totalDevices counts the entries of the current slices.
+    partition_attribute = {s.metadata.name: s.spec.partition_type_attribute or None for s in current}
     devices = [
-        PublishedDevice(s.metadata.name, s.spec.partition_type_attribute or None, device)
-        for s in current
-        for device in s.spec.devices or ()
+        PublishedDevice(s.metadata.name, partition_attribute[s.metadata.name], device)
+        for s, device in pool_devices(current, duplicates=True)
     ]
     devices.sort(key=lambda d: (d.name, d.slice_name))
 

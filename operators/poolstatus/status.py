@@ -29,11 +29,11 @@ from operators.core.conditions import TRUE, Condition, format_time
 
 from . import messages
 from .counts import (
-    DeviceClass,
+    DeviceAvailability,
     Held,
     PoolUsage,
-    classify_devices,
-    count_classes,
+    count_availability,
+    device_availability,
     index_results,
     pool_usage,
     rules_for_driver,
@@ -110,9 +110,9 @@ def _incomplete_pool_status(pool: Pool) -> dict[str, Any]:
 
 
 def _complete_pool_status(
-    pool: Pool, usage: PoolUsage, classes: Sequence[DeviceClass], default_attribute: str | None
+    pool: Pool, usage: PoolUsage, availability: Sequence[DeviceAvailability], default_attribute: str | None
 ) -> dict[str, Any]:
-    counts = count_classes(classes)
+    counts = count_availability(availability)
     status: dict[str, Any] = {
         "driver": pool.driver,
         "poolName": pool.name,
@@ -125,7 +125,7 @@ def _complete_pool_status(
     }
     if pool.node_name is not None:
         status["nodeName"] = pool.node_name
-    partitions = partition_view(pool, classes, default_attribute)
+    partitions = partition_view(pool, availability, default_attribute)
     shareable = shareable_view(pool, usage)
     # As upstream: the partition error wins, a partition summary needs both views clean,
     # and the shareable summary only needs its own view clean.
@@ -152,8 +152,10 @@ def pool_result(
     if not pool.complete:
         return PoolResult(complete=False, status=_incomplete_pool_status(pool))
     usage = pool_usage(pool, pool_results)
-    classes = classify_devices(pool, usage.in_use, driver_rules)
-    return PoolResult(complete=True, status=_complete_pool_status(pool, usage, classes, default_attribute))
+    availability = device_availability(pool, usage.in_use, driver_rules)
+    return PoolResult(
+        complete=True, status=_complete_pool_status(pool, usage, availability, default_attribute)
+    )
 
 
 def compute_pools(

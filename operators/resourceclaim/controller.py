@@ -40,9 +40,9 @@ from operators.core.runtime import Runtime
 from operators.dra import api, claimwire
 from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import (
-    POD_GROUP_VERSIONS,
     POD_GROUPS,
     SCHEDULING_GROUP,
+    WORKLOAD_CLAIMS_NOT_SERVED,
     PodGroup,
     workload_claims_on,
 )
@@ -107,11 +107,7 @@ class ResourceClaimController:
         pod_groups = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
         enabled = workload_claims_on(self.workload_claims_mode, pod_groups is not None)
         if enabled is None:
-            log.warning(
-                "--workload-claims=on, but %s serves podgroups in none of %s; not ready",
-                SCHEDULING_GROUP,
-                ", ".join(POD_GROUP_VERSIONS),
-            )
+            log.warning(WORKLOAD_CLAIMS_NOT_SERVED)
             return False
         if pod_groups is not None:
             self.pod_groups = pod_groups

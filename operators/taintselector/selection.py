@@ -54,7 +54,6 @@ __all__ = [
     "evaluate",
     "quoted",
     "select_devices",
-    "visible_devices",
 ]
 
 # Reasons of the Invalid condition; they are API (users match on them), so keep them stable.
@@ -95,25 +94,17 @@ class Invalid:
     message: str
 
 
-def visible_devices(slices: Iterable[ResourceSlice]) -> dict[DeviceId, SelectableDevice]:
-    """Every device of the newest generation of its pool; a device listed twice comes from the first slice."""
-    return dict(_visible_by_pool(slices, lambda _: True))
-
-
 def _visible_by_pool(
     slices: Iterable[ResourceSlice], wanted: Callable[[PoolId], bool]
 ) -> Iterator[tuple[DeviceId, SelectableDevice]]:
-    """The visible devices of the wanted pools, sorted; one pool's devices at a time, so that a
-    selection over a hundred thousand devices never holds an index of all of them."""
-    for pool_id, current in sorted(pools.current_slices_by_pool(slices).items()):
+    """The devices of the wanted pools (:func:`operators.dra.pools.pool_devices`), sorted; one
+    pool's devices at a time, so that a selection over a hundred thousand devices never holds an
+    index of all of them."""
+    for pool_id, members in sorted(pools.slices_by_pool(slices).items()):
         if not wanted(pool_id):
             continue
-        devices: dict[str, SelectableDevice] = {}
-        for resource_slice in current:
-            for device in resource_slice.spec.devices:
-                devices.setdefault(device.name, device)
-        for name in sorted(devices):
-            yield DeviceId(*pool_id, name), devices[name]
+        for _, device in sorted(pools.pool_devices(members), key=lambda found: found[1].name):
+            yield DeviceId(*pool_id, device.name), device
 
 
 def check_spec(spec: TaintSelectorSpec) -> Invalid | None:
