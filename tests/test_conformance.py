@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from e2e.conformance import results
+import pytest
+
+from e2e.conformance import build, results, run
 from e2e.conformance.selection import CI, FULL, FULL_WORKLOAD_CLAIMS, reason_not_run
 
 DRA = "[sig-node] [DRA]"
@@ -105,3 +107,33 @@ def test_passes_merge_to_the_result_where_a_spec_ran() -> None:
     first = {DEALLOCATE: "passed", POOLS: "skipped"}
     second = {DEALLOCATE: "skipped", POOLS: "passed", ROLLING: "failed"}
     assert results.merged(first, second) == {DEALLOCATE: "passed", POOLS: "passed", ROLLING: "failed"}
+
+
+def _options(modes: tuple[str, ...], profile: str, version: str | None = None) -> run.Options:
+    return run.Options(modes, CI, 4, Path("unused"), 10, False, False, version, profile)
+
+
+def test_each_configuration_has_its_own_baseline_and_the_lab_keeps_its_old_name() -> None:
+    assert run.baseline_path("v1.37.2", "lab", FULL).name == "baseline-v1.37.2-full.json"
+    assert run.baseline_path("v1.35.4", "defaults", FULL).name == "baseline-v1.35.4-defaults-full.json"
+    # The CI subset is compared with the full selection's in-tree results.
+    assert run.baseline_path("v1.35.4", "defaults", CI).name == "baseline-v1.35.4-defaults-full.json"
+
+
+def test_under_upstreams_defaults_the_specs_of_gates_that_are_off_are_left_out() -> None:
+    assert _options(("ours",), "lab").label_filter == CI.label_filter
+    assert _options(("ours",), "defaults").label_filter == f"({CI.label_filter}) && !Feature:OffByDefault"
+
+
+def test_ours_alone_without_an_in_tree_baseline_fails_before_building_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_build(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the suite was built although the run cannot be judged")
+
+    monkeypatch.setattr(build, "build", no_build)
+    monkeypatch.setattr(run, "HERE", tmp_path)
+    monkeypatch.setattr(run, "ARTIFACTS", tmp_path / "artifacts")
+    monkeypatch.setattr(run, "REPO_ROOT", tmp_path)
+    assert run.run(_options(("ours",), "defaults", "v1.36.3")) == 1
+    assert "no in-tree baseline baseline-v1.36.3-defaults-full.json" in capsys.readouterr().out
