@@ -2,7 +2,7 @@
 # The same image runs every operator: `dra-operators run <name>` (see manifests/).
 # BASE: any Debian-based image with python3 (>= 3.11, with venv), libstdc++6 (for compiled
 # wheels) and useradd. The e2e cluster's real node passes one built without a registry
-# (e2e/cluster/images.py).
+# (devcluster/images.py).
 ARG BASE=python:3.11-slim
 FROM ${BASE} AS build
 WORKDIR /src

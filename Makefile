@@ -7,8 +7,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# K8S_VERSION=v1.36.3: every component at that version (e2e/controlplane/versions/ lists the older ones
-# the devcluster builds; empty: the newest, e2e/controlplane/go.mod).
+# K8S_VERSION=v1.36.3: every component at that version (devcluster/controlplane/versions/ lists the
+# older ones the devcluster builds; empty: the newest, devcluster/controlplane/go.mod).
 K8S_VERSION ?=
 # PROFILE=defaults: upstream's default gates and no --runtime-config, as on managed clusters;
 # lab (the default): the newest version's alpha DRA gates and APIs on.
@@ -67,7 +67,7 @@ lint: $(STAMP) ## ruff (lint and format check), and the layer contracts of pypro
 
 .PHONY: typecheck
 typecheck: $(STAMP) ## mypy --strict
-	$(VENV)/bin/mypy operators e2e tests demo conftest.py
+	$(VENV)/bin/mypy operators devcluster e2e tests demo conftest.py
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## unit tests (no cluster)
@@ -75,19 +75,19 @@ test-unit: $(STAMP) ## unit tests (no cluster)
 
 .PHONY: k8s-bin
 k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd (K8S_VERSION=...)
-	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION))
+	timeout $(LIMIT_BIN) $(PY) -m devcluster build $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION))
 
 .PHONY: node-bin
 node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images
-	timeout $(LIMIT_NODE) $(PY) -m e2e.cluster build-node
+	timeout $(LIMIT_NODE) $(PY) -m devcluster build-node
 
 .PHONY: helm-bin
 helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), for the chart's tests
-	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build-helm
+	timeout $(LIMIT_BIN) $(PY) -m devcluster build-helm
 
 .PHONY: release-artifacts
 release-artifacts: $(STAMP) ## the operator image tarball and the packaged chart, into dist/ (RELEASE.md)
-	timeout $(LIMIT_NODE) $(PY) -m e2e.cluster release-artifacts
+	timeout $(LIMIT_NODE) $(PY) -m devcluster release-artifacts
 
 .PHONY: constraints
 constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
@@ -95,8 +95,8 @@ constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the
 	mv constraints.txt.new constraints.txt
 
 .PHONY: k8s-gomod
-k8s-gomod: $(STAMP) ## regenerate e2e/controlplane/go.mod at K8S_VERSION=vX.Y.Z (OLDER=1: versions/<version>.mod beside it)
-	$(PY) -m e2e.cluster gomod --k8s-version $(K8S_VERSION) $(if $(OLDER),--older)
+k8s-gomod: $(STAMP) ## regenerate devcluster/controlplane/go.mod at K8S_VERSION=vX.Y.Z (OLDER=1: versions/<version>.mod beside it)
+	$(PY) -m devcluster gomod --k8s-version $(K8S_VERSION) $(if $(OLDER),--older)
 
 # The second pass: the PodGroup claims need their gates and API on every component, so their
 # tests get devclusters of their own; those tests use fake nodes only, so no real node starts.
@@ -113,13 +113,13 @@ MATRIX := v1.35.4:defaults v1.36.3:defaults v1.37.2:defaults
 
 .PHONY: test-e2e-versions
 test-e2e-versions: node-bin helm-bin ## the version pass on CI_OLDER_VERSION with upstream's default settings
-	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $(CI_OLDER_VERSION)
+	timeout $(LIMIT_BIN) $(PY) -m devcluster build --k8s-version $(CI_OLDER_VERSION)
 	timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q --durations=15 \
 		--e2e-k8s-version $(CI_OLDER_VERSION) --e2e-profile defaults e2e $(PYTEST_ARGS)
 
 .PHONY: test-conformance-versions
 test-conformance-versions: node-bin ## upstream's DRA suite (the CI subset) at CI_OLDER_VERSION with upstream's default settings, against its in-tree baseline
-	timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $(CI_OLDER_VERSION)
+	timeout $(LIMIT_BIN) $(PY) -m devcluster build --k8s-version $(CI_OLDER_VERSION)
 	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) \
 		--k8s-version $(CI_OLDER_VERSION) --profile defaults
 
@@ -128,7 +128,7 @@ test-matrix: node-bin helm-bin ## the version pass and upstream's DRA suite (CI 
 	@for cell in $(MATRIX); do \
 		version=$${cell%%:*}; profile=$${cell##*:}; \
 		echo "== $$version $$profile"; \
-		timeout $(LIMIT_BIN) $(PY) -m e2e.cluster build --k8s-version $$version || exit 1; \
+		timeout $(LIMIT_BIN) $(PY) -m devcluster build --k8s-version $$version || exit 1; \
 		timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q \
 			--e2e-k8s-version $$version --e2e-profile $$profile \
 			--junitxml=test-artifacts/matrix-$$version-$$profile.xml e2e $(PYTEST_ARGS) || exit 1; \
@@ -163,15 +163,15 @@ test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstr
 
 .PHONY: cluster-up
 cluster-up: k8s-bin $(if $(filter fake,$(NODE)),,node-bin) ## start the devcluster in .cluster/ (UPSTREAM_DRA=1 keeps the in-tree DRA controllers; NODE=fake: no real node; WORKLOAD_CLAIMS=1: PodGroup claims gates and API)
-	$(PY) -m e2e.cluster up $(CLUSTER_FLAGS)
+	$(PY) -m devcluster up $(CLUSTER_FLAGS)
 
 .PHONY: cluster-down
 cluster-down: $(STAMP) ## stop the devcluster in .cluster/
-	$(PY) -m e2e.cluster down
+	$(PY) -m devcluster down
 
 .PHONY: cluster-status
 cluster-status: $(STAMP) ## state of the devcluster in .cluster/
-	$(PY) -m e2e.cluster status
+	$(PY) -m devcluster status
 
 .PHONY: run
 run: $(STAMP) ## the main job: local control plane (unless KUBECONFIG names a cluster), CRDs, all operators

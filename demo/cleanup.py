@@ -24,8 +24,8 @@ import yaml
 
 from demo import fakedriver
 from demo.scenarios import Scenario
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER
-from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
+from devcluster.constants import DELETE_PROTECTION_FINALIZER
+from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 
 # How long the operators get to release what they hold before the finalizers are dropped here:
 # the resourceclaim operator deallocates a claim within a second of its pods' deletion, the

@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DriverFileError, NoKubeconfig, OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    from e2e.kube import ApiError, Kube
+    from devcluster.kube import ApiError, Kube
 
     try:
         api = Kube(kubeconfig)

@@ -18,8 +18,8 @@ from demo import cleanup, transcripts
 from demo.player import Player, transcript
 from demo.scenarios import Scenario, Step
 from demo.walkthrough import _operators, _setup, _target
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube
 
 README = REPO_ROOT / "README.md"
 BEGIN = (

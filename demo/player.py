@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from demo.scenarios import Scenario, Step
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import WaitTimeout, wait_for
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import WaitTimeout, wait_for
 
 SHIM = '#!/bin/sh\nexec "{python}" -m operators.kubectl_dra "$@"\n'
 

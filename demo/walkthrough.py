@@ -31,10 +31,10 @@ import yaml
 from demo import cleanup, transcripts
 from demo.player import Player, transcript
 from demo.scenarios import SCENARIOS, Scenario
-from e2e.cluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
-from e2e.cluster.devcluster import ensure_devcluster
-from e2e.harness import free_port, http_get
-from e2e.kube import Kube, WaitTimeout, wait_for
+from devcluster.cluster import ensure_devcluster
+from devcluster.constants import DEFAULT_STATE_DIR, REPO_ROOT
+from devcluster.kube import Kube, WaitTimeout, wait_for
+from devcluster.launcher import free_port, http_get
 
 OPERATOR_NAMESPACE = "dra-operators"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from devcluster import build as build_mod
+from devcluster import launcher
+from devcluster.cluster import ensure_devcluster
 from e2e import harness
-from e2e.cluster import build as build_mod
-from e2e.cluster import launcher
-from e2e.cluster.devcluster import ensure_devcluster
 from e2e.support import ARTIFACTS
 from operators.core import serverversion
 
@@ -107,7 +107,7 @@ def kind_cluster(config: pytest.Config) -> harness.Cluster:
         from pytest_kind import KindCluster
     except ImportError as err:
         raise RuntimeError("--e2e-cluster=kind needs pytest-kind (pip install -e '.[kind]')") from err
-    from e2e.cluster.kind import kind_config
+    from devcluster.kind import kind_config
 
     binaries = build_mod.build(log=lambda text: print(text))
     kind = KindCluster(

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import build as build_mod
+from devcluster.constants import DEFAULT_PROFILE, PROFILES, minor_of
+from devcluster.kube import Kube
 from e2e import backends, harness
-from e2e.cluster import build as build_mod
-from e2e.cluster.constants import DEFAULT_PROFILE, PROFILES, minor_of
-from e2e.kube import Kube
 from e2e.product import matrix
 from e2e.support import ARTIFACTS, Tracker, cleanup_namespace, make_namespace, node_hash
 

@@ -19,8 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +27,11 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster import launcher
-from e2e.cluster.constants import REPO_ROOT
-from e2e.cluster.devcluster import Devcluster
-from e2e.kube import Kube, wait_for
+from devcluster import launcher
+from devcluster.cluster import Devcluster
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
+from devcluster.launcher import free_port, http_get
 from e2e.support import eviction_guard_kustomization, guard_refusal
 from operators.dra import taintrules
 
@@ -97,20 +96,6 @@ class Cluster:
         if self.state is None:
             return {}
         return {name: Path(comp.log) for name, comp in self.state.components.items()}
-
-
-def free_port() -> int:
-    return launcher.free_port()
-
-
-def http_get(url: str, timeout: float = 5) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read().decode(errors="replace")
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode(errors="replace")
-    except (OSError, urllib.error.URLError) as err:
-        return 0, str(err)
 
 
 # -- restricted identities ------------------------------------------------------------------

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster import realnode
-from e2e.cluster.constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, REPO_ROOT
-from e2e.cluster.devcluster import ensure_devcluster
+from devcluster import realnode
+from devcluster.cluster import ensure_devcluster
+from devcluster.constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, REPO_ROOT
 from operators import OPERATOR_NAMES
 from operators.cli import NotImplementedOperator, load_definition
 
@@ -89,7 +89,7 @@ def _kubectl(kubectl: str, kubeconfig: str, *args: str, stdin: str | None = None
 
 def _has_real_node(kubeconfig: str) -> bool:
     """The cluster runs the test driver (the devcluster's real node), so demo pods really run."""
-    from e2e.kube import Kube
+    from devcluster.kube import Kube
 
     api = Kube(kubeconfig)
     try:
@@ -106,7 +106,7 @@ def _demo_workload(kubectl: str, kubeconfig: str, real_node: bool) -> str:
         folder, manifests = REAL_NODE_DEMO, sorted(REAL_NODE_DEMO.glob("[1-9]-*.yaml"))
     else:
         from demo import fakedriver
-        from e2e.kube import Kube
+        from devcluster.kube import Kube
 
         api = Kube(kubeconfig)
         try:
@@ -131,7 +131,7 @@ def _settled(pods: list[dict[str, Any]], real_node: bool) -> bool:
 
 
 def _show_demo(kubectl: str, kubeconfig: str, namespace: str, real_node: bool) -> None:
-    from e2e.kube import Kube, wait_for
+    from devcluster.kube import Kube, wait_for
 
     api = Kube(kubeconfig)
     pods: list[dict[str, Any]] | None = None

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import nodes
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
-from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
+from devcluster import nodes
+from devcluster.constants import DELETE_PROTECTION_FINALIZER, E2E_NAMESPACE_LABEL, REPO_ROOT
+from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 

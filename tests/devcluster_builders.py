@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from e2e.cluster import launcher
+from devcluster import launcher
 
 
 class LaunchRecorder(launcher.Launcher):

@@ -15,7 +15,7 @@ from bindingattacher_builders import attach_request
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from e2e.cluster import pki
+from devcluster import pki
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
 from operators.bindingattacher.actions.calls import close_action, invoke
 from operators.bindingattacher.actions.factory import BuildContext, build_action

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from e2e.cluster.constants import REPO_ROOT
+from devcluster.constants import REPO_ROOT
 from operators import OPERATOR_NAMES
 from operators.cli import main, parse_settings
 

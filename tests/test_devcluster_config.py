@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from e2e.cluster import gomod, launcher
-from e2e.cluster.constants import FEATURE_GATES_FLAG, REAL_CLUSTER_CONTROLLERS
-from e2e.cluster.kind import kind_config
+from devcluster import gomod, launcher
+from devcluster.constants import FEATURE_GATES_FLAG, REAL_CLUSTER_CONTROLLERS
+from devcluster.kind import kind_config
 
 UPSTREAM = """module k8s.io/kubernetes
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from e2e.cluster import pki
+from devcluster import pki
 
 
 def _strict_client(keys: pki.Pki, client_cert: str | None = None) -> ssl.SSLContext:

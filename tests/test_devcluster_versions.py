@@ -12,8 +12,8 @@ import pytest
 import yaml
 from devcluster_builders import LaunchRecorder
 
-from e2e.cluster import build, gomod, launcher, realnode
-from e2e.cluster.constants import (
+from devcluster import build, gomod, launcher, realnode
+from devcluster.constants import (
     DEFAULT_MODE_CONTROLLERS,
     DRA_CONTROLLERS,
     FEATURE_GATES,
@@ -23,7 +23,7 @@ from e2e.cluster.constants import (
     kcm_controllers,
     runtime_config,
 )
-from e2e.cluster.kind import kind_config
+from devcluster.kind import kind_config
 from e2e.product import matrix
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from devcluster_builders import LaunchRecorder
 
-from e2e.cluster import launcher, realnode
-from e2e.cluster.constants import (
+from devcluster import launcher, realnode
+from devcluster.constants import (
     FEATURE_GATES,
     FEATURE_GATES_FLAG,
     RUNTIME_CONFIG,
@@ -23,7 +23,7 @@ from e2e.cluster.constants import (
     runtime_config,
     runtime_config_flag,
 )
-from e2e.cluster.kind import kind_config
+from devcluster.kind import kind_config
 
 WORKLOAD_GATES = {"DRAWorkloadResourceClaims": True, "GenericWorkload": True}
 PODGROUP_API = "scheduling.k8s.io/v1beta1"

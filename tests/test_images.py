@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import images
-from e2e.cluster.constants import REPO_ROOT
+from devcluster import images
+from devcluster.constants import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

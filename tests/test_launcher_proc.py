@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e.cluster import launcher
-from e2e.kube import wait_for
+from devcluster import launcher
+from devcluster.kube import wait_for
 
 # The child renames itself (prctl PR_SET_NAME) to a command name that holds the separators of
 # /proc/<pid>/stat, spends a known amount of CPU, says so, and waits for its standard input.

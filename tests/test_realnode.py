@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import realnode
+from devcluster import realnode
 
 pytestmark = pytest.mark.unit
 
@@ -183,7 +183,7 @@ def test_kube_proxy_configuration() -> None:
 
 
 def test_only_the_node_address_is_allowed_beside_loopback() -> None:
-    from e2e.cluster.launcher import ClusterError, check_loopback
+    from devcluster.launcher import ClusterError, check_loopback
 
     layout = realnode.NodeLayout.of(Path("/tmp/x"))
     args = [f"--bind-address={layout.node_ip}", f"--advertise-address={layout.node_ip}"]

@@ -9,8 +9,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from devcluster.constants import REPO_ROOT
 from e2e.bench.env import Result
-from e2e.cluster.constants import REPO_ROOT
 
 BENCHMARKS = ("resourceclaim", "devicetaint", "poolstatus", "bindingattacher", "taintselector")
 # Run only when named: the cluster-scale workload takes most of an hour (BENCH=scale).

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from devcluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
+from devcluster.kube import Kube, wait_for
+from devcluster.nodes import node_body
 from e2e import harness
 from e2e.bench.env import (
     PeakRss,
@@ -31,9 +34,6 @@ from e2e.bench.env import (
     run_async,
 )
 from e2e.bench.watch import watching
-from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.cluster.nodes import node_body
-from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
 from operators.kubectl_dra.grants import driver_grant
 

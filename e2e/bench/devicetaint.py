@@ -7,11 +7,11 @@ from __future__ import annotations
 import functools
 import time
 
+from devcluster.constants import PLACEHOLDER_IMAGE
+from devcluster.kube import Kube, wait_for
+from devcluster.nodes import node_body
 from e2e.bench.env import PeakRss, Result, bounded_gather, compare_tiers, run_async
 from e2e.bench.watch import FirstSeen, watching
-from e2e.cluster.constants import PLACEHOLDER_IMAGE
-from e2e.cluster.nodes import node_body
-from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
 
 DRIVER = "bench.devicetaint.dra-operators.test"

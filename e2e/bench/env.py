@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from devcluster import launcher
+from devcluster.cluster import ensure_devcluster
+from devcluster.kube import Kube
 from e2e import harness
-from e2e.cluster import launcher
-from e2e.cluster.devcluster import ensure_devcluster
-from e2e.kube import Kube
 from operators.core.client import KubeClient
 
 T = TypeVar("T")

@@ -8,6 +8,7 @@ import functools
 import time
 from typing import Any
 
+from devcluster.kube import Kube, wait_for
 from e2e.bench.env import (
     PeakRss,
     Result,
@@ -18,7 +19,6 @@ from e2e.bench.env import (
     percentile,
     run_async,
 )
-from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
 
 DRIVER = "bench.poolstatus.dra-operators.test"

@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+from devcluster.constants import PLACEHOLDER_IMAGE
+from devcluster.kube import Kube, wait_for
 from e2e.bench.env import (
     TIERS,
     PeakRss,
@@ -19,8 +21,6 @@ from e2e.bench.env import (
     run_async,
 )
 from e2e.bench.watch import FirstSeen, watching
-from e2e.cluster.constants import PLACEHOLDER_IMAGE
-from e2e.kube import Kube, wait_for
 from operators.core.client import KubeClient
 
 NAMESPACE = "bench-resourceclaim"

@@ -34,6 +34,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from devcluster import launcher
+from devcluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
+from devcluster.kube import Kube, wait_for
+from devcluster.nodes import node_body
 from e2e import harness
 from e2e.bench.env import (
     DEFAULT_KCM,
@@ -45,10 +49,6 @@ from e2e.bench.env import (
     status_kib,
 )
 from e2e.bench.watch import FirstSeen, Watches, watching
-from e2e.cluster import launcher
-from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.cluster.nodes import node_body
-from e2e.kube import Kube, wait_for
 from operators.core.client import STRATEGIC_MERGE_PATCH, KubeClient
 
 SIZES = tuple(int(size) for size in os.environ.get("BENCH_SCALE_SIZES", "5000,20000,50000").split(","))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import time
 
+from devcluster.kube import Kube
+from devcluster.nodes import make_devices, node_body, slice_body
 from e2e.bench.env import (
     TIERS,
     PeakRss,
@@ -18,8 +20,6 @@ from e2e.bench.env import (
     run_async,
 )
 from e2e.bench.watch import FirstSeen, watching
-from e2e.cluster.nodes import make_devices, node_body, slice_body
-from e2e.kube import Kube
 from e2e.taintselector.support import CRD_NAME, CRD_PATH, RULES, SELECTORS, UID_LABEL
 from operators.core.client import KubeClient
 

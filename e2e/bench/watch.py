@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from e2e.kube import wait_for
+from devcluster.kube import wait_for
 from operators.core.client import KubeClient
 
 Handler = Callable[[dict[str, Any], float, float], None]

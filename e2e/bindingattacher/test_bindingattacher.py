@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 from e2e import harness
 from e2e.bindingattacher import world as w
-from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
 from e2e.support import Tracker
 
 # The timings (attach deadline T0 + 22 s, binding by T0 + 12 s) assume the devcluster's 30 s

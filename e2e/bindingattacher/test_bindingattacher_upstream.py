@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube, WaitTimeout, wait_for
 from e2e import harness
 from e2e.bindingattacher import world as w
-from e2e.kube import Kube, WaitTimeout, wait_for
 from e2e.support import Tracker, cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.devcluster_only, pytest.mark.timeout(180)]

@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from devcluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE, REPO_ROOT
+from devcluster.kube import ApiError, Kube, wait_for
 from e2e import harness
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.kube import ApiError, Kube, wait_for
 from e2e.support import Tracker, slice_body
 
 FABRIC = "fabric.attach-test.dra-operators.io"

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from e2e.cluster import gomod, images
-from e2e.cluster.build import (
+from devcluster import gomod, images
+from devcluster.build import (
     BUILD_FLAGS,
     NEWEST,
     BuildError,
@@ -43,7 +43,7 @@ from e2e.cluster.build import (
     ldflags,
     shown,
 )
-from e2e.cluster.constants import CONFORMANCE_DIR
+from devcluster.constants import CONFORMANCE_DIR
 
 SUITE = "e2e-dra.test"
 GINKGO = "ginkgo"

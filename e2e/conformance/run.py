@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from e2e.cluster import build as cluster_build
-from e2e.cluster import launcher
-from e2e.cluster.constants import DEFAULT_PROFILE, PROFILES, REPO_ROOT, check_profile
-from e2e.cluster.devcluster import Devcluster, ensure_devcluster
+from devcluster import build as cluster_build
+from devcluster import launcher
+from devcluster.cluster import Devcluster, ensure_devcluster
+from devcluster.constants import DEFAULT_PROFILE, PROFILES, REPO_ROOT, check_profile
 
 from . import build, results
 from .selection import SELECTIONS, Selection

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from devcluster.kube import wait_for
 from e2e.devicetaint.world import (
     KEY,
     RESOURCE,
@@ -46,7 +47,6 @@ from e2e.devicetaint.world import (
     taint,
     tolerate,
 )
-from e2e.kube import wait_for
 
 POOL = "node-1"
 GEN_POOL = "gen-pool"

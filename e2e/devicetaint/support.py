@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster import pki
-from e2e.kube import Kube
+from devcluster import pki
+from devcluster.kube import Kube
 
 LABEL = "e2e.dra-operators.test/recorded"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube
 from e2e.devicetaint.scenarios import CASES, SliceMatrix
 from e2e.devicetaint.world import (
     CANCELLING,
@@ -23,7 +24,6 @@ from e2e.devicetaint.world import (
     metric,
     open_world,
 )
-from e2e.kube import Kube
 from e2e.support import Tracker
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube
 from e2e.devicetaint.scenarios import CASES, EXPECTED, UPSTREAM_DIFFERS, RuleBoard, SliceMatrix
 from e2e.devicetaint.world import World, drop_namespace, open_world
-from e2e.kube import Kube
 from e2e.support import Tracker, make_namespace
 
 pytestmark = pytest.mark.differential

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube, wait_for
 from e2e.devicetaint.scenarios import ONE_EVICTED
 from e2e.devicetaint.world import MARKING, World, disruption_target, open_world
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 
 TIMEOUT = 60.0

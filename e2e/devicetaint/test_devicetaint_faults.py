@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from devcluster.kube import Kube, wait_for
 from e2e.devicetaint.support import LABEL, recording_webhook
 from e2e.devicetaint.world import (
     DISRUPTION,
@@ -19,7 +20,6 @@ from e2e.devicetaint.world import (
     open_world,
     taint,
 )
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 
 OPERATOR_USER = "system:serviceaccount:dra-operators:dra-operators-devicetaint"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from devcluster.kube import Kube, wait_for
 from e2e.devicetaint.world import (
     DRY_TAIL,
     RESOURCE,
@@ -24,7 +25,6 @@ from e2e.devicetaint.world import (
     open_world,
     tolerate,
 )
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 
 PODS = 300

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube
 from e2e import harness
 from e2e.devicetaint.scenarios import EVICTED, ONE_EVICTED, RuleBoard, deleted_at
 from e2e.devicetaint.world import (
@@ -29,7 +30,6 @@ from e2e.devicetaint.world import (
     open_world,
     parse_time,
 )
-from e2e.kube import Kube
 from e2e.support import Tracker, make_namespace
 
 KOPF_MARK = "kopf.zalando.org"

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from e2e.cluster.constants import PLACEHOLDER_IMAGE
-from e2e.kube import Kube, wait_for
+from devcluster.constants import PLACEHOLDER_IMAGE
+from devcluster.kube import Kube, wait_for
 from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, Tracker
 
 KEY = "dra.example.com/unhealthy"

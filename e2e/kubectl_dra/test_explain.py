@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from devcluster.kube import Kube, wait_for
 from e2e import harness
 from e2e.bindingattacher.world import install_crds, policy_body
 from e2e.devicetaint.world import RESOURCE, World, open_world
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 from operators.dra.attachments import LABEL_POLICY, POLICY_FINALIZER, RECORD_FINALIZER
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from devcluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
+from devcluster.kube import ApiError, Kube, wait_for
 from e2e import harness
-from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.kube import ApiError, Kube, wait_for
 
 CRD_NAME = "resourcepoolstatusrequests.dra-operators.io"
 CRD_PATH = REPO_ROOT / "crds" / f"{CRD_NAME}.yaml"

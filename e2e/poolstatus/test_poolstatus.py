@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.kube import Kube, WaitTimeout, wait_for
 from e2e import harness
-from e2e.kube import Kube, WaitTimeout, wait_for
 from e2e.poolstatus.support import (
     BUILTIN,
     PROJECT,

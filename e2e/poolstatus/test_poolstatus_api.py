@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import ApiError, Kube
 from e2e import harness
-from e2e.kube import ApiError, Kube
 from e2e.poolstatus.support import (
     BUILTIN,
     PROJECT,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube
 from e2e import harness
-from e2e.kube import Kube
 from e2e.poolstatus.support import (
     BUILTIN,
     PROJECT,

@@ -15,7 +15,7 @@ from typing import Any
 from demo import cleanup
 from demo.player import Played, Player
 from demo.scenarios import Scenario
-from e2e.kube import Kube, wait_for
+from devcluster.kube import Kube, wait_for
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 RPSR = "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests"

@@ -23,9 +23,9 @@ from typing import Any
 from demo import cleanup
 from demo.player import Player
 from demo.scenarios import SCENARIOS
+from devcluster import images, realnode
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster import images, realnode
-from e2e.kube import Kube, wait_for
 from e2e.poolstatus.support import PROJECT, request_body, wait_done
 from e2e.product.scenarios import STORIES
 from e2e.resourceclaim.support import (

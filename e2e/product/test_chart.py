@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import build
+from devcluster.constants import REPO_ROOT
 from e2e import harness
-from e2e.cluster import build
-from e2e.cluster.constants import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "dra-operators"
 NAMESPACE = "dra-operators"

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from devcluster import launcher
+from devcluster.cluster import ensure_devcluster
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster import launcher
-from e2e.cluster.constants import REPO_ROOT
-from e2e.cluster.devcluster import ensure_devcluster
-from e2e.kube import Kube, wait_for
 from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(150)]
@@ -27,7 +27,7 @@ def cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "e2e.cluster", *args],
+        [sys.executable, "-m", "devcluster", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -131,7 +131,7 @@ def test_upstream_mode_generates_claims(upstream_api: Kube, request: pytest.Fixt
     namespace = make_namespace(upstream_api, request)
     driver = f"upstream.{namespace}.e2e.dra-operators.test"
     node = f"node-{namespace}"
-    from e2e.cluster import nodes
+    from devcluster import nodes
 
     nodes.create_fake_node(upstream_api, node)
     cls_name = f"class-{namespace}"

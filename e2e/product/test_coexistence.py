@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from devcluster import launcher
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.kube import Kube, wait_for
 from e2e.poolstatus.support import BUILTIN, request_body
 from e2e.resourceclaim.support import (
     claims_of_pod,
@@ -114,10 +115,10 @@ def _until_tripped(op: harness.RunningOperator, controller: str, create_one: Cal
 
 def _reported(api: Kube, op: harness.RunningOperator, controller: str) -> None:
     """Not ready with the reason, live, a Warning Event, and the log line naming the flag."""
-    status, text = harness.http_get(op.health_url.replace("/healthz", "/readyz"))
+    status, text = launcher.http_get(op.health_url.replace("/healthz", "/readyz"))
     assert status == 503, text
     assert f"kube-controller-manager's {controller} acts on the same objects" in text, text
-    assert harness.http_get(op.health_url)[0] == 200, "live: restarting would change nothing"
+    assert launcher.http_get(op.health_url)[0] == 200, "live: restarting would change nothing"
     flag = f"--controllers=*,-{controller}"
     assert flag in op.log(), f"no log line names {flag}"
 

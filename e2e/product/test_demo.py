@@ -21,8 +21,8 @@ from demo import cleanup
 from demo.player import Player
 from demo.scenarios import SCENARIOS, Scenario
 from demo.walkthrough import crd_names
+from devcluster.kube import Kube
 from e2e import harness
-from e2e.kube import Kube
 from e2e.product.scenarios import STORIES
 from operators.kubectl_dra.grants import grant_name
 

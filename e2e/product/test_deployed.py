@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from demo.player import Player
+from devcluster import build, images, launcher, realnode
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
 from e2e.bindingattacher.world import condition, policy_ready
-from e2e.cluster import build, images, launcher, realnode
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from e2e.product import support
 from e2e.product.scenarios import STORIES
 from e2e.product.support import (
@@ -911,7 +911,7 @@ def test_https_webhook_action_reaches_a_server_pod_through_its_service(
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    from e2e.cluster import pki
+    from devcluster import pki
 
     api, namespace = installed.api, deployed_namespace
     driver = "webhook.fabric.example.com"
@@ -1171,7 +1171,7 @@ def test_an_api_server_outage_of_five_minutes_restarts_no_operator(
         while time.monotonic() < ends:
             # The outage is the scenario: these polls watch the liveness endpoint through it.
             for name, url in urls.items():
-                if harness.http_get(url)[0] != 200:
+                if launcher.http_get(url)[0] != 200:
                     unanswered[name] = unanswered.get(name, 0) + 1
             time.sleep(5)
     finally:

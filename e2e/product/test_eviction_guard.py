@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import ApiError, Kube, wait_for
 from e2e import harness
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import ApiError, Kube, wait_for
 from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, EVICTION_GUARD, Tracker, guard_refusal
 from e2e.taintselector import support as ts
 

@@ -42,11 +42,12 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import launcher
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
 from e2e.bench.env import bounded_gather, run_async, status_kib
 from e2e.bindingattacher import world as attacher
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from e2e.poolstatus import support as poolstatus
 from e2e.resourceclaim.support import (
     FAILED_CREATION,
@@ -181,7 +182,7 @@ class Watchdog:
     def _probe(self, watched: Watched) -> None:
         started = time.monotonic()
         url = watched.op.health_url.replace("/healthz", "/readyz")
-        status, _ = harness.http_get(url, timeout=watched.limits.probe_timeout)
+        status, _ = launcher.http_get(url, timeout=watched.limits.probe_timeout)
         watched.slowest_probe = max(watched.slowest_probe, time.monotonic() - started)
         watched.failures_in_a_row = 0 if status == 200 else watched.failures_in_a_row + 1
         if watched.failures_in_a_row == watched.limits.failure_threshold:

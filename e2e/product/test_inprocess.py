@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from e2e.kube import Kube
+from devcluster.kube import Kube
 from e2e.poolstatus.support import BUILTIN, request_body, wait_done
 
 

@@ -21,10 +21,10 @@ import pytest
 from demo import cleanup
 from demo.maintenance import MAINTENANCE, UNTAINT
 from demo.player import Player
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster.constants import REPO_ROOT
 from e2e.devicetaint.world import PodPlan, World, create_bulk, open_world
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 from e2e.taintselector import support as ts
 from operators.dra.taints import DeviceTaintSelector

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from demo import cleanup
 from demo.scenarios import Scenario
+from devcluster import launcher
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster import launcher
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from operators import OPERATOR_NAMES
 
 WORKLOAD = Scenario(
@@ -34,7 +34,7 @@ DEVICE_LINE = re.compile(r"^trainer-[01] uses GPU_DEVICE_0=gpu-\d+$", re.M)
 
 
 def _ready(url: str) -> bool:
-    return harness.http_get(f"{url}/readyz", timeout=2)[0] == 200
+    return launcher.http_get(f"{url}/readyz", timeout=2)[0] == 200
 
 
 def _children(pid: int) -> list[int]:

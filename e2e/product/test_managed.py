@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from demo.player import Player
+from devcluster import build, images, realnode
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster import build, images, realnode
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from e2e.poolstatus.support import BUILTIN, PROJECT, request_body, wait_done
 from e2e.product import support
 from e2e.product.support import (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from devcluster.constants import REPO_ROOT
 from e2e import harness
-from e2e.cluster.constants import REPO_ROOT
 from operators import OPERATOR_NAMES
 
 OVERLAYS = ["manifests", "manifests/overlays/dev", "manifests/overlays/ha", "manifests/overlays/managed"]

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import launcher
+from devcluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
+from devcluster.kube import ApiError, Kube, wait_for
 from e2e import harness
-from e2e.cluster import launcher
-from e2e.cluster.constants import PLACEHOLDER_IMAGE, REPO_ROOT
-from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
@@ -213,7 +213,7 @@ def test_conflicts_are_retried_until_convergence(
     """While the operator releases the reservations of finished pods, another writer keeps
     changing the same claims, so the operator's resourceVersion-guarded writes meet 409
     Conflicts; it re-reads and retries until every claim is released."""
-    from e2e.cluster.nodes import make_devices
+    from devcluster.nodes import make_devices
 
     node = unique_name("node")
     fake_node(node)
@@ -309,17 +309,17 @@ def test_metrics_and_health(cluster: harness.Cluster, namespace: str, operator: 
             assert name in metrics, f"{name} missing from /metrics"
         assert f'dra_operators_workqueue_depth{{name="{OPERATOR}"}}' in metrics
         ready_url = op.health_url.replace("/healthz", "/readyz")
-        assert harness.http_get(op.health_url)[0] == 200
+        assert launcher.http_get(op.health_url)[0] == 200
         launcher.stop_component(directory, "kube-apiserver")
         try:
-            wait_for(lambda: harness.http_get(ready_url)[0] == 503, 30, "/readyz to report the outage")
-            _status, body = harness.http_get(ready_url)
+            wait_for(lambda: launcher.http_get(ready_url)[0] == 503, 30, "/readyz to report the outage")
+            _status, body = launcher.http_get(ready_url)
             assert "API server unreachable" in body
-            assert harness.http_get(op.health_url)[0] == 200, "live throughout the outage"
+            assert launcher.http_get(op.health_url)[0] == 200, "live throughout the outage"
         finally:
             launcher.start_component(directory, "kube-apiserver")
-        wait_for(lambda: harness.http_get(ready_url)[0] == 200, 60, "/readyz to recover")
-        assert harness.http_get(op.health_url)[0] == 200
+        wait_for(lambda: launcher.http_get(ready_url)[0] == 200, 60, "/readyz to recover")
+        assert launcher.http_get(op.health_url)[0] == 200
         assert op.alive()
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from devcluster import images, realnode
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster import images, realnode
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from e2e.product.support import (
     DEVICE_CLASS,
     RESOURCE,
@@ -184,7 +184,7 @@ def test_cluster_down_leaves_nothing_behind(tmp_path: Path, node: realnode.NodeL
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "e2e.cluster", *args, "--dir", str(directory)],
+            [sys.executable, "-m", "devcluster", *args, "--dir", str(directory)],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,

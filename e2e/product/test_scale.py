@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube, wait_for
 from e2e.bench.env import bounded_gather, run_async
 from e2e.harness import metric
-from e2e.kube import Kube, wait_for
 from e2e.resourceclaim.support import absent_template, claims_by_pod, pod_body, pods_path, template_entry
 from operators.core.client import KubeClient
 

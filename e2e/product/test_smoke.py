@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from e2e import harness
-from e2e.cluster.constants import (
+from devcluster.constants import (
     DELETE_PROTECTION_FINALIZER,
     FEATURE_GATES,
     PLACEHOLDER_IMAGE,
     WORKLOAD_CLAIMS_FEATURE_GATES,
 )
-from e2e.kube import Kube, wait_for
+from devcluster.kube import Kube, wait_for
+from e2e import harness
 
 pytestmark = [pytest.mark.smoke, pytest.mark.timeout(90)]
 
@@ -125,7 +125,7 @@ def test_real_allocation_and_binding(
     fake_node(node)
     cls = unique_name("class")
     device_class(cls, driver_name)
-    from e2e.cluster.nodes import make_devices
+    from devcluster.nodes import make_devices
 
     resource_slice(node, driver_name, make_devices(2))
     claim_path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"

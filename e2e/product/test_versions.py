@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from demo.player import Player
+from devcluster import images, launcher, realnode
+from devcluster.constants import REPO_ROOT, minor_of
+from devcluster.kube import wait_for
 from e2e import harness
-from e2e.cluster import images, launcher, realnode
-from e2e.cluster.constants import REPO_ROOT, minor_of
-from e2e.kube import wait_for
 from e2e.product import matrix, support
 from e2e.product.support import (
     NAMESPACE,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from e2e.kube import ApiError, Kube, wait_for
+from devcluster.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,
     DRIVER,

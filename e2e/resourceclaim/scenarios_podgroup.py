@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from e2e.kube import wait_for
+from devcluster.kube import wait_for
 from e2e.resourceclaim.scenarios import TIMEOUT, Ctx, allocated_user_claim, common_template
 from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from devcluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE
+from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 from e2e import harness
-from e2e.cluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE
-from e2e.kube import ApiError, Kube, WaitTimeout, wait_for
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster.nodes import make_devices
+from devcluster.kube import Kube, wait_for
+from devcluster.nodes import make_devices
 from e2e.harness import metric
-from e2e.kube import Kube, wait_for
 from e2e.resourceclaim.support import (
     CREATES,
     DELETE_PROTECTION_FINALIZER,

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import ApiError, Kube, wait_for
+from devcluster.nodes import make_devices
 from e2e import harness
-from e2e.cluster.nodes import make_devices
 from e2e.harness import metric
-from e2e.kube import ApiError, Kube, wait_for
 from e2e.resourceclaim.scenarios import (
     MISSING_TEMPLATE_MESSAGE,
     RAW_PARAMETERS,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from devcluster.kube import Kube
+from devcluster.nodes import create_fake_node, delete_fake_node
 from e2e import harness
-from e2e.cluster.nodes import create_fake_node, delete_fake_node
-from e2e.kube import Kube
 from e2e.resourceclaim.scenarios import (
     RAW_PARAMETERS,
     TIMEOUT,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from e2e.kube import Kube, wait_for
+from devcluster.kube import Kube, wait_for
 from e2e.resourceclaim.scenarios import Ctx, allocated_user_claim
 from e2e.resourceclaim.support import (
     POD_CLAIM_NAME,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from devcluster.constants import REPO_ROOT
+from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.cluster.constants import REPO_ROOT
-from e2e.kube import Kube, wait_for
 from e2e.support import Tracker
 
 CRD_NAME = "devicetaintselectors.dra-operators.io"

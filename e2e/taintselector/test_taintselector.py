@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from devcluster.constants import PLACEHOLDER_IMAGE
+from devcluster.kube import Kube, WaitTimeout, wait_for
+from devcluster.nodes import make_devices
 from e2e import harness
-from e2e.cluster.constants import PLACEHOLDER_IMAGE
-from e2e.cluster.nodes import make_devices
 from e2e.devicetaint.world import World, open_world
-from e2e.kube import Kube, WaitTimeout, wait_for
 from e2e.support import Tracker
 from e2e.taintselector import support as ts
 

@@ -1,6 +1,6 @@
 """The kubeconfig file(s) a user tool reads, for tools that need a file rather than credentials.
 
-The demo's fake driver hands a path to :class:`e2e.kube.Kube`; the plugin itself connects through
+The demo's fake driver hands a path to :class:`devcluster.kube.Kube`; the plugin itself connects through
 :func:`operators.core.client.load_configuration`. Both use the one resolution order,
 :func:`operators.core.credentials.locate_credentials`; this module only leaves the in-cluster
 service account out, since it has no file.

@@ -814,7 +814,7 @@ def import_images(ctr: Path, address: str, archives: Sequence[Path], say: Say = 
 
 
 def main_images(say: Say = print) -> int:
-    """``python -m e2e.cluster images``: build or reuse all three images; print where they are."""
+    """``python -m devcluster images``: build or reuse all three images; print where they are."""
     results = []
     for ensure in (ensure_base, ensure_pause, ensure_operator):
         started = time.monotonic()

@@ -140,7 +140,7 @@ def create_resource_slice(
 
 
 def create_fake_nodes_sync(kubeconfig: str, count: int) -> list[str]:
-    from e2e.kube import Kube
+    from .kube import Kube
 
     api = Kube(kubeconfig)
     try:

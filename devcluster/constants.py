@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONTROLPLANE_DIR = REPO_ROOT / "e2e" / "controlplane"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONTROLPLANE_DIR = REPO_ROOT / "devcluster" / "controlplane"
 CONFORMANCE_DIR = REPO_ROOT / "e2e" / "conformance"
 DEFAULT_STATE_DIR = REPO_ROOT / ".cluster"
 

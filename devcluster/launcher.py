@@ -117,6 +117,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def http_get(url: str, timeout: float = 5) -> tuple[int, str]:
+    """A plain GET: the status and body, the error's status and body, or 0 and why it failed."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except (OSError, urllib.error.URLError) as err:
+        return 0, str(err)
+
+
 def check_loopback(component: str, args: Sequence[str], allowed: Sequence[str] = ()) -> None:
     """Refuse any address-carrying flag whose value is not 127.0.0.1 (or one of ``allowed``: the
     real node's bridge address, which exists on this machine only)."""

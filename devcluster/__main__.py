@@ -1,4 +1,4 @@
-"""``python -m e2e.cluster``: build the binaries, start/stop/inspect a devcluster."""
+"""``python -m devcluster``: build the binaries, start/stop/inspect a devcluster."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 from . import build as build_mod
 from . import gomod, launcher, realnode, release
+from .cluster import ensure_devcluster
 from .constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, PROFILES
-from .devcluster import ensure_devcluster
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a devcluster (build the binaries if needed)")
     up.add_argument("--upstream-dra", action="store_true", help="keep the in-tree DRA controllers on")
@@ -72,12 +72,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
     sub.add_parser("release-artifacts", help="the image tarball and the packaged chart, into dist/")
-    g = sub.add_parser("gomod", help="regenerate e2e/controlplane/go.mod and go.sum")
+    g = sub.add_parser("gomod", help="regenerate devcluster/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
     g.add_argument(
         "--older",
         action="store_true",
-        help="an older version: versions/<version>.mod and .sum in e2e/controlplane and e2e/conformance",
+        help="an older version: versions/<version>.mod and .sum in devcluster/controlplane and "
+        "e2e/conformance",
     )
     return parser
 
