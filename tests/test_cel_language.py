@@ -7,28 +7,11 @@ error rules of the macros, ``cel.bind``, and compile-time rejection of undeclare
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from cel_support import fails, rejected, value
 
-from operators.dra.cel import CelCompileError, CelEvaluationError, compile_expression
+from operators.dra.cel import CelCompileError, compile_expression
 from operators.dra.cel.program import CACHE_SIZE
-
-
-def value(expression: str) -> Any:
-    return compile_expression(expression).evaluate()
-
-
-def fails(expression: str) -> str:
-    with pytest.raises(CelEvaluationError) as caught:
-        compile_expression(expression).evaluate()
-    return caught.value.detail
-
-
-def rejected(expression: str) -> str:
-    with pytest.raises(CelCompileError) as caught:
-        compile_expression(expression)
-    return caught.value.detail
 
 
 @pytest.mark.parametrize(

@@ -6,21 +6,8 @@ types are wrapped in ``dyn()``, as Kubernetes' type-checker requires.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-
-from operators.dra.cel import CelEvaluationError, compile_expression
-
-
-def value(expression: str) -> Any:
-    return compile_expression(expression).evaluate()
-
-
-def fails(expression: str) -> str:
-    with pytest.raises(CelEvaluationError) as caught:
-        compile_expression(expression).evaluate()
-    return caught.value.detail
+from cel_support import fails, value
 
 
 @pytest.mark.parametrize(

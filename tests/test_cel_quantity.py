@@ -8,21 +8,11 @@ compiled with cel-go v0.29.2), including the cases where apimachinery's storage 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
+from cel_support import fails, value
 
-from operators.dra.cel import CelCompileError, CelEvaluationError, compile_expression
-
-
-def value(expression: str) -> Any:
-    return compile_expression(expression).evaluate()
-
-
-def fails(expression: str) -> str:
-    with pytest.raises(CelEvaluationError) as caught:
-        compile_expression(expression).evaluate()
-    return caught.value.detail
+from operators.dra.cel import CelCompileError, compile_expression
 
 
 @pytest.mark.parametrize(

@@ -6,15 +6,11 @@ Expectations (including error texts) were checked against Kubernetes v1.37.2's C
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pytest
+from cel_support import value
 
 from operators.dra.cel import CelEvaluationError, compile_expression
-
-
-def value(expression: str) -> Any:
-    return compile_expression(expression).evaluate()
 
 
 def parse_error(text: str, normalize: bool = False) -> str:
