@@ -76,12 +76,30 @@ def _disrupted(reason: str) -> dict[str, Any]:
     return {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason}]}
 
 
+def _pod_disrupted_by(manager: str, reason: str) -> dict[str, Any]:
+    """A pod whose DisruptionTarget condition ``manager`` set with ``reason``."""
+    return _object("v1", "Pod", _entry(manager, "Update", DISRUPTION, "status"), status=_disrupted(reason))
+
+
+def _pod_claim_statuses_by(manager: str, operation: str) -> dict[str, Any]:
+    """A pod whose claim statuses ``manager`` wrote with ``operation``."""
+    return _object("v1", "Pod", _entry(manager, operation, CLAIM_STATUSES, "status"))
+
+
+def _claim_written_by(manager: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim with one update by ``manager`` of ``fields``."""
+    return _object("resource.k8s.io/v1", "ResourceClaim", _entry(manager, "Update", fields))
+
+
+def _request_status_written_by(api_version: str, manager: str) -> dict[str, Any]:
+    """A ResourcePoolStatusRequest of ``api_version`` whose status ``manager`` updated."""
+    return _object(
+        api_version, "ResourcePoolStatusRequest", _entry(manager, "Update", REQUEST_STATUS, "status")
+    )
+
+
 IN_TREE_WRITES = [
-    (
-        RESOURCECLAIM,
-        "pods",
-        _object("v1", "Pod", _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status")),
-    ),
+    (RESOURCECLAIM, "pods", _pod_claim_statuses_by("ResourceClaimController", "Apply")),
     (
         DEVICETAINT,
         "devicetaintrules",
@@ -91,24 +109,11 @@ IN_TREE_WRITES = [
             _entry("device-taint-eviction-controller", "Apply", RULE_CONDITIONS, "status"),
         ),
     ),
-    (
-        DEVICETAINT,
-        "pods",
-        _object(
-            "v1",
-            "Pod",
-            _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
-            status=_disrupted("DeletionByDeviceTaintManager"),
-        ),
-    ),
+    (DEVICETAINT, "pods", _pod_disrupted_by("kube-controller-manager", "DeletionByDeviceTaintManager")),
     (
         POOLSTATUS,
         "resourcepoolstatusrequests",
-        _object(
-            "resource.k8s.io/v1alpha3",
-            "ResourcePoolStatusRequest",
-            _entry("kube-controller-manager", "Update", REQUEST_STATUS, "status"),
-        ),
+        _request_status_written_by("resource.k8s.io/v1alpha3", "kube-controller-manager"),
     ),
     (
         RESOURCECLAIM,
@@ -156,96 +161,33 @@ def test_an_in_tree_write_older_than_the_operator_is_no_evidence(
     ("controller", "plural", "body"),
     [
         # A user's server-side apply of the same fields, with kubectl's manager.
-        (RESOURCECLAIM, "pods", _object("v1", "Pod", _entry("kubectl", "Apply", CLAIM_STATUSES, "status"))),
+        (RESOURCECLAIM, "pods", _pod_claim_statuses_by("kubectl", "Apply")),
         # Our own writes.
-        (
-            RESOURCECLAIM,
-            "pods",
-            _object("v1", "Pod", _entry("dra-operators-resourceclaim", "Apply", CLAIM_STATUSES, "status")),
-        ),
-        (
-            RESOURCECLAIM,
-            "resourceclaims",
-            _object(
-                "resource.k8s.io/v1",
-                "ResourceClaim",
-                _entry("dra-operators-resourceclaim", "Update", CREATED_CLAIM),
-            ),
-        ),
+        (RESOURCECLAIM, "pods", _pod_claim_statuses_by("dra-operators-resourceclaim", "Apply")),
+        (RESOURCECLAIM, "resourceclaims", _claim_written_by("dra-operators-resourceclaim", CREATED_CLAIM)),
         # A claim created under kube-controller-manager's own field manager: a tenant allowed to
         # create claims can choose any manager (issue #38), so a claim alone is never evidence.
-        (
-            RESOURCECLAIM,
-            "resourceclaims",
-            _object(
-                "resource.k8s.io/v1",
-                "ResourceClaim",
-                _entry("kube-controller-manager", "Update", CREATED_CLAIM),
-            ),
-        ),
+        (RESOURCECLAIM, "resourceclaims", _claim_written_by("kube-controller-manager", CREATED_CLAIM)),
         # A claim a user created with kubectl, even one carrying the annotation.
-        (
-            RESOURCECLAIM,
-            "resourceclaims",
-            _object("resource.k8s.io/v1", "ResourceClaim", _entry("kubectl-create", "Update", CREATED_CLAIM)),
-        ),
+        (RESOURCECLAIM, "resourceclaims", _claim_written_by("kubectl-create", CREATED_CLAIM)),
         # kube-controller-manager's garbage collector touching a claim's metadata, not creating it.
         (
             RESOURCECLAIM,
             "resourceclaims",
-            _object(
-                "resource.k8s.io/v1",
-                "ResourceClaim",
-                _entry("kube-controller-manager", "Update", {"f:metadata": {"f:finalizers": {}}}),
-            ),
+            _claim_written_by("kube-controller-manager", {"f:metadata": {"f:finalizers": {}}}),
         ),
         # The right manager and fields, but a status update, not an apply.
-        (
-            RESOURCECLAIM,
-            "pods",
-            _object("v1", "Pod", _entry("ResourceClaimController", "Update", CLAIM_STATUSES, "status")),
-        ),
+        (RESOURCECLAIM, "pods", _pod_claim_statuses_by("ResourceClaimController", "Update")),
         # The node-taint eviction and pod GC write DisruptionTarget under the same manager.
-        (
-            DEVICETAINT,
-            "pods",
-            _object(
-                "v1",
-                "Pod",
-                _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
-                status=_disrupted("DeletionByTaintManager"),
-            ),
-        ),
-        (
-            DEVICETAINT,
-            "pods",
-            _object(
-                "v1",
-                "Pod",
-                _entry("kube-controller-manager", "Update", DISRUPTION, "status"),
-                status=_disrupted("DeletionByPodGC"),
-            ),
-        ),
+        (DEVICETAINT, "pods", _pod_disrupted_by("kube-controller-manager", "DeletionByTaintManager")),
+        (DEVICETAINT, "pods", _pod_disrupted_by("kube-controller-manager", "DeletionByPodGC")),
         # Our eviction: the same reason, our manager.
-        (
-            DEVICETAINT,
-            "pods",
-            _object(
-                "v1",
-                "Pod",
-                _entry("dra-operators-devicetaint", "Update", DISRUPTION, "status"),
-                status=_disrupted("DeletionByDeviceTaintManager"),
-            ),
-        ),
+        (DEVICETAINT, "pods", _pod_disrupted_by("dra-operators-devicetaint", "DeletionByDeviceTaintManager")),
         # The project CRD shares the plural; kube-controller-manager never writes it.
         (
             POOLSTATUS,
             "resourcepoolstatusrequests",
-            _object(
-                "dra-operators.io/v1alpha1",
-                "ResourcePoolStatusRequest",
-                _entry("kube-controller-manager", "Update", REQUEST_STATUS, "status"),
-            ),
+            _request_status_written_by("dra-operators.io/v1alpha1", "kube-controller-manager"),
         ),
         # A watched kind without a signature.
         (
