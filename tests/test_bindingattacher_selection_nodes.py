@@ -39,6 +39,27 @@ def consumer(uid: str, name: str) -> ConsumerReference:
     return ConsumerReference(resource="pods", name=name, uid=uid)
 
 
+def resolve_consumed_by(
+    mode: NodeResolutionMode,
+    *pods: Pod,
+    allocated_on: str | None,
+    now: datetime = T0,
+    wait_deadline: datetime = DEADLINE,
+) -> NodeResolution:
+    """Resolves the node of a claim allocated on ``allocated_on`` (None: on no node) whose consumers
+    are ``pods``."""
+    the_claim = claim(node=allocated_on)
+    assert the_claim.status.allocation is not None
+    return resolve(
+        mode=mode,
+        allocation=the_claim.status.allocation,
+        consumers=[consumer(p.metadata.uid, p.metadata.name) for p in pods],
+        pods=list(pods),
+        now=now,
+        wait_deadline=wait_deadline,
+    )
+
+
 def test_binds_to_node_selector_names_the_node() -> None:
     assert single_node(selector(pinned("node-3"))) == "node-3"
 
@@ -76,15 +97,8 @@ def test_label_selectors_and_multi_value_fields_do_not_name_a_node() -> None:
 
 
 def test_allocation_pin_wins_over_pods() -> None:
-    the_claim = claim(node="node-x")
-    assert the_claim.status.allocation is not None
-    outcome = resolve(
-        mode=NodeResolutionMode.ALLOCATION_OR_POD,
-        allocation=the_claim.status.allocation,
-        consumers=[consumer("p1", "pod-0")],
-        pods=[pod("p1", "pod-0", nominated="node-y")],
-        now=T0,
-        wait_deadline=DEADLINE,
+    outcome = resolve_consumed_by(
+        NodeResolutionMode.ALLOCATION_OR_POD, pod("p1", "pod-0", nominated="node-y"), allocated_on="node-x"
     )
     assert (outcome.status, outcome.node, outcome.source) == (
         Resolution.RESOLVED,
@@ -94,47 +108,32 @@ def test_allocation_pin_wins_over_pods() -> None:
 
 
 def test_fallback_uses_nominated_node_of_consumer() -> None:
-    the_claim = claim(node=None)
-    assert the_claim.status.allocation is not None
-    outcome = resolve(
-        mode=NodeResolutionMode.ALLOCATION_OR_POD,
-        allocation=the_claim.status.allocation,
-        consumers=[consumer("p1", "pod-0")],
-        pods=[pod("p1", "pod-0", nominated="node-b")],
-        now=T0,
-        wait_deadline=DEADLINE,
+    outcome = resolve_consumed_by(
+        NodeResolutionMode.ALLOCATION_OR_POD, pod("p1", "pod-0", nominated="node-b"), allocated_on=None
     )
     assert (outcome.status, outcome.node, outcome.source) == (Resolution.RESOLVED, "node-b", NodeSource.POD)
 
 
 def test_fallback_prefers_bound_node_and_reports_disagreement() -> None:
-    the_claim = claim(node=None)
-    assert the_claim.status.allocation is not None
-    outcome = resolve(
-        mode=NodeResolutionMode.ALLOCATION_OR_POD,
-        allocation=the_claim.status.allocation,
-        consumers=[consumer("p1", "pod-0"), consumer("p2", "pod-1")],
-        pods=[pod("p1", "pod-0", node="node-a", nominated="node-c"), pod("p2", "pod-1", nominated="node-b")],
-        now=T0,
-        wait_deadline=DEADLINE,
+    outcome = resolve_consumed_by(
+        NodeResolutionMode.ALLOCATION_OR_POD,
+        pod("p1", "pod-0", node="node-a", nominated="node-c"),
+        pod("p2", "pod-1", nominated="node-b"),
+        allocated_on=None,
     )
     assert outcome.status is Resolution.FAILED
     assert outcome.message == "consumers disagree: pod-0=node-a, pod-1=node-b"
 
 
 def test_fallback_waits_then_fails_at_wait_deadline() -> None:
-    the_claim = claim(node=None)
-    assert the_claim.status.allocation is not None
     deadline = node_wait_deadline(T0, timedelta(seconds=30), DEADLINE)
     assert deadline == DEADLINE  # capped at the attach deadline
-    allocation = the_claim.status.allocation
 
     def at(now: datetime) -> NodeResolution:
-        return resolve(
-            mode=NodeResolutionMode.ALLOCATION_OR_POD,
-            allocation=allocation,
-            consumers=[consumer("p1", "pod-0")],
-            pods=[pod("p1", "pod-0")],
+        return resolve_consumed_by(
+            NodeResolutionMode.ALLOCATION_OR_POD,
+            pod("p1", "pod-0"),
+            allocated_on=None,
             now=now,
             wait_deadline=deadline,
         )
@@ -146,29 +145,13 @@ def test_fallback_waits_then_fails_at_wait_deadline() -> None:
 
 
 def test_allocation_only_fails_at_once_without_pin() -> None:
-    the_claim = claim(node=None)
-    assert the_claim.status.allocation is not None
-    outcome = resolve(
-        mode=NodeResolutionMode.ALLOCATION_ONLY,
-        allocation=the_claim.status.allocation,
-        consumers=[consumer("p1", "pod-0")],
-        pods=[pod("p1", "pod-0", nominated="node-b")],
-        now=T0,
-        wait_deadline=DEADLINE,
+    outcome = resolve_consumed_by(
+        NodeResolutionMode.ALLOCATION_ONLY, pod("p1", "pod-0", nominated="node-b"), allocated_on=None
     )
     assert outcome.status is Resolution.FAILED
     assert "bindsToNode" in outcome.message
 
 
 def test_mode_none_passes_no_node() -> None:
-    the_claim = claim(node="node-a")
-    assert the_claim.status.allocation is not None
-    outcome = resolve(
-        mode=NodeResolutionMode.NONE,
-        allocation=the_claim.status.allocation,
-        consumers=[],
-        pods=[],
-        now=T0,
-        wait_deadline=DEADLINE,
-    )
+    outcome = resolve_consumed_by(NodeResolutionMode.NONE, allocated_on="node-a")
     assert (outcome.status, outcome.node, outcome.source) == (Resolution.RESOLVED, None, NodeSource.NONE)

@@ -269,6 +269,15 @@ def _runtime(client: KubeClient, allowed: bool) -> Runtime:
     )
 
 
+def _in_tree_write_seen(runtime: Runtime, write: tuple[InTreeController, str, dict[str, Any]]) -> Evidence:
+    """Has ``runtime`` act on the evidence of one of ``IN_TREE_WRITES``, and returns that evidence."""
+    (controller, plural, body) = write
+    evidence = find_evidence(controller, plural, body, STARTED)
+    assert evidence is not None
+    _in_tree_controller_acts(runtime, evidence)
+    return evidence
+
+
 def _detected(controller: str) -> float | None:
     return REGISTRY.get_sample_value("dra_operators_in_tree_controller_detected", {"controller": controller})
 
@@ -297,10 +306,7 @@ async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liven
 ) -> None:
     client = offline_client  # the fence's client, named as in the checks below
     runtime = _runtime(client, allowed=False)
-    (_, plural, body) = IN_TREE_WRITES[0]
-    evidence = find_evidence(RESOURCECLAIM, plural, body, STARTED)
-    assert evidence is not None
-    _in_tree_controller_acts(runtime, evidence)
+    _in_tree_write_seen(runtime, IN_TREE_WRITES[0])
 
     ready, why = runtime.health.ready()
     assert not ready
@@ -322,10 +328,7 @@ async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liven
 async def test_allowed_evidence_is_reported_and_the_operator_acts(offline_client: KubeClient) -> None:
     client = offline_client  # the fence's client, named as in the checks below
     runtime = _runtime(client, allowed=True)
-    (_, plural, body) = IN_TREE_WRITES[2]
-    evidence = find_evidence(DEVICETAINT, plural, body, STARTED)
-    assert evidence is not None
-    _in_tree_controller_acts(runtime, evidence)
+    evidence = _in_tree_write_seen(runtime, IN_TREE_WRITES[2])
     assert "acting anyway" in evidence.message(allowed=True)
     assert runtime.health.refused == ""
     assert _detected("device-taint-eviction-controller") == 1

@@ -20,6 +20,21 @@ def net_pool(devices: Sequence[dict[str, Any]], claims: Sequence[ResourceClaim] 
     return only_pool(slices, claims, spec=request_spec(NET))
 
 
+def partitioned_net_pool(devices: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The pool of one slice whose devices share the counter set ``set`` (``c``: 2) and name their
+    partition type in the attribute ``profile``."""
+    slices = [
+        resource_slice(
+            "s0",
+            devices,
+            driver=NET,
+            partition_attribute=f"{NET}/profile",
+            shared_counters={"set": {"c": "2"}},
+        )
+    ]
+    return only_pool(slices, spec=request_spec(NET))
+
+
 def uses(device_name: str, consumed: Mapping[str, str], index: int = 0) -> ResourceClaim:
     return claim(f"{device_name}-claim-{index}", result(device_name, driver=NET, consumed=consumed))
 
@@ -167,16 +182,7 @@ def test_partition_error_hides_partition_summary_but_not_shareable() -> None:
         device("d0", attributes={"profile": "Full"}, consumes=[("set", {"c": "1"})], shareable=True),
         device("d1", consumes=[("set", {"c": "1"})]),
     ]
-    slices = [
-        resource_slice(
-            "s0",
-            devices,
-            driver=NET,
-            partition_attribute=f"{NET}/profile",
-            shared_counters={"set": {"c": "2"}},
-        )
-    ]
-    pool = only_pool(slices, spec=request_spec(NET))
+    pool = partitioned_net_pool(devices)
     assert pool["validationError"].startswith('PartitionTypeMissing: device "d1"')
     assert "partitionSummary" not in pool
     assert pool["shareableSummary"] == summary(1, 0)
@@ -193,16 +199,7 @@ def test_shareable_error_hides_partition_summary() -> None:
             capacity=capacity,
         )
     ]
-    slices = [
-        resource_slice(
-            "s0",
-            devices,
-            driver=NET,
-            partition_attribute=f"{NET}/profile",
-            shared_counters={"set": {"c": "2"}},
-        )
-    ]
-    pool = only_pool(slices, spec=request_spec(NET))
+    pool = partitioned_net_pool(devices)
     assert pool["validationError"].startswith("ShareableSummaryOverCap:")
     assert "partitionSummary" not in pool
     assert "shareableSummary" not in pool
