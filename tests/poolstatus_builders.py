@@ -21,6 +21,23 @@ NET = "net.example.com"
 A = "gpu.example.com/profile"
 WRITTEN_AT = datetime(2026, 9, 1, 10, 0, 0, tzinfo=UTC)
 
+REQUEST_RESOURCES = ("resourcepoolstatusrequests", "resourcepoolstatusrequests/status")
+"""The request kind and its status subresource, as discovery lists them."""
+
+
+def served_doc(*names: str) -> dict[str, Any]:
+    """A discovery document of an API group version serving the resources ``names``."""
+    return {"resources": [{"name": n, "kind": "X", "namespaced": False} for n in names]}
+
+
+def requests_served_on_both_surfaces() -> dict[str, dict[str, Any]]:
+    """Discovery by path: the request kind served both built in (v1alpha3) and by the project CRD."""
+    return {
+        "/apis/resource.k8s.io/v1alpha3": served_doc(*REQUEST_RESOURCES),
+        "/apis/dra-operators.io/v1alpha1": served_doc(*REQUEST_RESOURCES),
+    }
+
+
 Consumption = tuple[str, Mapping[str, str]] | tuple[str, Mapping[str, str], Sequence[str]]
 """(counter set, {counter: quantity}) or the same with compatibility groups."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
+from poolstatus_builders import REQUEST_RESOURCES, requests_served_on_both_surfaces, served_doc
 from prometheus_client import REGISTRY
 
 from operators.core.client import ApiError
@@ -23,19 +24,11 @@ DRIVER = "gpu.example.com"
 RV = "7"
 
 
-def served_doc(*names: str) -> dict[str, Any]:
-    return {"resources": [{"name": n, "kind": "X", "namespaced": False} for n in names]}
-
-
-REQUESTS = ("resourcepoolstatusrequests", "resourcepoolstatusrequests/status")
-
-
 @dataclass
 class FakeClient:
     discovery: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
-            "/apis/resource.k8s.io/v1alpha3": served_doc(*REQUESTS),
-            "/apis/dra-operators.io/v1alpha1": served_doc(*REQUESTS),
+            **requests_served_on_both_surfaces(),
             "/apis/resource.k8s.io/v1": served_doc("resourceslices", "devicetaintrules"),
         }
     )
@@ -161,7 +154,7 @@ async def test_availability_change_exits_3(client: FakeClient) -> None:
     controller, runtime = await prepared(client)
     await controller.sync(("discovery",))
     assert runtime.stopped_with is None
-    client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(*REQUESTS)
+    client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(*REQUEST_RESOURCES)
     await controller.sync(("discovery",))
     assert runtime.stopped_with == 3
 
@@ -459,6 +452,6 @@ async def test_rules_not_served_in_any_version_are_not_watched(client: FakeClien
     (rules,) = [watch for watch in DEFINITION.watches if watch.plural == "devicetaintrules"]
     assert rules.when is not None
     assert not rules.when(controller)
-    client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUESTS, "devicetaintrules")
+    client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUEST_RESOURCES, "devicetaintrules")
     await controller.sync(("discovery",))
     assert runtime.stopped_with == 3, "rules served as v1alpha3 at last: restart to watch them"

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from poolstatus_builders import requests_served_on_both_surfaces
 from prometheus_client import REGISTRY
 
 from operators.core.events import ObjectRef
@@ -155,23 +156,11 @@ def test_the_message_names_the_fields_the_cause_and_the_remedy() -> None:
 # -- the controller: reported once, never written again -----------------------------------------
 
 
-def served_doc(*names: str) -> dict[str, Any]:
-    return {"resources": [{"name": n, "kind": "X", "namespaced": False} for n in names]}
-
-
-REQUESTS = ("resourcepoolstatusrequests", "resourcepoolstatusrequests/status")
-
-
 @dataclass
 class ForgetfulServer:
     """Answers every status patch as 1.36's built-in API does: without the summaries."""
 
-    discovery: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {
-            "/apis/resource.k8s.io/v1alpha3": served_doc(*REQUESTS),
-            "/apis/dra-operators.io/v1alpha1": served_doc(*REQUESTS),
-        }
-    )
+    discovery: dict[str, dict[str, Any]] = field(default_factory=requests_served_on_both_surfaces)
     writes: list[dict[str, Any]] = field(default_factory=list)
 
     async def get(self, path: str, **_: str) -> Any:
