@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubeconfigs import empty_kubeconfig
 
 from operators.core.client import ApiError
 from operators.dra.durations import duration_seconds
@@ -62,9 +63,7 @@ class FakeClient:
 
 @pytest.fixture
 def config(tmp_path: Path) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    return str(path)
+    return empty_kubeconfig(tmp_path)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
+from kubeconfigs import local_api_server
 
 from operators.core import namespace as own_namespace
 from operators.core import runtime
@@ -145,28 +145,8 @@ class FakeApi:
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, str]]:
     fake = FakeApi()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    try:
-        yield fake, str(config)
-    finally:
-        await runner.cleanup()
+    async with local_api_server(fake.handle, tmp_path) as config:
+        yield fake, config
 
 
 def settings_for(config: str, **values: Any) -> OperatorSettings:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
+from kubeconfigs import empty_kubeconfig, local_api_server
 
 from operators.core import runtime
 from operators.core.health import Health
@@ -105,35 +105,11 @@ class FakeApi:
         return web.json_response({"kind": "Status", "reason": "NotFound"}, status=404)
 
 
-async def serve(fake: FakeApi, tmp_path: Path) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return runner, str(config)
-
-
 @pytest.fixture
 async def old_cluster(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, str]]:
     fake = FakeApi({"major": "1", "minor": "34", "gitVersion": "v1.34.4"})
-    runner, config = await serve(fake, tmp_path)
-    try:
+    async with local_api_server(fake.handle, tmp_path) as config:
         yield fake, config
-    finally:
-        await runner.cleanup()
 
 
 class Unprepared:
@@ -192,7 +168,6 @@ async def test_an_operator_on_1_34_refuses_once_and_stays_live_but_not_ready(
 
 async def test_a_supported_cluster_goes_on_to_start(tmp_path: Path) -> None:
     fake = FakeApi({"major": "1", "minor": "35", "gitVersion": "v1.35.4"})
-    runner, config = await serve(fake, tmp_path)
     prepared = asyncio.Event()
 
     class Waiting(Unprepared):
@@ -206,20 +181,18 @@ async def test_a_supported_cluster_goes_on_to_start(tmp_path: Path) -> None:
         default_workers=1,
         make_controller=lambda _: Waiting(),
     )
-    settings = OperatorSettings(
-        kubeconfig=config,
-        metrics_bind_address="127.0.0.1:0",
-        health_probe_bind_address="127.0.0.1:0",
-        metrics_secure=False,
-    )
     stop = asyncio.Event()
-    try:
+    async with local_api_server(fake.handle, tmp_path) as config:
+        settings = OperatorSettings(
+            kubeconfig=config,
+            metrics_bind_address="127.0.0.1:0",
+            health_probe_bind_address="127.0.0.1:0",
+            metrics_secure=False,
+        )
         running = asyncio.ensure_future(runtime.run(definition, settings, stop=stop, configure_logging=False))
         await asyncio.wait_for(prepared.wait(), 5)
         stop.set()
         assert await asyncio.wait_for(running, 10) == 0
-    finally:
-        await runner.cleanup()
 
 
 # --- kubectl dra -------------------------------------------------------------------------------------
@@ -244,9 +217,7 @@ class VersionClient:
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    return str(path)
+    return empty_kubeconfig(tmp_path)
 
 
 def connect_to(monkeypatch: pytest.MonkeyPatch, client: VersionClient) -> None:
