@@ -10,6 +10,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from strategies import pod_group_consumer as pod_group_consumer
+from strategies import pod_group_owner as pod_group_owner
+
 from operators.core.reconcile import Result
 from operators.dra.podgroups import PodGroup
 from operators.resourceclaim.cache import ClusterCache
@@ -90,20 +93,6 @@ def make_pod(name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Pod:
 
 def pod_consumer(name: str, uid: str) -> dict[str, str]:
     return {"resource": "pods", "name": name, "uid": uid}
-
-
-def pod_group_consumer(name: str = "pg", uid: str = "G") -> dict[str, str]:
-    return {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": name, "uid": uid}
-
-
-def pod_group_owner(name: str = "pg", uid: str = "G") -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "name": name,
-        "uid": uid,
-        "controller": True,
-    }
 
 
 def pod_group_body(

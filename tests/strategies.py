@@ -438,7 +438,8 @@ def pod_consumer(name: str, uid: str) -> Body:
     return {"resource": "pods", "name": name, "uid": uid}
 
 
-def pod_group_consumer(name: str, uid: str) -> Body:
+def pod_group_consumer(name: str = "pg", uid: str = "G") -> Body:
+    """A claim's ``reservedFor`` entry naming the PodGroup ``name``."""
     return {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": name, "uid": uid}
 
 
@@ -446,7 +447,8 @@ def pod_owner(name: str, uid: str) -> Body:
     return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "controller": True}
 
 
-def pod_group_owner(name: str, uid: str) -> Body:
+def pod_group_owner(name: str = "pg", uid: str = "G") -> Body:
+    """The controlling owner reference to the PodGroup ``name`` (``scheduling.k8s.io/v1beta1``)."""
     return {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",

@@ -12,6 +12,8 @@ from resourceclaim_builders import (
     make_pod,
     named_entry,
     pod_consumer,
+    pod_group_consumer,
+    pod_group_owner,
     template_entry,
 )
 
@@ -27,7 +29,7 @@ from operators.resourceclaim.plan import (
 )
 
 WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "W"}
-POD_GROUP = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "G"}
+POD_GROUP = pod_group_consumer("g", "G")
 
 
 def run_claim_sync(cache: ClusterCache, api: FakeApi, name: str) -> Any:
@@ -437,14 +439,7 @@ def test_generated_claim_of_unknown_pod_is_left_to_the_garbage_collector() -> No
 
 
 def test_pod_group_owned_claim_is_never_deleted() -> None:
-    owner = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "name": "g",
-        "uid": "G",
-        "controller": True,
-    }
-    claim = make_claim("group-claim", owner_ref=owner)
+    claim = make_claim("group-claim", owner_ref=pod_group_owner("g", "G"))
     api = FakeApi()
     run_claim_sync(cache_with(pods=[generated_pod(phase="Succeeded")], claims=[claim]), api, "group-claim")
     assert api.actions == []

@@ -14,6 +14,7 @@ from resourceclaim_builders import (
     make_template,
     named_entry,
     pod_consumer,
+    pod_group_owner,
     template_entry,
 )
 
@@ -524,14 +525,7 @@ def test_scenario_31_unsupported_entry() -> None:
 
 def test_scenario_31_pod_group_owned_claim() -> None:
     pod = make_pod(claims=GPU, statuses=[{"name": "gpu", "resourceClaimName": "group-claim"}])
-    owner = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "name": "training",
-        "uid": "G",
-        "controller": True,
-    }
-    claim = make_claim("group-claim", owner_ref=owner, entry="gpu")
+    claim = make_claim("group-claim", owner_ref=pod_group_owner("training", "G"), entry="gpu")
     api = FakeApi()
     outcome = run_pod_sync(cache_with(pods=[pod], claims=[claim], templates=[make_template()]), api)
     text = (
