@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from bindingattacher_builders import spawn
 
@@ -14,14 +16,21 @@ def _outcome(message: str = "") -> CallOutcome:
     return CallOutcome(AttachResult(Outcome.SUCCEEDED, message))
 
 
-async def test_an_outcome_is_parked_until_consumed() -> None:
+def _attaching_da_1(
+    call: Callable[[], Coroutine[Any, Any, CallOutcome]],
+) -> tuple[CallTracker, asyncio.Event]:
+    """A tracker running ``call`` as da-1's attach, and the event its end sets."""
     tracker = CallTracker(max_total=10, spawn=spawn)
     done = asyncio.Event()
+    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", call, done.set)
+    return tracker, done
 
+
+async def test_an_outcome_is_parked_until_consumed() -> None:
     async def call() -> CallOutcome:
         return _outcome("ok")
 
-    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", call, done.set)
+    tracker, done = _attaching_da_1(call)
     assert tracker.in_flight("da-1")
     await asyncio.wait_for(done.wait(), 1)
     assert not tracker.in_flight("da-1")
@@ -60,13 +69,10 @@ async def test_a_cancelled_or_superseded_call_never_reports() -> None:
 
 
 async def test_a_crashing_call_becomes_a_transient_error() -> None:
-    tracker = CallTracker(max_total=10, spawn=spawn)
-    done = asyncio.Event()
-
     async def broken() -> CallOutcome:
         raise RuntimeError("boom")
 
-    tracker.start("da-1", Operation.ATTACH, "fabric", "drv", broken, done.set)
+    tracker, done = _attaching_da_1(broken)
     await asyncio.wait_for(done.wait(), 1)
     parked = tracker.outcome("da-1")
     assert parked is not None
