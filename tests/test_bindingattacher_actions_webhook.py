@@ -17,7 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from devcluster import pki
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
-from operators.bindingattacher.actions.calls import close_action, invoke
+from operators.bindingattacher.actions.calls import CallOutcome, close_action, invoke
 from operators.bindingattacher.actions.factory import BuildContext, build_action
 from operators.bindingattacher.actions.webhook import (
     WebhookAction,
@@ -107,6 +107,14 @@ def action_for(url: str, ca: str | None = pem(CA), **settings: Any) -> WebhookAc
     return WebhookAction(WebhookSettings(url=url, ssl_context=ssl_context(ca), **settings))
 
 
+async def attach_once(action: WebhookAction) -> CallOutcome:
+    """The outcome of one attach call through ``action``, which is closed afterwards."""
+    try:
+        return await invoke(action, Operation.ATTACH, attach_request(), 5)
+    finally:
+        await action.close()
+
+
 async def test_attach_probe_and_detach_over_verified_tls(server: Server) -> None:
     action = action_for(server.url, bearer_token="s3cret", probe=True)
     try:
@@ -132,11 +140,7 @@ async def test_attach_probe_and_detach_over_verified_tls(server: Server) -> None
 
 async def test_untrusted_server_is_a_transient_error(server: Server) -> None:
     stranger = pki.Authority.create("someone else")
-    action = action_for(server.url, ca=pem(stranger))
-    try:
-        outcome = await invoke(action, Operation.ATTACH, attach_request(), 5)
-    finally:
-        await action.close()
+    outcome = await attach_once(action_for(server.url, ca=pem(stranger)))
     assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
     assert "certificate" in outcome.result.message.lower()
     assert server.seen == []
@@ -144,17 +148,9 @@ async def test_untrusted_server_is_a_transient_error(server: Server) -> None:
 
 async def test_hostname_is_verified_and_server_name_overrides_it() -> None:
     async for running in serve(server_context(*NAMED_CERT), by_operation):
-        mismatch = action_for(running.url)
-        try:
-            refused = await invoke(mismatch, Operation.ATTACH, attach_request(), 5)
-        finally:
-            await mismatch.close()
+        refused = await attach_once(action_for(running.url))
         assert refused.result.outcome is Outcome.TRANSIENT_ERROR
-        named = action_for(running.url, server_name="fabric-manager.test")
-        try:
-            accepted = await invoke(named, Operation.ATTACH, attach_request(), 5)
-        finally:
-            await named.close()
+        accepted = await attach_once(action_for(running.url, server_name="fabric-manager.test"))
         assert accepted.result.outcome is Outcome.SUCCEEDED
 
 
@@ -162,11 +158,7 @@ async def test_mutual_tls_with_client_certificate() -> None:
     client_ca = pki.Authority.create("client CA")
     client_cert, client_key = issue(client_ca, "attacher", [], client=True)
     async for running in serve(server_context(*SERVER_CERT, client_ca=pem(client_ca)), by_operation):
-        anonymous = action_for(running.url)
-        try:
-            refused = await invoke(anonymous, Operation.ATTACH, attach_request(), 5)
-        finally:
-            await anonymous.close()
+        refused = await attach_once(action_for(running.url))
         assert refused.result.outcome is Outcome.TRANSIENT_ERROR
         spec = ActionSpec.model_validate(
             {
@@ -234,11 +226,7 @@ def test_status_table_without_network() -> None:
 
 
 async def test_connection_refused_is_transient() -> None:
-    action = action_for("https://127.0.0.1:9/v1")
-    try:
-        outcome = await invoke(action, Operation.ATTACH, attach_request(), 5)
-    finally:
-        await action.close()
+    outcome = await attach_once(action_for("https://127.0.0.1:9/v1"))
     assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
 
 

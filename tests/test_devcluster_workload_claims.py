@@ -54,14 +54,19 @@ def test_the_option_adds_both_gates_and_the_podgroup_api() -> None:
     assert runtime_config_flag(workload_claims=True) == f"{RUNTIME_CONFIG_FLAG},{PODGROUP_API}=true"
 
 
-def _launch(tmp_path: Path, workload_claims: bool) -> tuple[LaunchRecorder, launcher.ClusterState]:
-    options = launcher.UpOptions(
-        directory=tmp_path / "cluster",
-        binary_dir=tmp_path / "bin",
+def _up_options(directory: Path, binary_dir: Path, *, workload_claims: bool) -> launcher.UpOptions:
+    """The options of ``make cluster`` at v1.37.2 (etcd 3.7.0) with or without workload claims."""
+    return launcher.UpOptions(
+        directory=directory,
+        binary_dir=binary_dir,
         k8s_version="v1.37.2",
         etcd_version="3.7.0",
         workload_claims=workload_claims,
     )
+
+
+def _launch(tmp_path: Path, workload_claims: bool) -> tuple[LaunchRecorder, launcher.ClusterState]:
+    options = _up_options(tmp_path / "cluster", tmp_path / "bin", workload_claims=workload_claims)
     recorder = LaunchRecorder(options)
     return recorder, recorder._up_once()
 
@@ -112,21 +117,9 @@ def test_a_running_cluster_with_other_options_is_not_reused(
         "profile": state.profile,
     }
     monkeypatch.setattr(launcher, "status", lambda directory: (0, doc))
-    options = launcher.UpOptions(
-        directory=Path(state.dir),
-        binary_dir=tmp_path / "bin",
-        k8s_version="v1.37.2",
-        etcd_version="3.7.0",
-        workload_claims=wanted,
-    )
+    options = _up_options(Path(state.dir), tmp_path / "bin", workload_claims=wanted)
     with pytest.raises(launcher.ClusterError, match="run make cluster-down first") as err:
         launcher.up(options, say=lambda _: None)
     assert ("default mode, workload claims" in str(err.value)) is running
-    same = launcher.UpOptions(
-        directory=Path(state.dir),
-        binary_dir=tmp_path / "bin",
-        k8s_version="v1.37.2",
-        etcd_version="3.7.0",
-        workload_claims=running,
-    )
+    same = _up_options(Path(state.dir), tmp_path / "bin", workload_claims=running)
     assert launcher.up(same, say=lambda _: None) == (state, True)

@@ -135,6 +135,15 @@ async def _run_until_idle(informer: Informer, peer: Peer) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def _seen_through_list_and_watch(serve: Any, peer: Peer) -> Seen:
+    """What an informer of pods on ``peer`` delivers through one list and the watches after it."""
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    await _run_until_idle(informer, peer)
+    return seen
+
+
 async def test_list_then_watch_from_the_lists_version(serve: Any) -> None:
     peer = Peer(
         [pod("a", "1"), pod("b", "2"), pod("c", "3")],
@@ -165,10 +174,7 @@ async def test_list_then_watch_from_the_lists_version(serve: Any) -> None:
 
 async def test_bookmarks_move_the_version_without_delivering(serve: Any) -> None:
     peer = Peer([], "5", [[bookmark("50"), bookmark("60")]])
-    seen = Seen()
-    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
-    await informer.list()
-    await _run_until_idle(informer, peer)
+    seen = await _seen_through_list_and_watch(serve, peer)
     assert seen.items == []
     assert peer.watches == ["5", "60"]
 
@@ -191,10 +197,7 @@ async def test_gone_lists_again_and_delivers_the_deletions_it_missed(serve: Any,
 
 async def test_a_dropped_connection_resumes_from_the_last_event(serve: Any) -> None:
     peer = Peer([], "1", [[event("ADDED", pod("a", "1", "7")), "drop"], [event("ADDED", pod("b", "2", "8"))]])
-    seen = Seen()
-    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
-    await informer.list()
-    await _run_until_idle(informer, peer)
+    seen = await _seen_through_list_and_watch(serve, peer)
     assert [name for _, name, _ in seen.items] == ["a", "b"]
     assert peer.watches == ["1", "7", "8"]
     assert peer.lists == 1, "a dropped connection is resumed, not re-listed"
@@ -206,10 +209,7 @@ async def test_an_error_event_resumes_the_watch(serve: Any) -> None:
         "object": {"kind": "Status", "code": 500, "reason": "InternalError", "message": "x"},
     }
     peer = Peer([], "1", [[event("ADDED", pod("a", "1", "4")), error], [event("ADDED", pod("b", "2", "5"))]])
-    seen = Seen()
-    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
-    await informer.list()
-    await _run_until_idle(informer, peer)
+    seen = await _seen_through_list_and_watch(serve, peer)
     assert [name for _, name, _ in seen.items] == ["a", "b"]
     assert peer.watches == ["1", "4", "5"]
 
