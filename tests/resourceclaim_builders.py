@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from strategies import pod_group_consumer as pod_group_consumer
+from strategies import pod_group_object
 from strategies import pod_group_owner as pod_group_owner
 
 from operators.core.reconcile import Result
@@ -118,13 +119,7 @@ def pod_group_body(
     status: dict[str, Any] = {}
     if statuses:
         status["resourceClaimStatuses"] = [dict(entry) for entry in statuses]
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": spec,
-        "status": status,
-    }
+    return pod_group_object(metadata, spec, status)
 
 
 def make_pod_group(name: str = "pg", uid: str = "G", **kwargs: Any) -> PodGroup:

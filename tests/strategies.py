@@ -214,6 +214,11 @@ _COMPATIBILITY_GROUPS = st.lists(
 _TAINTS = taints()
 
 
+def binding_condition_lists(*types: str) -> st.SearchStrategy[list[str]]:
+    """``bindingConditions`` or ``bindingFailureConditions`` of a device: unique, some of ``types``."""
+    return st.lists(st.sampled_from(types), min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
+
+
 @functools.cache
 def up_to(limit: int, usual: int) -> st.SearchStrategy[int]:
     """A list bound: mostly ``usual``, now and then the API's ``limit``, so that examples stay
@@ -266,13 +271,9 @@ def devices(
     if draw(st.integers(0, 4)) == 0:
         body["allowMultipleAllocations"] = True
     if draw(st.integers(0, 4)) == 0:
-        conditions = st.sampled_from(("dra.example.com/Attached", "Ready", "Fabric"))
-        body["bindingConditions"] = draw(
-            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
-        )
-        body["bindingFailureConditions"] = draw(
-            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
-        )
+        conditions = binding_condition_lists("dra.example.com/Attached", "Ready", "Fabric")
+        body["bindingConditions"] = draw(conditions)
+        body["bindingFailureConditions"] = draw(conditions)
         body["bindsToNode"] = draw(st.booleans())
     return body
 
@@ -424,13 +425,9 @@ def allocation_results(draw: st.DrawFn, slices: Sequence[Body]) -> Body:
             )
         )
     if draw(st.integers(0, 3)) == 0:
-        conditions = st.sampled_from(("dra.example.com/Attached", "dra.example.com/Failed", "Ready"))
-        result["bindingConditions"] = draw(
-            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
-        )
-        result["bindingFailureConditions"] = draw(
-            st.lists(conditions, min_size=1, max_size=MAX_BINDING_CONDITIONS, unique=True)
-        )
+        conditions = binding_condition_lists("dra.example.com/Attached", "dra.example.com/Failed", "Ready")
+        result["bindingConditions"] = draw(conditions)
+        result["bindingFailureConditions"] = draw(conditions)
     return result
 
 
@@ -614,6 +611,17 @@ def pod_bodies(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
+def pod_group_object(metadata: Body, spec: Body, status: Body) -> Body:
+    """A ``scheduling.k8s.io/v1beta1`` PodGroup of these parts."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    }
+
+
 @st.composite
 def pod_group_bodies(draw: st.DrawFn, namespace: str, name: str, *, claim_names: Sequence[str] = ()) -> Body:
     """A PodGroup (``scheduling.k8s.io/v1beta1``) with at most four claims."""
@@ -628,13 +636,7 @@ def pod_group_bodies(draw: st.DrawFn, namespace: str, name: str, *, claim_names:
     statuses = draw(claim_statuses(entries, claim_names))
     if statuses:
         status["resourceClaimStatuses"] = statuses
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": spec,
-        "status": status,
-    }
+    return pod_group_object(metadata, spec, status)
 
 
 # --- DeviceTaintRules and DeviceTaintSelectors ------------------------------------------------------

@@ -16,6 +16,12 @@ def _outcome(message: str = "") -> CallOutcome:
     return CallOutcome(AttachResult(Outcome.SUCCEEDED, message))
 
 
+async def _in_flight_until_closed() -> CallOutcome:
+    """A call that never ends of itself: it holds its slot until the tracker closes."""
+    await asyncio.Event().wait()
+    return _outcome()
+
+
 def _attaching_da_1(
     call: Callable[[], Coroutine[Any, Any, CallOutcome]],
 ) -> tuple[CallTracker, asyncio.Event]:
@@ -82,17 +88,11 @@ async def test_a_crashing_call_becomes_a_transient_error() -> None:
 
 async def test_slots_count_attaches_per_policy_and_all_calls_overall() -> None:
     tracker = CallTracker(max_total=3, spawn=spawn)
-    block = asyncio.Event()
-
-    async def wait() -> CallOutcome:
-        await block.wait()
-        return _outcome()
-
-    tracker.start("a1", Operation.ATTACH, "fabric", "drv", wait, lambda: None)
-    tracker.start("d1", Operation.DETACH, "fabric", "drv", wait, lambda: None)
+    tracker.start("a1", Operation.ATTACH, "fabric", "drv", _in_flight_until_closed, lambda: None)
+    tracker.start("d1", Operation.DETACH, "fabric", "drv", _in_flight_until_closed, lambda: None)
     assert not tracker.slot_free("fabric", max_attaches=1)
     assert tracker.slot_free("fabric", max_attaches=2), "detaches have their own limit"
-    tracker.start("a2", Operation.PROBE, "nic", "drv2", wait, lambda: None)
+    tracker.start("a2", Operation.PROBE, "nic", "drv2", _in_flight_until_closed, lambda: None)
     assert not tracker.slot_free("other", max_attaches=5), "the process-wide cap is reached"
     assert tracker.counts() == {("drv", "attach"): 1, ("drv", "detach"): 1, ("drv2", "probe"): 1}
     await tracker.close()
@@ -102,14 +102,8 @@ async def test_slots_count_attaches_per_policy_and_all_calls_overall() -> None:
 async def test_one_policy_cannot_take_every_slot() -> None:
     """Issue #38: --max-actions-per-policy leaves the other policies their share."""
     tracker = CallTracker(max_total=4, spawn=spawn, max_per_policy=2)
-    block = asyncio.Event()
-
-    async def wait() -> CallOutcome:
-        await block.wait()
-        return _outcome()
-
-    tracker.start("a1", Operation.ATTACH, "greedy", "drv", wait, lambda: None)
-    tracker.start("d1", Operation.DETACH, "greedy", "drv", wait, lambda: None)
+    tracker.start("a1", Operation.ATTACH, "greedy", "drv", _in_flight_until_closed, lambda: None)
+    tracker.start("d1", Operation.DETACH, "greedy", "drv", _in_flight_until_closed, lambda: None)
     assert not tracker.slot_free("greedy", max_attaches=100), "its share is used up"
     assert tracker.slot_free("modest", max_attaches=1), "the others still get slots"
     await tracker.close()
