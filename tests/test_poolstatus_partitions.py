@@ -41,15 +41,16 @@ def test_v24_nothing_in_use() -> None:
     assert pool["resourceSliceCount"] == 2
 
 
-def test_v25_full_in_use() -> None:
-    pool = only_pool(fixture_g_slices(), claims_on("full-0"))
-    assert partitions(pool) == [(A, "Full", 1, 0), (A, "Half", 2, 0)]
-    assert counts(pool)[:3] == (3, 1, 2)
-
-
-def test_v26_half_in_use() -> None:
-    pool = only_pool(fixture_g_slices(), claims_on("half-0"))
-    assert partitions(pool) == [(A, "Full", 1, 0), (A, "Half", 2, 1)]
+@pytest.mark.parametrize(
+    ("in_use", "expected"),
+    [
+        pytest.param("full-0", [(A, "Full", 1, 0), (A, "Half", 2, 0)], id="v25-full-in-use"),
+        pytest.param("half-0", [(A, "Full", 1, 0), (A, "Half", 2, 1)], id="v26-half-in-use"),
+    ],
+)
+def test_v25_v26_one_device_in_use(in_use: str, expected: list[tuple[str, str, int, int]]) -> None:
+    pool = only_pool(fixture_g_slices(), claims_on(in_use))
+    assert partitions(pool) == expected
     assert counts(pool)[:3] == (3, 1, 2)
 
 
@@ -278,15 +279,17 @@ def test_v47_set_per_gpu() -> None:
     assert counts(pool)[:3] == (6, 0, 6)
 
 
-def test_v48_full_in_use() -> None:
-    pool = only_pool(fixture_m(), claims_on("full-0"))
-    assert partitions(pool) == [(A, "Full", 2, 1), (A, "Half", 4, 2)]
+@pytest.mark.parametrize(
+    ("in_use", "expected"),
+    [
+        pytest.param("full-0", [(A, "Full", 2, 1), (A, "Half", 4, 2)], id="v48-full-in-use"),
+        pytest.param("half-0a", [(A, "Full", 2, 1), (A, "Half", 4, 3)], id="v49-half-in-use"),
+    ],
+)
+def test_v48_v49_one_device_in_use(in_use: str, expected: list[tuple[str, str, int, int]]) -> None:
+    pool = only_pool(fixture_m(), claims_on(in_use))
+    assert partitions(pool) == expected
     assert counts(pool)[:3] == (6, 1, 5)
-
-
-def test_v49_half_in_use() -> None:
-    pool = only_pool(fixture_m(), claims_on("half-0a"))
-    assert partitions(pool) == [(A, "Full", 2, 1), (A, "Half", 4, 3)]
 
 
 def test_v50_cost_compared_by_value() -> None:

@@ -40,6 +40,21 @@ from operators.resourceclaim.pod_sync import confirm_created_claims, sync_pod
 GPU = [template_entry("gpu", "gpu-tmpl")]
 
 
+GENERATED_GPU_STATUS = [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}]
+"""The pod's claim statuses once its claim from the template has been generated."""
+
+
+def gpu_pod_and_template() -> ClusterCache:
+    """The cache with the pod my-pod, whose one claim comes from the template gpu-tmpl, and that template."""
+    return cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+
+
+def applied_statuses(api: FakeApi) -> list[dict[str, str]]:
+    """The claim statuses of the one pod status apply ``api`` received."""
+    [apply] = api.of_type(ApplyPodStatus)
+    return status_entries(apply)
+
+
 def run_pod_sync(cache: ClusterCache, api: FakeApi, name: str = "my-pod") -> Any:
     return api.run(sync_pod(cache, "demo", name))
 
@@ -83,7 +98,7 @@ def test_absent_deleted_and_terminal_pods_get_nothing() -> None:
 
 
 def test_scenario_1_create() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     outcome = run_pod_sync(cache, api)
 
@@ -297,7 +312,7 @@ def test_scenario_7_quota_message_is_passed_verbatim() -> None:
         "requested: count/resourceclaims.resource.k8s.io=1, used: count/resourceclaims.resource.k8s.io=0, "
         "limited: count/resourceclaims.resource.k8s.io=0"
     )
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(CreateClaim, Failed(403, message))
     run_pod_sync(cache, api)
@@ -306,7 +321,7 @@ def test_scenario_7_quota_message_is_passed_verbatim() -> None:
 
 
 def test_create_throttled_keeps_retry_after() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(CreateClaim, Failed(429, "Too many requests", retry_after=3.0))
     outcome = run_pod_sync(cache, api)
@@ -334,7 +349,7 @@ def test_scenario_8_user_claim_by_name() -> None:
 
 
 def test_scenario_9_status_write_fails_once_and_the_watch_catches_up() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(ApplyPodStatus, Failed(500, "internal error"))
     outcome = run_pod_sync(cache, api)
@@ -345,12 +360,11 @@ def test_scenario_9_status_write_fails_once_and_the_watch_catches_up() -> None:
     retry = FakeApi()
     assert isinstance(run_pod_sync(cache, retry), Done)
     assert retry.of_type(CreateClaim) == []
-    [apply] = retry.of_type(ApplyPodStatus)
-    assert status_entries(apply) == [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}]
+    assert applied_statuses(retry) == GENERATED_GPU_STATUS
 
 
 def test_scenario_10_retry_before_the_watch_catches_up() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(ApplyPodStatus, Failed(500, "internal error"))
     assert isinstance(run_pod_sync(cache, api), Retry)
@@ -370,19 +384,18 @@ def test_scenario_11_restart_reuses_the_claim_from_the_listing() -> None:
     api = FakeApi()
     run_pod_sync(cache, api)
     assert api.of_type(CreateClaim) == []
-    [apply] = api.of_type(ApplyPodStatus)
-    assert status_entries(apply) == [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}]
+    assert applied_statuses(api) == GENERATED_GPU_STATUS
 
 
 def test_status_apply_404_ends_the_sync() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(ApplyPodStatus, Failed(404, 'pods "my-pod" not found'))
     assert isinstance(run_pod_sync(cache, api), Done)
 
 
 def test_status_apply_conflict_on_replaced_pod_is_retried() -> None:
-    cache = cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+    cache = gpu_pod_and_template()
     api = FakeApi()
     api.fail(
         ApplyPodStatus, Failed(409, "Precondition failed: UID in precondition: U, UID in object meta: U2")
@@ -404,8 +417,7 @@ def test_scenario_12_claim_no_longer_owned() -> None:
         log.message == "Claim that was created for the pod is no longer owned by the pod, creating a new one"
     )
     assert len(api.of_type(CreateClaim)) == 1
-    [apply] = api.of_type(ApplyPodStatus)
-    assert status_entries(apply) == [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}]
+    assert applied_statuses(api) == GENERATED_GPU_STATUS
     assert not [write for write in api.writes() if getattr(write, "name", None) == "x"]
 
 
