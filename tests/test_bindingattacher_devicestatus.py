@@ -73,6 +73,15 @@ def assert_valid_for_apiserver(entry_doc: dict[str, Any]) -> None:
         assert c["observedGeneration"] >= 0
 
 
+def rendered_conditions(record: DeviceAttachment, settings: ConditionSettings) -> dict[str, dict[str, Any]]:
+    """The conditions, by type, of the device entry rendered for ``record`` where none is shown yet;
+    the entry must be one the API server accepts."""
+    doc = render_entry(record, settings, None, 1, NOW)
+    assert doc is not None
+    assert_valid_for_apiserver(doc)
+    return by_type(doc)
+
+
 def test_progress_entry() -> None:
     doc = render_entry(with_status(phase=Phase.ATTACHING, attempts=1), SETTINGS, None, 4, NOW)
     assert doc is not None
@@ -99,10 +108,7 @@ def test_no_progress_when_disabled() -> None:
 
 def test_ready_entry() -> None:
     attached = with_status(phase=Phase.ATTACHED, attempts=1, action_message="via sw-2 port 7")
-    doc = render_entry(attached, SETTINGS, None, 1, NOW)
-    assert doc is not None
-    assert_valid_for_apiserver(doc)
-    conditions = by_type(doc)
+    conditions = rendered_conditions(attached, SETTINGS)
     assert conditions[ATTACHED]["status"] == "True"
     assert conditions[ATTACHED]["reason"] == "Attached"
     assert conditions[ATTACHED]["message"] == "attached to node node-a by policy fabric: via sw-2 port 7"
@@ -117,10 +123,7 @@ def test_failure_entries_choose_the_failure_type() -> None:
         attempts=1,
         failure=AttachFailure(kind=FailureKind.TIMEOUT, reason="AttachTimeout", message="hung"),
     )
-    doc = render_entry(timeout, overrides, None, 1, NOW)
-    assert doc is not None
-    assert_valid_for_apiserver(doc)
-    conditions = by_type(doc)
+    conditions = rendered_conditions(timeout, overrides)
     assert conditions[ATTACH_TIMEOUT]["status"] == "True"
     assert conditions[ATTACH_TIMEOUT]["message"] == "hung"
     assert conditions[ATTACH_FAILED]["status"] == "False"
