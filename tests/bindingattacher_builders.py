@@ -7,9 +7,14 @@ from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import pytest
+
 from operators.bindingattacher import ledger
+from operators.bindingattacher.actions.base import ActionConfigError
+from operators.bindingattacher.actions.factory import BuildContext, build_action
 from operators.bindingattacher.controller import BindingAttacherController
 from operators.bindingattacher.models import (
+    ActionSpec,
     DeviceAttachment,
     DeviceAttachmentStatus,
     NodeSource,
@@ -193,6 +198,13 @@ def attach_request(
 def spawn(coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
     """What the runtime's spawn does, without the shutdown bookkeeping a unit test has no use for."""
     return asyncio.get_running_loop().create_task(coroutine, name=name)
+
+
+async def refused_action(spec: ActionSpec, context: BuildContext) -> ActionConfigError:
+    """The error with which building the action ``spec`` in ``context`` is refused."""
+    with pytest.raises(ActionConfigError) as refused:
+        await build_action(spec, context)
+    return refused.value
 
 
 def attacher(client: object, ledger_namespace: Presence) -> BindingAttacherController:

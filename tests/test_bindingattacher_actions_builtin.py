@@ -4,7 +4,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from bindingattacher_builders import T0, attach_request
+from bindingattacher_builders import T0, attach_request, refused_action
 
 from operators.bindingattacher.actions.base import ActionConfigError, Operation, Outcome
 from operators.bindingattacher.actions.calls import invoke
@@ -116,9 +116,8 @@ async def test_test_action_needs_the_flag() -> None:
     spec = ActionSpec.model_validate(
         {"kind": "Test", "test": {"attachDelay": "2s", "inventoryConfigMap": "inv"}}
     )
-    with pytest.raises(ActionConfigError) as excinfo:
-        await build_action(spec, BuildContext(policy_name="fabric"))
-    assert excinfo.value.reason == "TestActionDisabled"
+    error = await refused_action(spec, BuildContext(policy_name="fabric"))
+    assert error.reason == "TestActionDisabled"
     built = await build_action(spec, BuildContext(policy_name="fabric", test_actions_enabled=True))
     assert isinstance(built.action, TestAction)
     assert built.action.params.attach_delay == 2.0

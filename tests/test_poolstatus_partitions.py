@@ -41,19 +41,6 @@ def test_v24_nothing_in_use() -> None:
     assert pool["resourceSliceCount"] == 2
 
 
-@pytest.mark.parametrize(
-    ("in_use", "expected"),
-    [
-        pytest.param("full-0", [(A, "Full", 1, 0), (A, "Half", 2, 0)], id="v25-full-in-use"),
-        pytest.param("half-0", [(A, "Full", 1, 0), (A, "Half", 2, 1)], id="v26-half-in-use"),
-    ],
-)
-def test_v25_v26_one_device_in_use(in_use: str, expected: list[tuple[str, str, int, int]]) -> None:
-    pool = only_pool(fixture_g_slices(), claims_on(in_use))
-    assert partitions(pool) == expected
-    assert counts(pool)[:3] == (3, 1, 2)
-
-
 def test_v27_allocatable_clamped_by_device_count() -> None:
     devices = [gpu(f"full-{i}", "Full", "80Gi") for i in range(3)]
     assert partitions(only_pool(fixture_g_slices(devices=devices, counters="800Gi"))) == [(A, "Full", 3, 3)]
@@ -280,16 +267,28 @@ def test_v47_set_per_gpu() -> None:
 
 
 @pytest.mark.parametrize(
-    ("in_use", "expected"),
+    ("slices", "in_use", "expected", "in_use_counts"),
     [
-        pytest.param("full-0", [(A, "Full", 2, 1), (A, "Half", 4, 2)], id="v48-full-in-use"),
-        pytest.param("half-0a", [(A, "Full", 2, 1), (A, "Half", 4, 3)], id="v49-half-in-use"),
+        pytest.param(
+            fixture_g_slices(), "full-0", [(A, "Full", 1, 0), (A, "Half", 2, 0)], (3, 1, 2), id="v25"
+        ),
+        pytest.param(
+            fixture_g_slices(), "half-0", [(A, "Full", 1, 0), (A, "Half", 2, 1)], (3, 1, 2), id="v26"
+        ),
+        pytest.param(fixture_m(), "full-0", [(A, "Full", 2, 1), (A, "Half", 4, 2)], (6, 1, 5), id="v48"),
+        pytest.param(fixture_m(), "half-0a", [(A, "Full", 2, 1), (A, "Half", 4, 3)], (6, 1, 5), id="v49"),
     ],
 )
-def test_v48_v49_one_device_in_use(in_use: str, expected: list[tuple[str, str, int, int]]) -> None:
-    pool = only_pool(fixture_m(), claims_on(in_use))
+def test_one_device_in_use(
+    slices: list[ResourceSlice],
+    in_use: str,
+    expected: list[tuple[str, str, int, int]],
+    in_use_counts: tuple[int, int, int],
+) -> None:
+    """Vectors 25 and 26 (fixture G) and 48 and 49 (fixture M): one full or half partition in use."""
+    pool = only_pool(slices, claims_on(in_use))
     assert partitions(pool) == expected
-    assert counts(pool)[:3] == (6, 1, 5)
+    assert counts(pool)[:3] == in_use_counts
 
 
 def test_v50_cost_compared_by_value() -> None:
