@@ -36,27 +36,30 @@ def run_claim_sync(cache: ClusterCache, api: FakeApi, name: str) -> Any:
     return api.run(sync_claim(cache, "demo", name))
 
 
-def generated_pod(phase: str = "Running", **kwargs: Any) -> Any:
+def generated_pod(phase: str = "Running", *, name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Any:
+    """A scheduled pod whose claim for the entry gpu was generated from the template gpu-tmpl."""
     return make_pod(
-        "my-pod",
-        "U",
+        name,
+        uid,
         claims=[template_entry("gpu", "gpu-tmpl")],
-        statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
+        statuses=[{"name": "gpu", "resourceClaimName": f"{name}-gpu-abcde"}],
         node_name="node-1",
         phase=phase,
         **kwargs,
     )
 
 
-def generated_claim(**overrides: Any) -> Any:
+def generated_claim(pod: tuple[str, str] = ("my-pod", "U"), uid: str = "C", **overrides: Any) -> Any:
+    """The allocated claim generated for ``pod`` (name, UID) from the template entry gpu, reserved
+    for that pod."""
     fields: dict[str, Any] = {
-        "owner": ("my-pod", "U"),
+        "owner": pod,
         "entry": "gpu",
         "allocated": True,
         "finalizers": [FINALIZER],
-        "reserved_for": [pod_consumer("my-pod", "U")],
+        "reserved_for": [pod_consumer(*pod)],
     }
-    return make_claim("my-pod-gpu-abcde", "C", **{**fields, **overrides})
+    return make_claim(f"{pod[0]}-gpu-abcde", uid, **{**fields, **overrides})
 
 
 def assert_released_and_deleted(api: FakeApi, name: str, uid: str) -> None:
@@ -175,15 +178,7 @@ def test_scenario_21_deleted_before_scheduling() -> None:
         claims=[template_entry("gpu", "gpu-tmpl")],
         statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
     )
-    claim = make_claim(
-        "my-pod-gpu-abcde",
-        "C",
-        owner=("my-pod", "U"),
-        entry="gpu",
-        allocated=True,
-        finalizers=[FINALIZER],
-        reserved_for=[pod_consumer("my-pod", "U")],
-    )
+    claim = generated_claim()
     cache = cache_with(pods=[pod], claims=[claim])
     deleting = make_pod(
         claims=[template_entry("gpu", "gpu-tmpl")],
@@ -457,23 +452,8 @@ def test_claim_already_being_deleted_is_not_deleted_again() -> None:
 def test_scenario_30_restart_catch_up() -> None:
     # While the operator was down: pod "done" completed, and pod "gone" was removed while
     # reserved on a claim that is being deleted.
-    done = make_pod(
-        "done",
-        "D",
-        claims=[template_entry("gpu", "gpu-tmpl")],
-        statuses=[{"name": "gpu", "resourceClaimName": "done-gpu-abcde"}],
-        node_name="node-1",
-        phase="Succeeded",
-    )
-    done_claim = make_claim(
-        "done-gpu-abcde",
-        "DC",
-        owner=("done", "D"),
-        entry="gpu",
-        allocated=True,
-        finalizers=[FINALIZER],
-        reserved_for=[pod_consumer("done", "D")],
-    )
+    done = generated_pod("Succeeded", name="done", uid="D")
+    done_claim = generated_claim(("done", "D"), "DC")
     deleting_claim = make_claim(
         "shared",
         "S",
