@@ -76,6 +76,17 @@ def assert_released_and_deleted(api: FakeApi, name: str, uid: str) -> None:
     assert delete == DeleteClaim("demo", name, uid)
 
 
+def assert_released_and_unfinalized(api: FakeApi) -> None:
+    """The claim's writes: a status PUT freeing it of every reservation and its allocation, then a
+    PUT leaving it no finalizer; nothing else."""
+    status_put, finalizer_put = api.writes()
+    assert isinstance(status_put, PutClaimStatus)
+    assert status_put.body["status"]["reservedFor"] == []
+    assert "allocation" not in status_put.body["status"]
+    assert isinstance(finalizer_put, PutClaim)
+    assert finalizer_put.body["metadata"]["finalizers"] == []
+
+
 def test_absent_claim_needs_nothing() -> None:
     api = FakeApi()
     assert run_claim_sync(cache_with(), api, "nope") == Done("claim is gone")
@@ -132,12 +143,7 @@ def test_scenario_18_last_consumer_of_user_claim_gone() -> None:
     cache.apply_pod_event("DELETED", p1)
     api = FakeApi()
     assert run_claim_sync(cache, api, "shared") == Done("claim is not controlled by a pod")
-    status_put, finalizer_put = api.writes()
-    assert isinstance(status_put, PutClaimStatus)
-    assert status_put.body["status"]["reservedFor"] == []
-    assert "allocation" not in status_put.body["status"]
-    assert isinstance(finalizer_put, PutClaim)
-    assert finalizer_put.body["metadata"]["finalizers"] == []
+    assert_released_and_unfinalized(api)
 
 
 def test_scenario_19_unknown_consumer_kind_is_kept() -> None:
@@ -474,9 +480,4 @@ def test_scenario_30_restart_catch_up() -> None:
     api = FakeApi()
     run_claim_sync(cache, api, "shared")
     assert api.of_type(GetPod) == [GetPod("demo", "gone")]
-    status_put, finalizer_put = api.writes()
-    assert isinstance(status_put, PutClaimStatus)
-    assert status_put.body["status"]["reservedFor"] == []
-    assert "allocation" not in status_put.body["status"]
-    assert isinstance(finalizer_put, PutClaim)
-    assert finalizer_put.body["metadata"]["finalizers"] == []
+    assert_released_and_unfinalized(api)
