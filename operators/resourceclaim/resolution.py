@@ -224,7 +224,7 @@ def pod_has_claims(pod: Pod) -> bool:
 def pod_needs_work(
     pod: Pod, lookup_claim: ClaimLookup, lookup_group: PodGroupLookup | None = None
 ) -> tuple[bool, str]:
-    """Whether the ``pod:`` sync has something to do (section 5, step 4)."""
+    """Whether the ``pod`` sync has something to do (section 5, step 4)."""
     if pod.metadata.deletion_timestamp is not None:
         return False, "pod is being deleted"
     if pod.status.phase in TERMINAL_POD_PHASES:
