@@ -10,8 +10,6 @@ from bindingattacher_builders import claim, record, result
 
 from operators.bindingattacher.cache import (
     ClaimCache,
-    ClaimKey,
-    claim_key,
     has_binding_conditions,
     newer,
     project_claim,
@@ -21,6 +19,7 @@ from operators.bindingattacher.cache import (
 from operators.bindingattacher.kube import StatusWriter
 from operators.bindingattacher.ledger import LedgerIndex
 from operators.core.client import ApiError, KubeClient
+from operators.core.keys import CLAIM, Key
 
 
 def _body(rv: str = "5", uid: str = "u1", **meta: Any) -> dict[str, Any]:
@@ -115,8 +114,8 @@ def test_binding_conditions_and_keys() -> None:
     assert has_binding_conditions(the_claim)
     assert not has_binding_conditions(claim([result("f0", ready=(), failure=())]))
     assert not has_binding_conditions(claim(allocated=False))
-    assert claim_key(the_claim) == ClaimKey("team-a", "trainer-0-gpu", the_claim.metadata.uid)
-    assert record_claim_key(record(the_claim)) == claim_key(the_claim)
+    uid = the_claim.metadata.uid
+    assert record_claim_key(record(the_claim)) == Key(CLAIM, "team-a", "trainer-0-gpu", uid)
 
 
 def test_put_record_keeps_the_newer_version() -> None:

@@ -8,9 +8,12 @@ from typing import Any
 from bindingattacher_builders import FABRIC, attacher
 
 from operators.bindingattacher import policy
-from operators.bindingattacher.cache import PolicyKey
+from operators.bindingattacher.cache import POLICY
+from operators.bindingattacher.controller import SWEEP_KEY
 from operators.core.conditions import Condition
+from operators.core.keys import Key
 from operators.core.namespace import Presence, Problem
+from operators.core.reconcile import Done
 
 MISSING = Problem("NamespaceMissing", 'namespace "dra-operators" does not exist (...)')
 
@@ -60,7 +63,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
             },
         }
     )
-    await controller.sync(PolicyKey("fabric"))
+    await controller.sync(Key(POLICY, "", "fabric"))
     status, reason, message = ready_of(client.statuses[-1])
     assert (status, reason) == ("False", "NamespaceMissing")
     assert message.startswith(
@@ -77,7 +80,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
         runtime.queue.done(await runtime.queue.get())
     namespace.update(Presence.PRESENT)
     key = await runtime.queue.get()
-    assert key == PolicyKey("fabric")
+    assert key == Key(POLICY, "", "fabric")
     runtime.queue.done(key)
     await controller.sync(key)
     assert ready_of(client.statuses[-1])[:2] == ("True", "Ready")
@@ -93,3 +96,11 @@ def test_the_namespace_comes_before_the_policys_own_problems() -> None:
     terminating = policy.ready_condition(accepted, authorized, True, 1, MISSING)
     assert terminating.reason == "Terminating"
     assert policy.ready_condition(accepted, authorized, False, 1).reason == "NotAccepted"
+
+
+async def test_the_sweep_is_periodic_work_queued_at_start_every_resync_period() -> None:
+    controller = attacher(FakeClient(), Presence.PRESENT)
+    queue = controller.runtime.queue
+    assert list(queue._queue) == [SWEEP_KEY], "queued at once: it runs when the queue opens"
+    assert queue._periodic[SWEEP_KEY][0] == 300.0, "--resync-period, 5m by default"
+    assert await controller.sync(SWEEP_KEY) == Done(), "the queue re-arms it, not a Requeue"

@@ -19,7 +19,8 @@ from bindingattacher_builders import ATTACHED, FABRIC, attacher, claim_body, res
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
 from operators.bindingattacher.actions.factory import NoopAction
-from operators.bindingattacher.cache import ClaimKey, ClusterCache, PolicyKey, claim_key, project_claim
+from operators.bindingattacher.cache import POLICY as POLICY_KIND
+from operators.bindingattacher.cache import ClusterCache, project_claim
 from operators.bindingattacher.calls import CallTracker
 from operators.bindingattacher.decide import record_step
 from operators.bindingattacher.kube import Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
@@ -29,6 +30,7 @@ from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import CallResult, MachineSettings, Observation
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder, ObjectRef
+from operators.core.keys import CLAIM, Key
 from operators.core.namespace import Presence
 from operators.core.reconcile import Done, Requeue
 
@@ -152,7 +154,7 @@ class World:
         )
         claim = self.cache.claims.get(body["metadata"]["uid"])
         assert claim is not None
-        self.key: ClaimKey = claim_key(claim)
+        self.key = Key(CLAIM, claim.metadata.namespace, claim.metadata.name, claim.metadata.uid)
 
     def record(self) -> DeviceAttachment:
         (body,) = self.server.records.values()
@@ -284,10 +286,10 @@ async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result()
     controller = attacher(server, Presence.PRESENT)
     runtime = controller.runtime
     controller.upsert_policy(POLICY)
-    policy_result = await controller.sync(PolicyKey("fabric"))
+    policy_result = await controller.sync(Key(POLICY_KIND, "", "fabric"))
     assert isinstance(policy_result, Requeue), "the policy is looked at again (authorization recheck)"
     controller.upsert_claim(body)
-    key = ClaimKey("team-a", "trainer-0-gpu", body["metadata"]["uid"])
+    key = Key(CLAIM, "team-a", "trainer-0-gpu", body["metadata"]["uid"])
     assert controller.cache.claims.get(key.uid) is not None
     runtime.queue.open()
     queued = set()

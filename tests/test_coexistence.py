@@ -15,6 +15,7 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.coexistence import Evidence, Guard, InTreeController, find_evidence
 from operators.core.events import EventRecorder
 from operators.core.health import Health
+from operators.core.keys import POD, Key
 from operators.core.runtime import Runtime, _in_tree_controller_acts
 from operators.core.settings import InTreeReplacementSettings
 from operators.core.workqueue import WorkQueue
@@ -247,12 +248,12 @@ def test_a_guard_without_an_in_tree_counterpart_never_reports() -> None:
 
 class Controller:
     def __init__(self) -> None:
-        self.synced: list[str] = []
+        self.synced: list[Key] = []
 
     async def prepare(self) -> bool:
         return True
 
-    async def sync(self, key: Any) -> None:
+    async def sync(self, key: Key) -> None:
         self.synced.append(key)
 
 
@@ -320,7 +321,7 @@ async def test_evidence_stops_writes_and_readiness_but_not_reads_events_or_liven
     assert not await _refused(client, "GET"), "reads go on"
     assert not await _refused(runtime.events.client, "POST"), "Events go on"
 
-    await runtime.sync("ns/x")
+    await runtime.sync(Key(POD, "ns", "x"))
     assert runtime.controller.synced == [], "queued keys are dropped"
     await runtime.events.drain(5)
 
@@ -333,6 +334,6 @@ async def test_allowed_evidence_is_reported_and_the_operator_acts(offline_client
     assert runtime.health.refused == ""
     assert _detected("device-taint-eviction-controller") == 1
     assert not await _refused(client, "POST")
-    await runtime.sync("ns/x")
-    assert runtime.controller.synced == ["ns/x"]
+    await runtime.sync(Key(POD, "ns", "x"))
+    assert runtime.controller.synced == [Key(POD, "ns", "x")]
     await runtime.events.drain(5)

@@ -19,13 +19,15 @@ from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
+from operators.core.keys import POD as POD_KIND
+from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
 from operators.core.workqueue import WorkQueue
 from operators.devicetaint.apis import discover
 from operators.devicetaint.controller import DeviceTaintController
-from operators.devicetaint.models import PodItem, RuleItem
+from operators.devicetaint.models import RULE
 from operators.devicetaint.operator import DEFINITION
 from operators.devicetaint.podeviction import BudgetRefusal, PodEvict, blocking_budget, budget_retry_delay
 from operators.devicetaint.settings import Settings
@@ -167,7 +169,7 @@ POD: dict[str, Any] = {
     "metadata": {"name": "p1", "namespace": "ns1", "uid": "U1"},
     "spec": {"nodeName": "node-1", "resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]},
 }
-P1 = PodItem("ns1", "p1", "U1")
+P1 = Key(POD_KIND, "ns1", "p1", "U1")
 TAINT = {"key": KEY, "value": "Broken", "effect": "NoExecute", "timeAdded": "2026-03-01T12:00:00Z"}
 
 
@@ -197,7 +199,7 @@ async def test_only_v1beta2_serves_rules() -> None:
     controller.upsert_rule(
         {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
     )
-    await controller.sync(RuleItem("example", "R1"))
+    await controller.sync(Key(RULE, "", "example", "R1"))
     ((path, body),) = client.writes("APPLY")
     assert path == "/apis/resource.k8s.io/v1beta2/devicetaintrules/example/status"
     assert body["manager"] == "dra-operators-devicetaint"
@@ -230,7 +232,7 @@ async def test_rule_status_not_written_without_status_subresource() -> None:
     controller.upsert_rule(
         {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
     )
-    await controller.sync(RuleItem("example", "R1"))
+    await controller.sync(Key(RULE, "", "example", "R1"))
     assert client.writes("APPLY") == []
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from devicetaint_builders import T, fixture_f, pod, seconds, taint
 
+from operators.core.keys import POD, Key
 from operators.devicetaint.evaluation import PodEviction, RuleTaintReason
-from operators.devicetaint.models import PodItem
 from operators.devicetaint.podeviction import (
     EVICTED_LRU_SIZE,
     EvictionResult,
@@ -18,7 +18,7 @@ from operators.devicetaint.podeviction import (
 )
 from operators.dra.taints import Eviction
 
-P1 = PodItem("ns1", "p1", "U1")
+P1 = Key(POD, "ns1", "p1", "U1")
 DUE: PodEviction = Eviction(T, frozenset({RuleTaintReason("example", "R1")}))
 OUR_CONDITION = {
     "type": "DisruptionTarget",
@@ -114,7 +114,7 @@ def test_evicted_lru_keeps_the_most_recent() -> None:
     assert isinstance(first, PodEvict)
     state.finish_pod(first, EvictionResult.EVICTED, T)
     for index in range(EVICTED_LRU_SIZE):
-        other = PodEvict(PodItem("ns1", f"x{index}", f"X{index}"), DUE, False, None, {})
+        other = PodEvict(Key(POD, "ns1", f"x{index}", f"X{index}"), DUE, False, None, {})
         state.finish_pod(other, EvictionResult.GONE, T)
     # U1 fell out of the LRU: a new evaluation schedules it again.
     assert [e.item for e in state.apply_pod(pod(node="elsewhere"), T).enqueue] == [P1]

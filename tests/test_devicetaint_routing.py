@@ -18,12 +18,13 @@ from devicetaint_builders import (
     tolerating,
 )
 
+from operators.core.keys import POD, Key
 from operators.core.models import UnparsableObject, parse
 from operators.devicetaint.cache import ClusterCache
-from operators.devicetaint.models import Pod, PodItem, ResourceClaim, RuleItem
+from operators.devicetaint.models import RULE, Pod, ResourceClaim
 
-P1 = PodItem("ns1", "p1", "U1")
-R1 = RuleItem("example", "R1")
+P1 = Key(POD, "ns1", "p1", "U1")
+R1 = Key(RULE, "", "example", "R1")
 TAINTED = {"gpu-0": [taint()]}
 
 
@@ -101,11 +102,11 @@ def test_every_member_of_a_podgroup_on_a_tainted_device_is_evicted() -> None:
     state.apply_pod(second, T)
     shared = claim(name="gang-gpu", group="gang")
     assert sorted(enqueued(state.apply_claim(shared, T)), key=str) == [
-        (PodItem("ns1", "m1", "M1"), 0.0),
-        (PodItem("ns1", "m2", "M2"), 0.0),
+        (Key(POD, "ns1", "m1", "M1"), 0.0),
+        (Key(POD, "ns1", "m2", "M2"), 0.0),
     ]
     late = pod(name="m3", uid="M3", claims=entry, statuses=status, group="gang")
-    assert enqueued(state.apply_pod(late, T)) == [(PodItem("ns1", "m3", "M3"), 0.0)]
+    assert enqueued(state.apply_pod(late, T)) == [(Key(POD, "ns1", "m3", "M3"), 0.0)]
     state.delete_pod(second)
     # A rule on every device would evict the two members left, the one that left not.
     assert state.rule_counts(rule(selector={})).pending_pods == 2
@@ -210,7 +211,7 @@ def test_rule_with_new_uid_is_delete_then_add() -> None:
     state.apply_rule(rule(selector={}), T)
     effects = state.apply_rule(rule(uid="R2", selector={}), T)
     items = [item for item, _ in enqueued(effects)]
-    assert items[0] == RuleItem("example", "R2")
+    assert items[0] == Key(RULE, "", "example", "R2")
     assert state.scheduled_eviction(P1) is not None
 
 
@@ -275,7 +276,7 @@ def test_pod_replaced_under_same_name_drops_old_schedule_silently() -> None:
 def test_pod_without_claims_is_not_cached() -> None:
     state = fixture_f(TAINTED)
     state.apply_pod(pod(name="plain", uid="UP", claims=[]), T)
-    assert state.scheduled_eviction(PodItem("ns1", "plain", "UP")) is None
+    assert state.scheduled_eviction(Key(POD, "ns1", "plain", "UP")) is None
 
 
 # --- Parsing -----------------------------------------------------------------------------------------

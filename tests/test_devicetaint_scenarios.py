@@ -26,13 +26,14 @@ from devicetaint_builders import (
 )
 
 from operators.core.conditions import Condition
+from operators.core.keys import POD, Key
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.messages import RuleDecision, RuleRequeue, RuleUnchanged, RuleWrite
-from operators.devicetaint.models import PodItem, RuleItem
+from operators.devicetaint.models import RULE, pod_key
 from operators.devicetaint.podeviction import EvictionResult, PodDecision, PodDone, PodEvict, PodNotYet
 
-P1 = PodItem("ns1", "p1", "U1")
-R1 = RuleItem("example", "R1")
+P1 = Key(POD, "ns1", "p1", "U1")
+R1 = Key(RULE, "", "example", "R1")
 TAINTED = {"gpu-0": [taint()]}
 DRY_TAIL = (
     "if the effect was NoExecute. This information will not be updated again. "
@@ -40,7 +41,7 @@ DRY_TAIL = (
 )
 
 
-def run_pod(state: ClusterCache, item: PodItem, now: datetime) -> PodDecision:
+def run_pod(state: ClusterCache, item: Key, now: datetime) -> PodDecision:
     decision = state.decide_pod(item, now)
     if isinstance(decision, PodEvict):
         state.finish_pod(decision, EvictionResult.EVICTED, now)
@@ -52,7 +53,7 @@ def run_pod(state: ClusterCache, item: PodItem, now: datetime) -> PodDecision:
     return decision
 
 
-def run_rule(state: ClusterCache, now: datetime, item: RuleItem = R1) -> RuleDecision:
+def run_rule(state: ClusterCache, now: datetime, item: Key = R1) -> RuleDecision:
     decision = state.decide_rule(item, now)
     if isinstance(decision, RuleWrite):
         state.rule_status_written(item, decision.condition)
@@ -69,7 +70,7 @@ def summary(decision: RuleDecision) -> tuple[str, str, str]:
     return (condition.status, condition.reason, condition.message)
 
 
-def evicts_at(state: ClusterCache, when: datetime, item: PodItem = P1) -> None:
+def evicts_at(state: ClusterCache, when: datetime, item: Key = P1) -> None:
     eviction = state.scheduled_eviction(item)
     assert eviction is not None
     assert eviction.when == when
@@ -200,7 +201,7 @@ def test_12_not_affected() -> None:
     ]
     for p in pods:
         assert enqueued(state.apply_pod(p, T)) == []
-        assert state.scheduled_eviction(PodItem.of(p)) is None
+        assert state.scheduled_eviction(pod_key(p)) is None
 
 
 def test_13_two_claims() -> None:
@@ -220,7 +221,7 @@ def test_14_extended_resource_claim_ours() -> None:
     state.apply_claim(claim(name="c-ext", devices=["gpu-1"], reserved_for=[("p2", "U2")], owner_uid="U2"), T)
     state.apply_pod(pod(name="p2", uid="U2", claims=[], extended="c-ext"), T)
     effects = state.apply_slice(resource_slice(taints={"gpu-1": [taint()]}), T)
-    assert enqueued(effects) == [(PodItem("ns1", "p2", "U2"), 0.0)]
+    assert enqueued(effects) == [(Key(POD, "ns1", "p2", "U2"), 0.0)]
 
 
 def test_36_admin_access_has_no_exemption() -> None:
@@ -305,8 +306,8 @@ def test_16_seed_message_pending() -> None:
         "PodsPendingEviction",
         "3 pods need to be evicted in 2 different namespaces.",
     )
-    assert isinstance(run_pod(state, PodItem("ns1", "a", "U-a"), T), PodEvict)
-    assert isinstance(run_pod(state, PodItem("ns1", "b", "U-b"), T), PodNotYet)
+    assert isinstance(run_pod(state, Key(POD, "ns1", "a", "U-a"), T), PodEvict)
+    assert isinstance(run_pod(state, Key(POD, "ns1", "b", "U-b"), T), PodNotYet)
     assert summary(run_rule(state, T + seconds(10))) == (
         "True",
         "PodsPendingEviction",
@@ -390,7 +391,7 @@ def test_22_dry_run_is_not_refreshed() -> None:
     effects.extend(
         state.apply_pod(pod(name="p2", uid="U2", claims=[{"name": "g", "resourceClaimName": "c2"}]), T)
     )
-    assert [item for item, _ in enqueued(effects) if isinstance(item, RuleItem)] == []
+    assert [item for item, _ in enqueued(effects) if isinstance(item, Key)] == []
 
 
 def test_23_none_to_no_execute() -> None:
@@ -412,11 +413,11 @@ def test_23_none_to_no_execute() -> None:
 def test_24_no_execute_to_no_schedule_after_evictions() -> None:
     state = pool_rule_state(b_tolerates=False)
     run_rule(state, T)
-    run_pod(state, PodItem("ns1", "a", "U-a"), T)
-    run_pod(state, PodItem("ns1", "b", "U-b"), T)
+    run_pod(state, Key(POD, "ns1", "a", "U-a"), T)
+    run_pod(state, Key(POD, "ns1", "b", "U-b"), T)
     changed = rule(generation=2, effect="NoSchedule", selector={"driver": DRIVER, "pool": "node-1"})
     effects = state.apply_rule(changed, T)
-    assert effects.cancelled == [PodItem("ns2", "c", "U-c")]
+    assert effects.cancelled == [Key(POD, "ns2", "c", "U-c")]
     assert summary(run_rule(state, T + seconds(1))) == (
         "False",
         "OtherEffect",
@@ -476,7 +477,7 @@ def test_28_throttle() -> None:
             T,
         )
         state.apply_pod(pod(name=name, uid=uid, claims=[{"name": "g", "resourceClaimName": f"c{index}"}]), T)
-        items.append((PodItem("ns1", name, uid), wait))
+        items.append((Key(POD, "ns1", name, uid), wait))
     state.apply_rule(rule(selector={"driver": DRIVER}), T)
     writes = [(T, summary(run_rule(state, T)))]
     assert writes[0][1] == ("True", "PodsPendingEviction", "3 pods need to be evicted in 1 namespace.")
@@ -502,7 +503,7 @@ def test_29_rule_recreated_starts_afresh() -> None:
     state.delete_rule(rule(selector={"driver": DRIVER}), T + seconds(20))
     state.apply_rule(rule(uid="R2", selector={"driver": DRIVER}), T + seconds(20))
     assert state.evicted_count("R1") == 0
-    recreated = run_rule(state, T + seconds(20), RuleItem("example", "R2"))
+    recreated = run_rule(state, T + seconds(20), Key(RULE, "", "example", "R2"))
     assert summary(recreated) == ("False", "NotStarted", "")
     assert run_rule(state, T + seconds(20)) == run_rule(state, T, R1)
 
@@ -522,12 +523,12 @@ def test_38_two_rules_one_pod() -> None:
     assert isinstance(decision, PodEvict)
     finished = state.finish_pod(decision, EvictionResult.EVICTED, T)
     assert enqueued(finished.effects) == [
-        (RuleItem("r1", "U-R1"), 10.0),
-        (RuleItem("r2", "U-R2"), 10.0),
+        (Key(RULE, "", "r1", "U-R1"), 10.0),
+        (Key(RULE, "", "r2", "U-R2"), 10.0),
     ]
     state.apply_pod(pod(deleting=True), T)
     for name, uid in (("r1", "U-R1"), ("r2", "U-R2")):
-        assert summary(run_rule(state, T + seconds(10), RuleItem(name, uid))) == (
+        assert summary(run_rule(state, T + seconds(10), Key(RULE, "", name, uid))) == (
             "False",
             "Completed",
             "1 pod evicted since starting the controller.",
@@ -620,7 +621,7 @@ def test_34_restart_mid_eviction() -> None:
             ),
             T,
         )
-    decisions = [state.decide_pod(PodItem("ns1", f"p{i}", f"U{i}"), T) for i in range(300)]
+    decisions = [state.decide_pod(Key(POD, "ns1", f"p{i}", f"U{i}"), T) for i in range(300)]
     assert all(isinstance(d, PodDone) for d in decisions[:30])
     evictions = [d for d in decisions[30:] if isinstance(d, PodEvict)]
     assert len(evictions) == 270

@@ -23,17 +23,19 @@ from test_devicetaint_controller import (
 )
 
 from operators.core.conditions import FALSE
+from operators.core.keys import POD as POD_KIND
+from operators.core.keys import Key
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.messages import (
     REASON_UNSUPPORTED_SELECTOR,
     RuleWrite,
     unsupported_selector_text,
 )
-from operators.devicetaint.models import PodItem, RuleItem
+from operators.devicetaint.models import RULE
 from operators.dra.taintrules import RuleDeviceSelector, narrows_beyond_names, rule_matches
 
-P1 = PodItem("ns1", "p1", "U1")
-R1 = RuleItem("example", "R1")
+P1 = Key(POD_KIND, "ns1", "p1", "U1")
+R1 = Key(RULE, "", "example", "R1")
 BY_CLASS = {"driver": DRIVER, "deviceClassName": "gpu-class"}
 BY_CEL = {"driver": DRIVER, "selectors": [{"cel": {"expression": 'device.attributes["m"].x == "a"'}}]}
 BY_BOTH = {**BY_CLASS, **BY_CEL}
@@ -165,7 +167,7 @@ async def test_the_controller_posts_the_event_and_writes_the_condition_as_the_se
     }
     controller.upsert_rule(body)
     controller.upsert_rule(body)  # once per generation, however often the watch delivers it
-    assert controller.cache.scheduled_eviction(PodItem("ns1", "p1", "U1")) is None
+    assert controller.cache.scheduled_eviction(Key(POD_KIND, "ns1", "p1", "U1")) is None
     await controller.sync(R1)
     await controller.runtime.events.drain(5)
     ((path, event),) = [(p, b) for p, b in client.writes("POST") if p.endswith("/events")]

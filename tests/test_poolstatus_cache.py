@@ -19,6 +19,7 @@ from poolstatus_builders import (
     taint_rule,
 )
 
+from operators.core.keys import CLAIM, Key
 from operators.poolstatus.cache import ClusterCache
 from operators.poolstatus.counts import Held
 from operators.poolstatus.models import ResourcePoolStatusRequest
@@ -71,12 +72,15 @@ def test_only_what_allocated_claims_hold_is_kept() -> None:
     )
     caches.put_claim(claim("c2"))  # no results: cannot allocate anything
     assert caches.claims == {
-        ("default", "c1"): (Held("a.com", "pool-1", "device-0"), Held("b.com", "pool-1", "device-1"))
+        Key(CLAIM, "default", "c1"): (
+            Held("a.com", "pool-1", "device-0"),
+            Held("b.com", "pool-1", "device-1"),
+        )
     }
     assert totals(caches, "b.com") == [("pool-1", 2, 1, 0)]
     caches.put_claim(claim("c1", result("device-0", driver="a.com")))
     assert totals(caches, "b.com") == [("pool-1", 2, 0, 0)]
-    caches.remove_claim(("default", "c1"))
+    caches.remove_claim(Key(CLAIM, "default", "c1"))
     assert caches.claims == {}
 
 
@@ -97,11 +101,11 @@ def test_resource_versions_recognise_redeliveries() -> None:
     caches.put_claim(claim("c", result("device-0")), "6")
     assert caches.slice_unchanged("s", "5")
     assert not caches.slice_unchanged("s", "7")
-    assert caches.claim_unchanged(("default", "c"), "6")
-    assert not caches.claim_unchanged(("default", "c"), "")
-    caches.remove_claim(("default", "c"))
+    assert caches.claim_unchanged(Key(CLAIM, "default", "c"), "6")
+    assert not caches.claim_unchanged(Key(CLAIM, "default", "c"), "")
+    caches.remove_claim(Key(CLAIM, "default", "c"))
     caches.remove_slice("s")
-    assert not caches.claim_unchanged(("default", "c"), "6")
+    assert not caches.claim_unchanged(Key(CLAIM, "default", "c"), "6")
     assert not caches.slice_unchanged("s", "5")
 
 
@@ -130,7 +134,9 @@ def test_kept_answers_equal_a_fresh_computation(name: str) -> None:
     def check() -> None:
         slices = [s for s in scenario.slices if s.metadata.name in caches.slice_names()]
         claims = [
-            c for c in scenario.claims if (c.metadata.namespace or "", c.metadata.name) in caches.claims
+            c
+            for c in scenario.claims
+            if Key(CLAIM, c.metadata.namespace or "", c.metadata.name) in caches.claims
         ]
         expected = compute_pools(spec, slices, claims, list(caches.rules.values()))
         assert json.dumps([p.status for p in caches.pool_results(spec, True)]) == json.dumps(
@@ -144,7 +150,7 @@ def test_kept_answers_equal_a_fresh_computation(name: str) -> None:
             (functools.partial(caches.put_slice, s), functools.partial(caches.remove_slice, s.metadata.name))
         )
     for c in scenario.claims:
-        key = (c.metadata.namespace or "", c.metadata.name)
+        key = Key(CLAIM, c.metadata.namespace or "", c.metadata.name)
         steps.append((functools.partial(caches.put_claim, c), functools.partial(caches.remove_claim, key)))
     for r in scenario.rules:
         steps.append(

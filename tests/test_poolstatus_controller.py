@@ -3,6 +3,7 @@ its outcomes (spec sections 2.2, 7.1, 7.9, vectors 76, 79-81), and the TTL sweep
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -11,11 +12,12 @@ from poolstatus_builders import REQUEST_RESOURCES, requests_served_on_both_surfa
 from prometheus_client import REGISTRY
 
 from operators.core.client import ApiError
+from operators.core.keys import CLAIM, Key
 from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime
 from operators.core.workqueue import WorkQueue
 from operators.dra import taintrules
-from operators.poolstatus.controller import TTL_KEY, PoolStatusController
+from operators.poolstatus.controller import DISCOVERY_KEY, TTL_KEY, PoolStatusController, request_key
 from operators.poolstatus.operator import DEFINITION
 from operators.poolstatus.settings import Settings
 from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
@@ -118,8 +120,8 @@ async def prepared(client: FakeClient, **settings: Any) -> tuple[PoolStatusContr
     return controller, runtime
 
 
-def key(surface: Surface, name: str) -> tuple[str, ...]:
-    return ("request", surface.group, name)
+def key(surface: Surface, name: str) -> Key:
+    return request_key((surface.group, name))
 
 
 # -- discovery ---------------------------------------------------------------------------------
@@ -152,10 +154,10 @@ async def test_required_surface_missing_exits_2(client: FakeClient) -> None:
 async def test_availability_change_exits_3(client: FakeClient) -> None:
     del client.discovery["/apis/dra-operators.io/v1alpha1"]
     controller, runtime = await prepared(client)
-    await controller.sync(("discovery",))
+    await controller.sync(DISCOVERY_KEY)
     assert runtime.stopped_with is None
     client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(*REQUEST_RESOURCES)
-    await controller.sync(("discovery",))
+    await controller.sync(DISCOVERY_KEY)
     assert runtime.stopped_with == 3
 
 
@@ -357,12 +359,12 @@ def claim_body(rv: str, allocated: bool) -> dict[str, Any]:
 async def test_claims_follow_their_allocation_and_redeliveries_are_skipped(client: FakeClient) -> None:
     controller, _ = await prepared(client)
     controller.upsert_claim(claim_body("1", allocated=True))
-    assert list(controller.cache.claims) == [("ns", "c")]
+    assert list(controller.cache.claims) == [Key(CLAIM, "ns", "c")]
     # The same version again (kopf's listing after ours) is not parsed: not even a broken copy.
     broken = claim_body("1", allocated=True)
     broken["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"x": "?"}
     controller.upsert_claim(broken)
-    assert list(controller.cache.claims) == [("ns", "c")]
+    assert list(controller.cache.claims) == [Key(CLAIM, "ns", "c")]
     controller.upsert_claim(claim_body("2", allocated=False))
     assert controller.cache.claims == {}
     controller.upsert_claim(claim_body("3", allocated=True))
@@ -427,7 +429,16 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     assert value("dra_operators_poolstatus_ttl_deletion_errors_total", group="resource.k8s.io") == errors + 1
     after = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
     assert after == pending + 1
-    assert runtime.queue.waiting == 2  # the next sweep and the discovery re-check
+    # The discovery re-check; the worker that runs the sweep re-arms it (WorkQueue.every).
+    assert runtime.queue.waiting == 1
+
+
+async def test_the_ttl_sweep_runs_at_start_and_discovery_after_one_interval_both_periodic() -> None:
+    _, runtime = await prepared(FakeClient(), cleanup_interval=30.0, discovery_interval=90.0)
+    assert runtime.queue._periodic[TTL_KEY][0] == 30.0
+    assert runtime.queue._periodic[DISCOVERY_KEY][0] == 90.0
+    assert list(runtime.queue._queue) == [TTL_KEY], "queued at once: it runs when the queue opens"
+    assert 89 < runtime.queue._waiting[DISCOVERY_KEY] - time.monotonic() <= 90
 
 
 # -- DeviceTaintRules in whichever version is served -------------------------------------------
@@ -453,5 +464,5 @@ async def test_rules_not_served_in_any_version_are_not_watched(client: FakeClien
     assert rules.when is not None
     assert not rules.when(controller)
     client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUEST_RESOURCES, "devicetaintrules")
-    await controller.sync(("discovery",))
+    await controller.sync(DISCOVERY_KEY)
     assert runtime.stopped_with == 3, "rules served as v1alpha3 at last: restart to watch them"

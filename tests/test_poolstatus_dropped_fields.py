@@ -19,7 +19,7 @@ from operators.core.events import ObjectRef
 from operators.core.runtime import Runtime
 from operators.core.workqueue import WorkQueue
 from operators.poolstatus import messages
-from operators.poolstatus.controller import PoolStatusController
+from operators.poolstatus.controller import PoolStatusController, request_key
 from operators.poolstatus.settings import Settings
 from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
 from operators.poolstatus.writes import dropped_fields
@@ -233,7 +233,7 @@ async def test_dropped_summaries_are_reported_once_and_never_written_again(
     with caplog.at_level(logging.WARNING, logger="operators.poolstatus.controller"):
         for name in ("first", "second"):
             controller.upsert_request(BUILTIN, request_body(name))
-            await controller.sync(("request", BUILTIN.group, name))
+            await controller.sync(request_key((BUILTIN.group, name)))
 
     assert [w["status"]["pools"][0]["shareableSummary"]["fullyAvailableDevices"] for w in server.writes] == [
         2,
@@ -260,7 +260,7 @@ async def test_dropped_summaries_are_reported_once_and_never_written_again(
     for name in ("first", "second"):
         status = without(server.writes[0]["status"], *SUMMARIES)
         controller.upsert_request(BUILTIN, request_body(name, **status))
-        await controller.sync(("request", BUILTIN.group, name))
+        await controller.sync(request_key((BUILTIN.group, name)))
     controller.upsert_slice(shareable_slice())
     assert len(server.writes) == 2
     assert controller.pending_counts()[BUILTIN.group] == 0

@@ -32,7 +32,7 @@ from strategies import (
 from operators.core.models import parse
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.evaluation import RuleTaintReason, SliceTaintReason, TaintReason
-from operators.devicetaint.models import DeviceTaintRule, Pod, PodItem, ResourceClaim, ResourceSlice
+from operators.devicetaint.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, pod_key
 from operators.devicetaint.podeviction import PodDone, PodEvict, PodNotYet
 
 NS = "demo"
@@ -124,7 +124,7 @@ def test_evictions_never_precede_their_taints(world: World, order: list[int], no
     cache = _fill(world, order, now)
     reference = _fill(world, [0, 1, 2, 3], now)
     for pod in world.pods:
-        item = PodItem.of(pod)
+        item = pod_key(pod)
         eviction = cache.scheduled_eviction(item)
         assert eviction == reference.scheduled_eviction(item)
         if eviction is None:
@@ -139,7 +139,7 @@ def test_evictions_never_precede_their_taints(world: World, order: list[int], no
         reason = RuleTaintReason(rule.metadata.name, rule.metadata.uid)
         named = set()
         for pod in world.pods:
-            eviction = cache.scheduled_eviction(PodItem.of(pod))
+            eviction = cache.scheduled_eviction(pod_key(pod))
             if (
                 eviction is not None
                 and reason in eviction.reasons
@@ -158,7 +158,7 @@ def test_no_pod_is_evicted_before_its_time(world: World, start: datetime, later:
     cache = _fill(world, [0, 1, 2, 3], start)
     now = start + timedelta(seconds=later)
     for pod in world.pods:
-        item = PodItem.of(pod)
+        item = pod_key(pod)
         scheduled = cache.scheduled_eviction(item)
         decision = cache.decide_pod(item, now)
         if scheduled is None:
@@ -200,6 +200,6 @@ def test_the_cache_after_deletions_equals_a_fresh_one(
             cache.delete_pod(pod)
     fresh = _fill(kept, [0, 1, 2, 3], now)
     for pod in world.pods:
-        assert cache.scheduled_eviction(PodItem.of(pod)) == fresh.scheduled_eviction(PodItem.of(pod))
+        assert cache.scheduled_eviction(pod_key(pod)) == fresh.scheduled_eviction(pod_key(pod))
     for rule in kept.rules:
         assert cache.rule_counts(rule) == fresh.rule_counts(rule)

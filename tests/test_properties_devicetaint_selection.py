@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from strategies import DEVICES, DRIVERS, POOLS, examples
 
 from operators.core.conditions import format_time
+from operators.core.keys import Key
 from operators.core.models import parse
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.evaluation import (
@@ -41,7 +42,7 @@ from operators.devicetaint.evaluation import (
     published_devices,
 )
 from operators.devicetaint.messages import REASON_UNSUPPORTED_SELECTOR, RuleWrite
-from operators.devicetaint.models import DeviceTaintRule, Pod, PodItem, ResourceClaim, ResourceSlice, RuleItem
+from operators.devicetaint.models import RULE, DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, pod_key
 from operators.devicetaint.pools import PoolIndex
 from operators.dra.taintrules import narrows_beyond_names
 
@@ -205,11 +206,9 @@ def test_devicetaint_never_acts_beyond_the_rules_selection(data: st.DataObject) 
         cache.apply_claim(claim, NOW)
         cache.apply_pod(pod, NOW)
     cache.apply_rule(rule, NOW)
-    scheduled = {
-        device_of_pod[pod.key] for pod in pods if cache.scheduled_eviction(PodItem.of(pod)) is not None
-    }
+    scheduled = {device_of_pod[pod.key] for pod in pods if cache.scheduled_eviction(pod_key(pod)) is not None}
     assert scheduled <= oracle
     assert scheduled == (oracle if names_only and effect == "NoExecute" else set())
-    decision = cache.decide_rule(RuleItem("r", "R1"), NOW)
+    decision = cache.decide_rule(Key(RULE, "", "r", "R1"), NOW)
     assert isinstance(decision, RuleWrite)
     assert (decision.condition.reason == REASON_UNSUPPORTED_SELECTOR) is not names_only

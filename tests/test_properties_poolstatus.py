@@ -31,10 +31,11 @@ from strategies import (
     slice_sets,
 )
 
+from operators.core.keys import CLAIM, Key
 from operators.core.models import parse
 from operators.dra.pools import current_slices
 from operators.dra.quantity import parse_quantity
-from operators.poolstatus.cache import ClusterCache, claim_key
+from operators.poolstatus.cache import ClusterCache
 from operators.poolstatus.models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourceSlice
 from operators.poolstatus.status import Completed, Deferred, compute_pools, decide
 
@@ -204,7 +205,7 @@ def test_the_cache_answers_as_a_fresh_computation(world: World, later: World, da
     DeviceTaintRules, for any request."""
     cache = ClusterCache()
     slices = {s.metadata.name: s for s in world.slices}
-    claims = {claim_key(c.metadata.namespace, c.metadata.name): c for c in world.claims}
+    claims = {Key(CLAIM, c.metadata.namespace or "", c.metadata.name): c for c in world.claims}
     rules = {r.metadata.name: r for r in world.rules}
     for resource_slice in [*world.slices, *later.slices]:
         cache.put_slice(resource_slice)
@@ -215,7 +216,7 @@ def test_the_cache_answers_as_a_fresh_computation(world: World, later: World, da
     cache.pool_results(world.spec, True)
     for claim in later.claims:
         cache.put_claim(claim)
-        claims[claim_key(claim.metadata.namespace, claim.metadata.name)] = claim
+        claims[Key(CLAIM, claim.metadata.namespace or "", claim.metadata.name)] = claim
     for rule in [*world.rules, *later.rules]:
         cache.put_rule(rule)
         rules[rule.metadata.name] = rule

@@ -44,6 +44,7 @@ from strategies import (
     uids,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Requeue, Retry
 from operators.dra.podgroups import PodGroup
 from operators.resourceclaim.cache import ClusterCache
@@ -64,7 +65,7 @@ from operators.resourceclaim.plan import (
     Reply,
 )
 from operators.resourceclaim.pod_sync import sync_pod
-from operators.resourceclaim.resolution import is_for_pod, split_key
+from operators.resourceclaim.resolution import POD_GROUP, is_for_pod
 
 NS = "demo"
 RESULTS = (Done, Requeue, Retry, GiveUp)
@@ -204,7 +205,7 @@ def test_routing_and_parsing_never_fail(world: World) -> None:
     only, and a deletion is routed as well as an addition."""
     cache = ClusterCache()
     cache.workload_claims = world.workload_claims
-    keys: list[str] = []
+    keys: list[Key] = []
     for body in world.groups:
         keys += cache.apply_pod_group_event("ADDED", PodGroup.model_validate(body))
     for body in world.templates:
@@ -220,9 +221,8 @@ def test_routing_and_parsing_never_fail(world: World) -> None:
     for body in world.groups:
         keys += cache.apply_pod_group_event("DELETED", PodGroup.model_validate(body))
     for key in keys:
-        kind, namespace, _ = split_key(key)
-        assert namespace == NS
-        assert kind in ("pod", "claim", "podgroup")
+        assert key.namespace == NS
+        assert key.kind in (POD, CLAIM, POD_GROUP)
 
 
 @examples(200)

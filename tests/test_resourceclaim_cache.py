@@ -13,6 +13,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import ResourceClaim
 
@@ -23,7 +24,7 @@ def test_pod_event_indexes_claims_and_templates() -> None:
         claims=[template_entry("gpu", "gpu-tmpl"), named_entry("nic", "shared"), template_entry("new", "t2")],
         statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
     )
-    assert cache.apply_pod_event("ADDED", pod) == ["pod:demo/my-pod"]
+    assert cache.apply_pod_event("ADDED", pod) == [Key(POD, "demo", "my-pod")]
     assert cache.pod("demo", "my-pod") == pod
     assert cache.pods_using_claim("demo", "my-pod-gpu-abcde") == {"demo/my-pod"}
     assert cache.pods_using_claim("demo", "shared") == {"demo/my-pod"}
@@ -57,7 +58,7 @@ def test_pods_without_claims_are_not_kept_nor_remembered() -> None:
 def test_deleted_pod_is_remembered_and_routes_its_claims() -> None:
     pod = make_pod(claims=[named_entry("gpu", "shared")], node_name="node-1", phase="Running")
     cache = cache_with(pods=[pod])
-    assert cache.apply_pod_event("DELETED", pod) == ["claim:demo/shared"]
+    assert cache.apply_pod_event("DELETED", pod) == [Key(CLAIM, "demo", "shared")]
     assert cache.is_deleted_consumer("U")
 
 
@@ -85,9 +86,12 @@ def test_claim_event_enqueues_claim_and_reroutes_its_pods() -> None:
     pod = make_pod(uid="U", claims=[named_entry("gpu", "shared")], node_name="node-1")
     cache = cache_with(pods=[pod])
     allocated = make_claim("shared", allocated=True)
-    assert cache.apply_claim_event("ADDED", allocated) == ["claim:demo/shared", "pod:demo/my-pod"]
+    assert cache.apply_claim_event("ADDED", allocated) == [
+        Key(CLAIM, "demo", "shared"),
+        Key(POD, "demo", "my-pod"),
+    ]
     reserved = make_claim("shared", allocated=True, reserved_for=[pod_consumer("my-pod", "U")])
-    assert cache.apply_claim_event("MODIFIED", reserved) == ["claim:demo/shared"]
+    assert cache.apply_claim_event("MODIFIED", reserved) == [Key(CLAIM, "demo", "shared")]
 
 
 def test_deleted_claim_is_not_enqueued_but_its_pods_are_rerouted() -> None:
@@ -96,7 +100,7 @@ def test_deleted_claim_is_not_enqueued_but_its_pods_are_rerouted() -> None:
     )
     claim = make_claim("c", owner=("my-pod", "U"), entry="gpu")
     cache = cache_with(pods=[pod], claims=[claim])
-    assert cache.apply_claim_event("DELETED", claim) == ["pod:demo/my-pod"]
+    assert cache.apply_claim_event("DELETED", claim) == [Key(POD, "demo", "my-pod")]
     assert cache.claim("demo", "c") is None
     assert cache.find_generated_claim("demo", "U", "gpu") is None
 
@@ -105,7 +109,7 @@ def test_template_event_reroutes_waiting_pods() -> None:
     # Scenario 29: a pod waiting for its template is enqueued as soon as the template exists.
     pod = make_pod(claims=[template_entry("gpu", "gpu-tmpl")])
     cache = cache_with(pods=[pod])
-    assert cache.apply_template_event("ADDED", make_template()) == ["pod:demo/my-pod"]
+    assert cache.apply_template_event("ADDED", make_template()) == [Key(POD, "demo", "my-pod")]
     assert cache.template("demo", "gpu-tmpl") is not None
     assert cache.apply_template_event("DELETED", make_template()) == []
     assert cache.template("demo", "gpu-tmpl") is None
@@ -113,7 +117,7 @@ def test_template_event_reroutes_waiting_pods() -> None:
 
 def test_initial_listing_has_no_event_type() -> None:
     cache = ClusterCache(clock=FakeClock())
-    assert cache.apply_claim_event(None, make_claim("c")) == ["claim:demo/c"]
+    assert cache.apply_claim_event(None, make_claim("c")) == [Key(CLAIM, "demo", "c")]
     assert cache.claim("demo", "c") is not None
 
 

@@ -17,6 +17,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, Retry
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
@@ -98,7 +99,7 @@ def test_scenario_16_pod_completes() -> None:
     cache = cache_with(pods=[pod], claims=[generated_claim()])
     # The pod's phase becomes Succeeded: the event routes the claim.
     assert cache.apply_pod_event("MODIFIED", generated_pod(phase="Succeeded")) == [
-        "claim:demo/my-pod-gpu-abcde"
+        Key(CLAIM, "demo", "my-pod-gpu-abcde")
     ]
     api = FakeApi()
     assert run_claim_sync(cache, api, "my-pod-gpu-abcde") == Done("deleted unused generated claim")
@@ -124,7 +125,7 @@ def test_scenario_17_one_of_two_pods_removed() -> None:
         reserved_for=[pod_consumer("p1", "P1"), pod_consumer("p2", "P2")],
     )
     cache = cache_with(pods=[p1, p2], claims=[shared])
-    assert cache.apply_pod_event("DELETED", p2) == ["claim:demo/shared"]
+    assert cache.apply_pod_event("DELETED", p2) == [Key(CLAIM, "demo", "shared")]
     api = FakeApi()
     assert run_claim_sync(cache, api, "shared") == Done("claim is still in use")
     [put] = api.writes()
@@ -191,7 +192,7 @@ def test_scenario_21_deleted_before_scheduling() -> None:
         statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-abcde"}],
         deleting=True,
     )
-    assert cache.apply_pod_event("MODIFIED", deleting) == ["claim:demo/my-pod-gpu-abcde"]
+    assert cache.apply_pod_event("MODIFIED", deleting) == [Key(CLAIM, "demo", "my-pod-gpu-abcde")]
     api = FakeApi()
     run_claim_sync(cache, api, "my-pod-gpu-abcde")
     assert_released_and_deleted(api, "my-pod-gpu-abcde", "C")
@@ -256,7 +257,7 @@ def test_scenario_24_replaced_pod() -> None:
     cache = cache_with(pods=[old], claims=[generated_claim()])
     cache.apply_pod_event("DELETED", old)
     new = make_pod("my-pod", "U2", claims=[template_entry("gpu", "gpu-tmpl")])
-    assert cache.apply_pod_event("ADDED", new) == ["pod:demo/my-pod"]
+    assert cache.apply_pod_event("ADDED", new) == [Key(POD, "demo", "my-pod")]
 
     api = FakeApi()
     run_claim_sync(cache, api, "my-pod-gpu-abcde")
@@ -289,7 +290,7 @@ def test_scenario_25_extended_resource_claim() -> None:
     failed = make_pod(
         "p", "U", node_name="node-1", phase="Failed", extended_claim="p-extended-resources-abcde"
     )
-    assert cache.apply_pod_event("MODIFIED", failed) == ["claim:demo/p-extended-resources-abcde"]
+    assert cache.apply_pod_event("MODIFIED", failed) == [Key(CLAIM, "demo", "p-extended-resources-abcde")]
     api = FakeApi()
     run_claim_sync(cache, api, "p-extended-resources-abcde")
     assert_released_and_deleted(api, "p-extended-resources-abcde", "E")
@@ -428,8 +429,8 @@ def test_the_pod_event_routes_a_duplicate_it_makes_visible() -> None:
     unrecorded = make_pod("my-pod", "U", claims=[template_entry("gpu", "gpu-tmpl")], node_name="node-1")
     cache = cache_with(pods=[unrecorded], claims=[recorded, duplicate])
     keys = cache.apply_pod_event("MODIFIED", generated_pod())
-    assert "claim:demo/my-pod-gpu-zzzzz" in keys
-    assert "claim:demo/my-pod-gpu-zzzzz" not in cache.apply_pod_event("MODIFIED", unrecorded)
+    assert Key(CLAIM, "demo", "my-pod-gpu-zzzzz") in keys
+    assert Key(CLAIM, "demo", "my-pod-gpu-zzzzz") not in cache.apply_pod_event("MODIFIED", unrecorded)
 
 
 def test_generated_claim_of_unknown_pod_is_left_to_the_garbage_collector() -> None:
@@ -471,7 +472,7 @@ def test_scenario_30_restart_catch_up() -> None:
     cache = ClusterCache()
     keys = cache.apply_claim_event(None, done_claim) + cache.apply_claim_event(None, deleting_claim)
     keys += cache.apply_pod_event(None, done)
-    assert set(keys) == {"claim:demo/done-gpu-abcde", "claim:demo/shared"}
+    assert set(keys) == {Key(CLAIM, "demo", "done-gpu-abcde"), Key(CLAIM, "demo", "shared")}
 
     api = FakeApi()
     run_claim_sync(cache, api, "done-gpu-abcde")

@@ -24,6 +24,7 @@ from resourceclaim_builders import (
 from operators.core.client import ApiError
 from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Retry
 from operators.core.runtime import Runtime
 from operators.core.settings import OperatorSettings
@@ -32,6 +33,7 @@ from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
 from operators.resourceclaim.operator import API_CALLS
+from operators.resourceclaim.resolution import POD_GROUP
 from operators.resourceclaim.settings import Settings
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
@@ -89,14 +91,18 @@ class FakeEvents:
 
 class FakeQueue:
     def __init__(self) -> None:
-        self.added: list[str] = []
-        self.delayed: list[tuple[str, float]] = []
+        self.added: list[Key] = []
+        self.delayed: list[tuple[Key, float]] = []
+        self.periodic: dict[Key, tuple[float, dict[str, Any]]] = {}
 
-    def add(self, key: str) -> None:
+    def add(self, key: Key) -> None:
         self.added.append(key)
 
-    def add_after(self, key: str, delay: float) -> None:
+    def add_after(self, key: Key, delay: float) -> None:
         self.delayed.append((key, delay))
+
+    def every(self, key: Key, interval: float, **kwargs: Any) -> None:
+        self.periodic[key] = (interval, kwargs)
 
 
 class Harness:
@@ -132,10 +138,10 @@ async def test_template_pod_gets_a_claim_and_an_applied_status() -> None:
     h = Harness()
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
-    assert h.queue.added == ["pod:demo/my-pod"]
+    assert h.queue.added == [Key(POD, "demo", "my-pod")]
     before = _creates("success", "false")
 
-    await h.controller.sync("pod:demo/my-pod")
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
 
     post, apply = h.client.calls
     assert post[:3] == ("POST", CLAIMS, {"fieldManager": MANAGER})
@@ -159,12 +165,12 @@ async def test_each_created_claim_is_logged_at_debug_only(caplog: pytest.LogCapt
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
     caplog.set_level("INFO", logger="operators.resourceclaim")
-    await h.controller.sync("pod:demo/my-pod")
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
     assert "Created ResourceClaim" not in caplog.text, "upstream logs it at verbosity 4"
 
     h.controller.upsert_pod(pod_body(name="other", uid="U2", claims=[template_entry("gpu", "gpu-tmpl")]))
     caplog.set_level("DEBUG", logger="operators.resourceclaim")
-    await h.controller.sync("pod:demo/other")
+    await h.controller.sync(Key(POD, "demo", "other"))
     assert "Created ResourceClaim pod=demo/other claim=other-gpu-bcdfg" in caplog.text
 
 
@@ -175,7 +181,7 @@ async def test_a_retry_result_carries_the_retry_after_and_the_event_is_emitted()
     h.client.errors["POST"] = ApiError(429, "TooManyRequests", "slow down", retry_after=7.0)
     before = _creates("failure", "false")
 
-    result = await h.controller.sync("pod:demo/my-pod")
+    result = await h.controller.sync(Key(POD, "demo", "my-pod"))
 
     assert isinstance(result, Retry)
     assert result.after == 7.0
@@ -192,7 +198,7 @@ async def test_a_retry_result_carries_the_retry_after_and_the_event_is_emitted()
 async def test_input_that_cannot_change_by_itself_is_not_retried() -> None:
     h = Harness()
     h.controller.upsert_pod(pod_body(claims=[{"name": "gpu"}]))
-    await h.controller.sync("pod:demo/my-pod")
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
     assert [message for *_, message in h.events.recorded] == [
         'PodResourceClaim gpu: checking for claim before creating it: pod "demo/my-pod", '
         'spec.resourceClaim "gpu": none of the supported fields are set'
@@ -216,7 +222,7 @@ async def test_claim_writes_are_full_puts_and_a_uid_guarded_delete() -> None:
     h.controller.upsert_claim(claim)
     h.controller.upsert_pod(pod)
 
-    await h.controller.sync("claim:demo/my-pod-gpu-abcde")
+    await h.controller.sync(Key(CLAIM, "demo", "my-pod-gpu-abcde"))
 
     path = f"{CLAIMS}/my-pod-gpu-abcde"
     status_put, finalizer_put, delete = h.client.calls
@@ -233,7 +239,7 @@ async def test_unconfirmed_created_claims_are_checked_with_a_live_get() -> None:
     h = Harness()
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
-    await h.controller.sync("pod:demo/my-pod")
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
     assert h.controller.cache.just_created_count() == 1
 
     h.clock.now += 61
@@ -280,7 +286,7 @@ async def test_every_request_is_a_declared_api_call() -> None:
     h = Harness()
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
-    await h.controller.sync("pod:demo/my-pod")
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
     pod = pod_body("p2", "U2", claims=[template_entry("gpu", "gpu-tmpl")], phase="Failed")
     pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p2-gpu-abcde"}]
     claim = claim_body(
@@ -293,7 +299,7 @@ async def test_every_request_is_a_declared_api_call() -> None:
     )
     h.controller.upsert_claim(claim)
     h.controller.upsert_pod(pod)
-    await h.controller.sync("claim:demo/p2-gpu-abcde")
+    await h.controller.sync(Key(CLAIM, "demo", "p2-gpu-abcde"))
     h.clock.now += 61
     await h.controller.sync(CONFIRM_KEY)
 
@@ -369,12 +375,12 @@ async def test_a_podgroup_claim_is_created_applied_and_its_event_names_the_group
     h.controller.cache.workload_claims = True
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod_group(pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")]))
-    assert h.queue.added == ["podgroup:demo/pg"]
+    assert h.queue.added == [Key(POD_GROUP, "demo", "pg")]
     before = metrics.creates.labels(
         status="success", admin_access="false", owner_api_group="scheduling.k8s.io", owner_api_kind="PodGroup"
     )._value.get()
 
-    await h.controller.sync("podgroup:demo/pg")
+    await h.controller.sync(Key(POD_GROUP, "demo", "pg"))
 
     post, apply = h.client.calls
     assert post[3]["metadata"]["ownerReferences"] == [pod_group_owner()]
@@ -389,7 +395,7 @@ async def test_a_podgroup_claim_is_created_applied_and_its_event_names_the_group
     assert after == before + 1
 
     h.controller.upsert_pod_group(pod_group_body("late", "L", claims=[template_entry("gpu", "late-tmpl")]))
-    await h.controller.sync("podgroup:demo/late")
+    await h.controller.sync(Key(POD_GROUP, "demo", "late"))
     [(ref, type_, reason, message)] = h.events.recorded
     assert (ref.api_version, ref.kind, ref.name, ref.namespace, ref.uid) == (
         "scheduling.k8s.io/v1beta1",
@@ -407,12 +413,12 @@ async def test_every_podgroup_request_is_a_declared_api_call() -> None:
     h.controller.cache.workload_claims = True
     h.controller.upsert_template(template_body())
     h.controller.upsert_pod_group(pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")]))
-    await h.controller.sync("podgroup:demo/pg")
+    await h.controller.sync(Key(POD_GROUP, "demo", "pg"))
     reserved = claim_body(
         "shared", allocated=True, reserved_for=[pod_group_consumer("gone", "X")], owner_ref=pod_group_owner()
     )
     h.controller.upsert_claim(reserved)
-    await h.controller.sync("claim:demo/shared")
+    await h.controller.sync(Key(CLAIM, "demo", "shared"))
 
     used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
     assert used == {
@@ -447,7 +453,7 @@ async def test_podgroups_served_as_v1alpha2_are_read_and_written_in_it() -> None
     group = pod_group_body(claims=[template_entry("gpu", "gpu-tmpl")])
     group["apiVersion"] = "scheduling.k8s.io/v1alpha2"
     h.controller.upsert_pod_group(group)
-    await h.controller.sync("podgroup:demo/pg")
+    await h.controller.sync(Key(POD_GROUP, "demo", "pg"))
     post, apply = h.client.calls
     assert post[3]["metadata"]["ownerReferences"] == [
         {**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
@@ -457,7 +463,21 @@ async def test_podgroups_served_as_v1alpha2_are_read_and_written_in_it() -> None
 
     reserved = claim_body("shared", allocated=True, reserved_for=[pod_group_consumer("gone", "X")])
     h.controller.upsert_claim(reserved)
-    await h.controller.sync("claim:demo/shared")
+    await h.controller.sync(Key(CLAIM, "demo", "shared"))
     assert ("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/demo/podgroups/gone") in {
         (method, path) for method, path, _, _ in h.client.calls
     }
+
+
+async def test_the_confirmation_is_periodic_while_created_claims_wait_for_their_watch() -> None:
+    h = Harness()
+    interval, options = h.queue.periodic[CONFIRM_KEY]
+    assert interval == 60.0
+    assert options["first"] is None, "armed by a create, not at start"
+    repeat_while = options["repeat_while"]
+    assert not repeat_while()
+    h.controller.upsert_template(template_body())
+    h.controller.upsert_pod(pod_body(claims=[template_entry("gpu", "gpu-tmpl")]))
+    await h.controller.sync(Key(POD, "demo", "my-pod"))
+    assert (CONFIRM_KEY, 60.0) in h.queue.delayed
+    assert repeat_while(), "re-armed while a created claim waits"

@@ -18,6 +18,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim
@@ -218,7 +219,7 @@ def test_scenario_4_two_claims_sorted_and_stable() -> None:
     # The nic claim is deleted by hand: it is re-created, and gpu's entry is kept.
     nic = cache.claim("demo", "my-pod-nic-bcdfg")
     assert nic is not None
-    assert cache.apply_claim_event("DELETED", nic) == ["pod:demo/my-pod"]
+    assert cache.apply_claim_event("DELETED", nic) == [Key(POD, "demo", "my-pod")]
     recreate = FakeApi()
     recreate.created = [{}, {}]  # continue the random-suffix sequence of the first run
     run_pod_sync(cache, recreate)
@@ -271,7 +272,7 @@ def test_scenario_5_missing_template() -> None:
     assert isinstance(outcome, Retry)
 
     # Scenario 29: the template appears; its event enqueues the pod and the sync creates.
-    assert cache.apply_template_event("ADDED", make_template("missing")) == ["pod:demo/my-pod"]
+    assert cache.apply_template_event("ADDED", make_template("missing")) == [Key(POD, "demo", "my-pod")]
     later = FakeApi()
     assert isinstance(run_pod_sync(cache, later), Done)
     assert len(later.of_type(CreateClaim)) == 1
@@ -339,7 +340,7 @@ def test_scenario_8_user_claim_by_name() -> None:
     assert isinstance(run_pod_sync(cache, api), Done)
     assert api.actions == []
 
-    assert cache.apply_claim_event("ADDED", make_claim("shared")) == ["claim:demo/shared"]
+    assert cache.apply_claim_event("ADDED", make_claim("shared")) == [Key(CLAIM, "demo", "shared")]
     api = FakeApi()
     run_pod_sync(cache, api)
     assert api.actions == []

@@ -21,6 +21,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.dra.podgroups import PodGroup
 from operators.resourceclaim.bodies import owner_labels
@@ -41,7 +42,7 @@ from operators.resourceclaim.plan import (
     PutClaimStatus,
 )
 from operators.resourceclaim.pod_sync import sync_pod
-from operators.resourceclaim.resolution import split_key
+from operators.resourceclaim.resolution import POD_GROUP
 
 pytestmark = pytest.mark.unit
 
@@ -74,34 +75,30 @@ def with_group_status(group: PodGroup, action: ApplyPodGroupStatus) -> PodGroup:
 # -- keys and routing ----------------------------------------------------------------------------
 
 
-def test_podgroup_keys_are_work_keys() -> None:
-    assert split_key("podgroup:demo/pg") == ("podgroup", "demo", "pg")
-
-
 def test_a_group_without_its_generated_claim_is_synced_and_its_members_routed() -> None:
     cache = cache_with(pods=[member()], templates=[make_template()], workload_claims=True)
     keys = cache.apply_pod_group_event(None, make_pod_group(claims=[GPU]))
-    assert keys == ["podgroup:demo/pg", "pod:demo/m1"]
+    assert keys == [Key(POD_GROUP, "demo", "pg"), Key(POD, "demo", "m1")]
 
 
 def test_a_member_waits_for_its_group_and_the_group_routes_it() -> None:
     cache = cache_with(workload_claims=True)
     assert cache.apply_pod_event(None, member()) == []
     # A group without claims routes its members too: they were waiting for it to exist.
-    assert cache.apply_pod_group_event(None, make_pod_group()) == ["pod:demo/m1"]
+    assert cache.apply_pod_group_event(None, make_pod_group()) == [Key(POD, "demo", "m1")]
 
 
 def test_where_podgroup_claims_are_off_a_member_is_a_pod_like_any_other() -> None:
     cache = cache_with()
-    assert cache.apply_pod_event(None, member()) == ["pod:demo/m1"]
+    assert cache.apply_pod_event(None, member()) == [Key(POD, "demo", "m1")]
 
 
 def test_a_deleted_generated_claim_or_a_late_template_routes_the_group() -> None:
     group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[group_claim()], pod_groups=[group], workload_claims=True)
-    assert cache.apply_claim_event(DELETED, group_claim()) == ["podgroup:demo/pg"]
+    assert cache.apply_claim_event(DELETED, group_claim()) == [Key(POD_GROUP, "demo", "pg")]
     late = cache_with(pod_groups=[make_pod_group(claims=[GPU])], workload_claims=True)
-    assert late.apply_template_event("ADDED", make_template()) == ["podgroup:demo/pg"]
+    assert late.apply_template_event("ADDED", make_template()) == [Key(POD_GROUP, "demo", "pg")]
 
 
 def test_a_removed_group_releases_its_claims_and_is_remembered() -> None:
@@ -110,7 +107,7 @@ def test_a_removed_group_releases_its_claims_and_is_remembered() -> None:
     )
     cache = cache_with(pod_groups=[group], workload_claims=True)
     keys = cache.apply_pod_group_event(DELETED, group)
-    assert keys == ["claim:demo/pg-gpu-abcde", "claim:demo/shared"]
+    assert keys == [Key(CLAIM, "demo", "pg-gpu-abcde"), Key(CLAIM, "demo", "shared")]
     assert cache.is_deleted_consumer("G")
     assert cache.pod_group("demo", "pg") is None
 

@@ -11,6 +11,7 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.dra.claims import ConsumerReference
 from operators.dra.pods import PodResourceClaim
 from operators.resourceclaim.models import ResourceClaim, ResourceClaimSpec
@@ -18,7 +19,6 @@ from operators.resourceclaim.resolution import (
     Resolution,
     Resolved,
     admin_access_label,
-    claim_key,
     is_controlled_by_pod,
     is_pod_consumer,
     is_pod_done,
@@ -26,11 +26,9 @@ from operators.resourceclaim.resolution import (
     not_created_message,
     owning_pod,
     pod_group_controller,
-    pod_key,
     pod_needs_work,
     resolve_entry,
     route_pod,
-    split_key,
     unsupported_message,
 )
 
@@ -185,17 +183,11 @@ def test_owning_pod_is_the_controlling_v1_pod() -> None:
 # Keys
 
 
-def test_work_keys_round_trip() -> None:
-    assert pod_key("demo", "p") == "pod:demo/p"
-    assert claim_key("demo", "c") == "claim:demo/c"
-    assert split_key("pod:demo/p") == ("pod", "demo", "p")
-    assert split_key("claim:demo/c") == ("claim", "demo", "c")
-
-
-@pytest.mark.parametrize("key", ["demo/p", "node:demo/p", "pod:demo", "pod:/p", "pod:demo/"])
-def test_split_key_rejects_foreign_keys(key: str) -> None:
-    with pytest.raises(ValueError, match="not a resourceclaim work key"):
-        split_key(key)
+def test_work_keys_name_the_kind_in_the_type() -> None:
+    pod = make_pod("p", claims=[{"name": "gpu", "resourceClaimName": "c"}], phase="Succeeded")
+    keys = route_pod(pod, removed=True, lookup_claim=lambda ns, name: None)
+    assert keys == [Key(CLAIM, pod.namespace, "c")]
+    assert all(key.uid == "" for key in keys), "resourceclaim's work is about names, not incarnations"
 
 
 # Section 5: pod needs work.
@@ -261,7 +253,7 @@ def test_scenario_15_terminal_prescheduled_pod_is_never_routed_for_reservation()
     claims = lookup(make_claim("shared", allocated=True, reserved_for=[pod_consumer("q", "Q")]))
     assert not pod_needs_work(pod, lambda ns, name: claims.get((ns, name)))[0]
     assert route_pod(pod, removed=False, lookup_claim=lambda ns, name: claims.get((ns, name))) == [
-        "claim:demo/shared"
+        Key(CLAIM, "demo", "shared")
     ]
 
 
@@ -286,9 +278,9 @@ def test_done_pod_routes_every_resolved_claim_and_the_extended_claim() -> None:
         extended_claim="my-pod-extended-resources-xyz12",
     )
     assert route_pod(pod, removed=False, lookup_claim=no_claims) == [
-        "claim:demo/my-pod-gpu-abcde",
-        "claim:demo/shared",
-        "claim:demo/my-pod-extended-resources-xyz12",
+        Key(CLAIM, "demo", "my-pod-gpu-abcde"),
+        Key(CLAIM, "demo", "shared"),
+        Key(CLAIM, "demo", "my-pod-extended-resources-xyz12"),
     ]
 
 
@@ -296,12 +288,12 @@ def test_removed_pod_routes_its_claims_but_never_itself() -> None:
     pod = make_pod(
         claims=[template_entry("gpu", "gpu-tmpl")], statuses=[{"name": "gpu", "resourceClaimName": "c"}]
     )
-    assert route_pod(pod, removed=True, lookup_claim=no_claims) == ["claim:demo/c"]
+    assert route_pod(pod, removed=True, lookup_claim=no_claims) == [Key(CLAIM, "demo", "c")]
 
 
 def test_running_pod_routes_only_itself_when_it_needs_work() -> None:
     pod = make_pod(claims=[template_entry("gpu", "gpu-tmpl")])
-    assert route_pod(pod, removed=False, lookup_claim=no_claims) == ["pod:demo/my-pod"]
+    assert route_pod(pod, removed=False, lookup_claim=no_claims) == [Key(POD, "demo", "my-pod")]
 
 
 def test_deleted_scheduled_pod_is_not_done_and_needs_no_work() -> None:
@@ -312,7 +304,7 @@ def test_deleted_scheduled_pod_is_not_done_and_needs_no_work() -> None:
 
 def test_extended_only_pod_is_routed_when_done() -> None:
     pod = make_pod(phase="Succeeded", extended_claim="ext")
-    assert route_pod(pod, removed=False, lookup_claim=no_claims) == ["claim:demo/ext"]
+    assert route_pod(pod, removed=False, lookup_claim=no_claims) == [Key(CLAIM, "demo", "ext")]
 
 
 def test_null_fields_read_as_absent() -> None:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 
 from operators.core.discovery import ServedResource
+from operators.core.keys import Key
 from operators.core.runtime import Runtime
 from operators.dra.taints import DeviceTaintSelector
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -22,7 +23,7 @@ from operators.kubectl_dra import taintmodel as model
 from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import PluginError
 from operators.kubectl_dra.session import Session
-from operators.taintselector.controller import TaintSelectorController
+from operators.taintselector.controller import SELECTOR, TaintSelectorController
 from operators.taintselector.status import READY, REASON_DEVICE_TAINT_RULE_UNAVAILABLE
 
 pytestmark = pytest.mark.unit
@@ -70,9 +71,9 @@ class FakeClient:
 
 @dataclass
 class FakeQueue:
-    added: list[tuple[str, float]] = field(default_factory=list)
+    added: list[tuple[Key, float]] = field(default_factory=list)
 
-    def add_after(self, key: str, delay: float) -> None:
+    def add_after(self, key: Key, delay: float) -> None:
         self.added.append((key, delay))
 
 
@@ -121,7 +122,7 @@ async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_
 
     controller.upsert_slice(slice_body())
     controller.upsert_selector(selector_body())
-    await controller.sync("broken-gpu")
+    await controller.sync(Key(SELECTOR, "", "broken-gpu"))
 
     assert runtime.client.created == []
     [(path, body)] = runtime.client.applied

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -239,3 +240,141 @@ async def test_every_added_key_is_synced_once_with_any_number_of_workers(workers
         await asyncio.wait_for(all_done.wait(), 5)
         await _settle()
     assert sorted(synced) == list(range(200))
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll ``condition`` on the event loop until it holds, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_periodic_key_runs_now_and_again_every_interval_after_each_completion() -> None:
+    queue = _queue()
+    runs: list[float] = []
+
+    async def sync(key: str) -> None:
+        runs.append(time.monotonic())
+
+    started = time.monotonic()
+    queue.every("tick", 0.05)
+    async with _running(queue, 4, sync):
+        await _until(lambda: len(runs) >= 4)
+    assert runs[0] - started < 0.05, "first=0 runs at once"
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    assert all(gap >= 0.045 for gap in gaps), gaps
+
+
+async def test_a_periodic_key_can_first_run_after_one_interval() -> None:
+    queue = _queue()
+    runs: list[float] = []
+
+    async def sync(key: str) -> None:
+        runs.append(time.monotonic())
+
+    started = time.monotonic()
+    queue.every("tick", 0.1, first=0.1)
+    assert len(queue) == 0
+    assert queue.waiting == 1
+    async with _running(queue, 1, sync):
+        await _until(lambda: len(runs) >= 1)
+    assert runs[0] - started >= 0.095
+
+
+async def test_a_periodic_key_is_not_run_before_the_queue_opens() -> None:
+    queue: WorkQueue[str] = WorkQueue("unit")
+    runs: list[str] = []
+
+    async def sync(key: str) -> None:
+        runs.append(key)
+
+    queue.every("tick", 60)
+    async with _running(queue, 1, sync):
+        await _settle()
+        assert runs == []
+        queue.open()
+        await _until(lambda: runs == ["tick"])
+
+
+async def test_a_periodic_key_re_arms_after_a_sync_that_raises() -> None:
+    queue: WorkQueue[str] = WorkQueue("unit", base_delay=60.0)  # the retry never comes first
+    queue.open()
+    runs: list[str] = []
+
+    async def sync(key: str) -> None:
+        runs.append(key)
+        if len(runs) <= 2:
+            raise RuntimeError("the sweep failed")
+
+    queue.every("sweep", 0.02)
+    async with _running(queue, 2, sync):
+        await _until(lambda: len(runs) >= 3)
+    assert queue.failures("sweep") == 0, "the run that succeeded forgot the failures"
+
+
+async def test_a_failed_periodic_run_is_retried_on_its_backoff_when_that_is_sooner() -> None:
+    queue = _queue()
+    runs: list[str] = []
+
+    async def sync(key: str) -> None:
+        runs.append(key)
+        if len(runs) == 1:
+            raise RuntimeError("transient")
+
+    queue.every("sweep", 60)
+    async with _running(queue, 1, sync):
+        await _until(lambda: len(runs) == 2)
+        await _settle()
+    assert 59 < _due_in(queue, "sweep") <= 60, "re-armed after the retry succeeded"
+
+
+async def test_a_periodic_key_is_never_run_twice_at_once_nor_duplicated() -> None:
+    queue = _queue()
+    running = 0
+    most = 0
+    runs = 0
+    release = asyncio.Event()
+
+    async def sync(key: str) -> None:
+        nonlocal running, most, runs
+        running += 1
+        most = max(most, running)
+        runs += 1
+        await release.wait()
+        running -= 1
+
+    queue.every("tick", 0.01)
+    async with _running(queue, 8, sync):
+        await _until(lambda: runs == 1)
+        for _ in range(5):
+            queue.add("tick")  # a second add while it runs: queued once, run after done()
+        queue.every("tick", 0.01)
+        await _settle()
+        assert (runs, len(queue)) == (1, 0)
+        release.set()
+        await _until(lambda: runs >= 3)
+    assert most == 1
+
+
+async def test_a_periodic_key_stops_re_arming_while_it_has_nothing_to_do_until_added_again() -> None:
+    queue = _queue()
+    pending = [True]
+    runs: list[str] = []
+
+    async def sync(key: str) -> None:
+        runs.append(key)
+        pending[0] = len(runs) < 2
+
+    queue.every("confirm", 0.01, first=None, repeat_while=lambda: pending[0])
+    async with _running(queue, 1, sync):
+        await _settle()
+        assert runs == [], "first=None: nothing until something adds it"
+        queue.add_after("confirm", 0.01)
+        await _until(lambda: len(runs) == 2)
+        await _settle()
+        assert queue.waiting == 0, "nothing left to do: not re-armed"
+        assert len(queue) == 0
+        pending[0] = True
+        queue.add("confirm")
+        await _until(lambda: len(runs) >= 3)

@@ -18,9 +18,9 @@ the Test action (``test.dra-operators.io/*``) and test actions are enabled.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from operators.core.keys import CLAIM, Key
 from operators.core.recent import RecentKeys
 
 from .actions.testaction import TEST_ANNOTATION_PREFIX
@@ -28,43 +28,20 @@ from .ledger import LedgerIndex
 from .models import DeviceAttachment, ResourceClaim
 from .policy import PolicyBook
 
-
-@dataclass(frozen=True, order=True)
-class ClaimKey:
-    """A work-queue key: one claim incarnation (a re-created claim of the same name is another)."""
-
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"claim {self.namespace}/{self.name}"
+POLICY = "policy"
+"""The work-queue kind of a DeviceAttachPolicy (cluster-scoped: no namespace)."""
 
 
-@dataclass(frozen=True, order=True)
-class PolicyKey:
-    name: str
+def record_claim_key(record: DeviceAttachment) -> Key:
+    """The work key of the claim a ledger record is for.
 
-    def __str__(self) -> str:
-        return f"policy {self.name}"
-
-
-@dataclass(frozen=True, order=True)
-class SweepKey:
-    """The garbage-collection sweep (spec §13.4)."""
-
-    def __str__(self) -> str:
-        return "sweep"
-
-
-def claim_key(claim: ResourceClaim) -> ClaimKey:
-    meta = claim.metadata
-    return ClaimKey(meta.namespace, meta.name, meta.uid)
-
-
-def record_claim_key(record: DeviceAttachment) -> ClaimKey:
+    Claim keys carry the claim's UID (``Key(CLAIM, namespace, name, uid)``): the attacher's work is
+    about one incarnation of a claim. The records of a deleted claim must still be detached and
+    removed after a claim of the same name was created again, and the new claim must never be
+    taken for the old one (its allocation, hence its attachments, are new).
+    """
     ref = record.spec.claim
-    return ClaimKey(ref.namespace, ref.name, ref.uid)
+    return Key(CLAIM, ref.namespace, ref.name, ref.uid)
 
 
 def newer(candidate: str, current: str) -> bool:

@@ -4,14 +4,16 @@ Watch side (synchronous, on the event loop, no API calls): claims, policies and 
 records are parsed into :mod:`.cache` and the affected keys are queued.
 Unreadable objects are logged with their reference and skipped.
 
-Work side, one queue with three kinds of keys:
+Work side, one queue of :class:`~operators.core.keys.Key` s of three kinds:
 
-* :class:`~.cache.ClaimKey` -> :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
-* :class:`~.cache.PolicyKey` -> :class:`~.policysync.PolicySync` (conditions, action instance);
-* :class:`~.cache.SweepKey` -> the garbage-collection sweep (spec §13.4): it re-queues every
-  claim that has records or results of ours, and deletes expired DeviceTaintRules. It first
-  runs when the queue opens, i.e. after the initial listing of every watched kind, so no
-  detach is ever decided from a cache that is still filling (spec §16.2).
+* ``claim`` (with the claim's UID, see :func:`~.cache.record_claim_key`) ->
+  :class:`~.pipeline.ClaimPipeline` (records, calls, status entries);
+* ``policy`` -> :class:`~.policysync.PolicySync` (conditions, action instance);
+* the periodic :data:`SWEEP_KEY` -> the garbage-collection sweep (spec §13.4), every
+  ``--resync-period`` after the previous one: it re-queues every claim that has records or
+  results of ours, and deletes expired DeviceTaintRules. It first runs when the queue opens, i.e.
+  after the initial listing of every watched kind, so no detach is ever decided from a cache that
+  is still filling (spec §16.2).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from operators.core import PROJECT_GROUP
 from operators.core.discovery import find_served
 from operators.core.events import WARNING
+from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
 from operators.core.namespace import Problem
-from operators.core.reconcile import Done, Requeue, Result
+from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.attachments import POLICIES, RECORDS, VERSION
 
@@ -33,11 +36,8 @@ from . import metrics
 from .actions import close_action
 from .actions.testaction import TestAction
 from .cache import (
-    ClaimKey,
+    POLICY,
     ClusterCache,
-    PolicyKey,
-    SweepKey,
-    claim_key,
     has_binding_conditions,
     project_claim,
     put_record,
@@ -56,8 +56,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SWEEP_KEY = Key.periodic("sweep")
+
 RECORD_COUNTS_DELAY = 10.0
 """``status.records`` of a policy is refreshed at most this often (spec §21.4)."""
+
+
+def _claim_key(claim: ResourceClaim) -> Key:
+    meta = claim.metadata
+    return Key(CLAIM, meta.namespace, meta.name, meta.uid)
 
 
 class BindingAttacherController:
@@ -107,8 +114,8 @@ class BindingAttacherController:
         metrics.state.observe(self)
         if runtime.own_namespace is not None:
             runtime.own_namespace.subscribe(self._namespace_changed)
-        # Held back by the gated queue until the initial listing of every kind is complete.
-        runtime.queue.add(SweepKey())
+        # Queued now, held back by the gated queue until the initial listing of every kind is complete.
+        runtime.queue.every(SWEEP_KEY, settings.resync_seconds)
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -150,18 +157,18 @@ class BindingAttacherController:
             return
         uid = claim.metadata.uid
         if self.cache.records.for_claim(uid) or self._relevant(claim):
-            self.runtime.queue.add(claim_key(claim))
+            self.runtime.queue.add(_claim_key(claim))
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid", ""))
         claim = self.cache.claims.remove(uid)
         if claim is not None and self.cache.records.for_claim(uid):
-            self.runtime.queue.add(claim_key(claim))
+            self.runtime.queue.add(_claim_key(claim))
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
         state = self.cache.policies.observe(body)
         for sibling in self.cache.policies.same_driver(state.driver) or [state]:
-            self.runtime.queue.add(PolicyKey(sibling.name))
+            self.runtime.queue.add(Key(POLICY, "", sibling.name))
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
@@ -171,7 +178,7 @@ class BindingAttacherController:
         if state.action is not None:
             self.runtime.spawn(close_action(state.action), f"close-action-{name}")
         for sibling in self.cache.policies.same_driver(state.driver):
-            self.runtime.queue.add(PolicyKey(sibling.name))
+            self.runtime.queue.add(Key(POLICY, "", sibling.name))
         self._readiness_changed(state.driver)
 
     def upsert_record(self, body: Mapping[str, Any]) -> None:
@@ -179,7 +186,7 @@ class BindingAttacherController:
         if record is None or not put_record(self.cache.records, record):
             return
         self.runtime.queue.add(record_claim_key(record))
-        self.runtime.queue.add_after(PolicyKey(record.spec.policy.name), RECORD_COUNTS_DELAY)
+        self.runtime.queue.add_after(Key(POLICY, "", record.spec.policy.name), RECORD_COUNTS_DELAY)
         if record.status.phase in (Phase.DETACHED, Phase.FAILED):
             self._wake_waiters(record)
 
@@ -189,7 +196,7 @@ class BindingAttacherController:
             return
         self.cache.records.remove(record.metadata.name)
         self.runtime.queue.add(record_claim_key(record))
-        self.runtime.queue.add(PolicyKey(record.spec.policy.name))
+        self.runtime.queue.add(Key(POLICY, "", record.spec.policy.name))
         self._wake_waiters(record)
 
     def _parse_record(self, body: Mapping[str, Any]) -> DeviceAttachment | None:
@@ -215,7 +222,7 @@ class BindingAttacherController:
         for claim in self.cache.claims:
             allocation = claim.status.allocation
             if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
-                self.runtime.queue.add(claim_key(claim))
+                self.runtime.queue.add(_claim_key(claim))
         for record in self.cache.records.all():
             if record.spec.driver == driver:
                 self.runtime.queue.add(record_claim_key(record))
@@ -227,7 +234,7 @@ class BindingAttacherController:
     def _namespace_changed(self) -> None:
         """Every policy's Ready depends on the ledger's namespace; their syncs re-queue the claims."""
         for state in self.cache.policies.all():
-            self.runtime.queue.add(PolicyKey(state.name))
+            self.runtime.queue.add(Key(POLICY, "", state.name))
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the
@@ -235,14 +242,14 @@ class BindingAttacherController:
         owner = self.cache.policies.owner(driver)
         if owner is not None and owner.authorized is False:
             self.policies.recheck_authorization(owner)
-            self.runtime.queue.add(PolicyKey(owner.name))
+            self.runtime.queue.add(Key(POLICY, "", owner.name))
 
     def _forbidden(self, driver: str) -> None:
         owner = self.cache.policies.owner(driver)
         if owner is None:
             return
         self.policies.recheck_authorization(owner)
-        self.runtime.queue.add(PolicyKey(owner.name))
+        self.runtime.queue.add(Key(POLICY, "", owner.name))
         self.runtime.events.record(
             policy_ref(owner),
             WARNING,
@@ -253,14 +260,13 @@ class BindingAttacherController:
 
     # -- work side -----------------------------------------------------------------------------------
 
-    async def sync(self, key: object) -> Result:
-        if isinstance(key, ClaimKey):
+    async def sync(self, key: Key) -> Result:
+        if key.kind == CLAIM:
             return await self.claims.sync(key)
-        elif isinstance(key, PolicyKey):
+        elif key.kind == POLICY:
             return await self.policies.sync(key.name)
-        elif isinstance(key, SweepKey):
+        elif key == SWEEP_KEY:
             await self._sweep()
-            return Requeue(self.settings.resync_seconds, "periodic sweep")
         return Done()
 
     async def _sweep(self) -> None:
@@ -268,7 +274,7 @@ class BindingAttacherController:
             self.runtime.queue.add(record_claim_key(record))
         for claim in self.cache.claims:
             if self._relevant(claim):
-                self.runtime.queue.add(claim_key(claim))
+                self.runtime.queue.add(_claim_key(claim))
         await self.kube.taints.sweep()
 
     # -- metrics snapshot ------------------------------------------------------------------------

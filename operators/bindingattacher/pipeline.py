@@ -42,12 +42,13 @@ from datetime import UTC, datetime
 from operators.core.client import ApiError
 from operators.core.conditions import parse_time
 from operators.core.events import WARNING, EventRecorder
+from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue, Result
 
 from . import ledger, metrics
 from .actions import CallOutcome, Operation
 from .actions import Outcome as ActionOutcome
-from .cache import ClaimKey, ClusterCache
+from .cache import ClusterCache
 from .calls import CallTracker, run_call
 from .decide import (
     FailureStreaks,
@@ -137,7 +138,7 @@ class Readiness:
 class Run:
     """What one sync collects on its way: Events, the earliest requeue, readiness to persist."""
 
-    key: ClaimKey
+    key: Key
     requeue_after: float | None = None
     events: list[tuple[Event, DeviceAttachment, str]] = field(default_factory=list)
     readiness: dict[str, Readiness] = field(default_factory=dict)
@@ -162,7 +163,7 @@ class ClaimPipeline:
         calls: CallTracker,
         events: EventRecorder,
         settings: Settings,
-        wake: Callable[[ClaimKey], None],
+        wake: Callable[[Key], None],
         on_forbidden: Callable[[str], None],
         on_allowed: Callable[[str], None],
     ) -> None:
@@ -187,7 +188,7 @@ class ClaimPipeline:
         self._conflicts.pop(uid, None)
         self._invalid.pop(uid, None)
 
-    async def sync(self, key: ClaimKey) -> Result:
+    async def sync(self, key: Key) -> Result:
         # 1. read
         claim = self.cache.claims.get(key.uid)
         records = self.cache.records.for_claim(key.uid)
@@ -469,7 +470,7 @@ class ClaimPipeline:
         operation: Operation,
         claim: ResourceClaim | None,
         policy: PolicyState,
-        key: ClaimKey,
+        key: Key,
     ) -> None:
         async def call() -> CallOutcome:
             return await run_call(

@@ -76,6 +76,7 @@ from .discovery import ServedResource, find_served, served_version_change
 from .events import EventRecorder, ObjectRef
 from .health import Health
 from .informer import Informer
+from .keys import Key
 from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
 from .namespace import NamespaceState
@@ -124,8 +125,9 @@ class Controller(Protocol):
     async def prepare(self) -> bool:
         """Discovery and other start checks; False means 'not ready, ask again later'."""
 
-    async def sync(self, key: Any) -> Result | None:
-        """Reconcile one work-queue key from the cache; ``None`` is :class:`Done`."""
+    async def sync(self, key: Key) -> Result | None:
+        """Reconcile one work-queue key from the cache, dispatching on ``key.kind``; ``None`` is
+        :class:`Done`."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ class Runtime:
     reader: KubeClient
     events: EventRecorder
     health: Health
-    queue: WorkQueue[Any]
+    queue: WorkQueue[Key]
     controller: Any = None
     field_manager: str = ""
     # Set when the operator needs its namespace (see OperatorDefinition.namespace_use).
@@ -255,7 +257,7 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def sync(self, key: Any) -> Result | None:
+    async def sync(self, key: Key) -> Result | None:
         # Once the coexistence guard has stopped writes, keys are dropped: the restart that
         # follows the fix lists everything again.
         if self.client.fence.reason:
@@ -704,7 +706,7 @@ async def run(
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, on_signal)
 
-    queue: WorkQueue[Any] = WorkQueue(definition.name)
+    queue: WorkQueue[Key] = WorkQueue(definition.name)
     runtime = Runtime(
         name=definition.name,
         settings=settings,

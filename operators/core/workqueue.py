@@ -12,6 +12,9 @@ Contract (the controllers rely on it):
   bucket (10/s, burst 100). :meth:`forget` resets the key's failures after a success.
 - The queue is *gated*: workers receive nothing until :meth:`open` is called. Controllers open
   it when the informers' initial listing is complete, so no decision is made on a partial view.
+- A periodic key (:meth:`every`, as upstream's ``wait.Until``) is added again ``interval``
+  seconds after each completion of its sync, whatever the sync returned or raised: it is never
+  lost, and, being one key, never run by two workers at once.
 - An added key wakes one idle worker, as client-go's ``cond.Signal()``. Waking all of them
   (an :class:`asyncio.Event`, as before) made the 49 others of 50 idle workers run only to
   wait again: 0.1 ms of CPU per added key, and a 1000-pod burst adds 2000 keys.
@@ -60,6 +63,8 @@ class WorkQueue(Generic[K]):
         self._started_at: dict[K, float] = {}
         self._failures: dict[K, int] = {}
         self._waiting: dict[K, float] = {}
+        # Periodic keys: their interval, and while when they re-arm (None: always).
+        self._periodic: dict[K, tuple[float, Callable[[], bool] | None]] = {}
         self._heap: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
         self._base_delay = base_delay
@@ -107,6 +112,39 @@ class WorkQueue(Generic[K]):
         per_key = min(self._max_delay, self._base_delay * (2 ** min(failures - 1, 62)))
         self.metrics.retried()
         self.add_after(key, max(per_key, self._bucket.reserve(), at_least))
+
+    def every(
+        self,
+        key: K,
+        interval: float,
+        *,
+        first: float | None = 0.0,
+        repeat_while: Callable[[], bool] | None = None,
+    ) -> None:
+        """Run ``key`` periodically: first after ``first`` seconds (0: now, None: once something
+        adds it), then ``interval`` seconds after each completion of its sync, whether it returned or
+        raised, for as long as ``repeat_while()`` holds (always without it).
+
+        The re-arm is one more :meth:`add_after`, so the earliest pending time still wins: a failed
+        sync is retried on its backoff when that is sooner than ``interval``. Like any key, a
+        periodic key only runs once the queue is open, and never in two workers at once.
+        """
+        self._periodic[key] = (interval, repeat_while)
+        if first is not None:
+            self.add_after(key, first)
+
+    def _rearm(self, key: K) -> None:
+        periodic = self._periodic.get(key)
+        if periodic is None:
+            return
+        interval, repeat_while = periodic
+        try:
+            again = repeat_while is None or repeat_while()
+        except Exception:  # a periodic key is never lost: when in doubt it runs again
+            log.exception("cannot tell whether %s should run again; it will", key)
+            again = True
+        if again:
+            self.add_after(key, interval)
 
     def forget(self, key: K) -> None:
         self._failures.pop(key, None)
@@ -238,6 +276,7 @@ class WorkQueue(Generic[K]):
                 result, error = await self._result_of(sync, key)
                 self._act_on(key, result, error)
             finally:
+                self._rearm(key)
                 self.done(key)
 
     async def _result_of(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from operators.core.conditions import Condition, ObservedCondition
+from operators.core.keys import Key
 from operators.dra.pools import PoolId
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
@@ -57,15 +58,14 @@ from .messages import (
     unsupported_selector_text,
 )
 from .models import (
+    RULE,
     DeviceTaintRule,
     Pod,
     PodCondition,
-    PodItem,
     ResourceClaim,
     ResourceSlice,
-    RuleItem,
     RuleStatus,
-    WorkItem,
+    pod_key,
 )
 from .podeviction import EVICTED_LRU_SIZE, EvictionResult, PodDecision, PodDone, PodEvict, decide_pod
 from .pools import PoolIndex
@@ -75,7 +75,7 @@ _STATUS_DELAY = RULE_STATUS_PERIOD.total_seconds()
 
 @dataclass(frozen=True)
 class Enqueue:
-    item: WorkItem
+    item: Key
     delay: float = 0.0
     """Seconds; 0 means now."""
 
@@ -84,7 +84,7 @@ class Enqueue:
 class RuleWarning:
     """A Warning Event to post on a rule; the controller knows the API version the rule is read as."""
 
-    item: RuleItem
+    item: Key
     reason: str
     message: str
 
@@ -92,7 +92,7 @@ class RuleWarning:
 @dataclass
 class Effects:
     enqueue: list[Enqueue] = field(default_factory=list)
-    cancelled: list[PodItem] = field(default_factory=list)
+    cancelled: list[Key] = field(default_factory=list)
     """Pods whose scheduled eviction was dropped: emit ``Cancelling deletion`` on each."""
     warnings: list[str] = field(default_factory=list)
     rule_warnings: list[RuleWarning] = field(default_factory=list)
@@ -121,13 +121,13 @@ class ClusterCache:
         self._pools = PoolIndex()
         self._rules: dict[str, DeviceTaintRule] = {}
         self._evicted_per_rule: dict[str, int] = {}
-        self._scheduled: dict[PodItem, PodEviction] = {}
+        self._scheduled: dict[Key, PodEviction] = {}
         self._evicted_uids: OrderedDict[str, None] = OrderedDict()
         self._warned: dict[tuple[str, str], tuple[str, int]] = {}
 
     # --- Introspection -------------------------------------------------------------------------------
 
-    def scheduled_eviction(self, item: PodItem) -> PodEviction | None:
+    def scheduled_eviction(self, item: Key) -> PodEviction | None:
         return self._scheduled.get(item)
 
     def evicted_count(self, rule_uid: str) -> int:
@@ -176,7 +176,7 @@ class ClusterCache:
         if cached is not None and cached.metadata.uid == pod.metadata.uid:
             del self._pods[pod.key]
             self._leave_group(cached)
-        self._scheduled.pop(PodItem.of(pod), None)
+        self._scheduled.pop(pod_key(pod), None)
         return Effects()
 
     # --- Claims --------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ class ClusterCache:
         if old is not None and old.spec == rule.spec:
             return effects
         # First the status, so that users see the rule acknowledged before its first eviction.
-        effects.enqueue.append(Enqueue(RuleItem(name, rule.metadata.uid)))
+        effects.enqueue.append(Enqueue(Key(RULE, "", name, rule.metadata.uid)))
         self._warn_undated_rule(rule, effects)
         self._warn_unsupported_selector(rule, effects)
         if _evicts(old) or _evicts(rule):
@@ -267,7 +267,7 @@ class ClusterCache:
 
     # --- Pod work items ------------------------------------------------------------------------------
 
-    def decide_pod(self, item: PodItem, now: datetime) -> PodDecision:
+    def decide_pod(self, item: Key, now: datetime) -> PodDecision:
         decision = decide_pod(
             item,
             self._scheduled.get(item),
@@ -305,13 +305,13 @@ class ClusterCache:
             if reason.rule_uid in live_rule_uids:
                 self._evicted_per_rule[reason.rule_uid] = self.evicted_count(reason.rule_uid) + 1
             # Not at once: the cache must first see the pod terminating, or it would still count as pending.
-            effects.enqueue.append(Enqueue(RuleItem(reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+            effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
         latency = max((now - decision.eviction.when).total_seconds(), 0.0)
         return EvictionFinished(latency, effects)
 
     # --- Rule work items -----------------------------------------------------------------------------
 
-    def decide_rule(self, item: RuleItem, now: datetime) -> RuleDecision:
+    def decide_rule(self, item: Key, now: datetime) -> RuleDecision:
         rule = self._rules.get(item.name)
         if rule is None or rule.metadata.uid != item.uid:
             return RuleDrop()
@@ -328,7 +328,7 @@ class ClusterCache:
             content = eviction_in_progress(rule.spec.taint.effect, self.rule_counts(rule))
         return status_decision(existing, content, generation, now)
 
-    def rule_status_written(self, item: RuleItem, condition: Condition) -> None:
+    def rule_status_written(self, item: Key, condition: Condition) -> None:
         """Overlay a successful write on the cache, so that the throttle holds before the watch echoes it."""
         rule = self._rules.get(item.name)
         if rule is None or rule.metadata.uid != item.uid:
@@ -399,7 +399,7 @@ class ClusterCache:
             self._reevaluate(pod, now, effects)
 
     def _reevaluate(self, pod: Pod, now: datetime, effects: Effects) -> None:
-        item = PodItem.of(pod)
+        item = pod_key(pod)
         eviction = pod_eviction(pod, self._claims, self.workload_claims)
         if eviction is None:
             if self._scheduled.pop(item, None) is not None:
@@ -411,7 +411,7 @@ class ClusterCache:
             delay = max((eviction.when - now).total_seconds(), 0.0)
             effects.enqueue.append(Enqueue(item, delay))
         for reason in rule_reasons(eviction):
-            effects.enqueue.append(Enqueue(RuleItem(reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+            effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
 
     def _consumers(self) -> Consumers:
         return Consumers(self._pods, self._members, self.workload_claims)
@@ -428,7 +428,7 @@ class ClusterCache:
             if not members:
                 del self._members[group]
 
-    def _forget(self, item: PodItem) -> None:
+    def _forget(self, item: Key) -> None:
         self._scheduled.pop(item, None)
         self._evicted_uids[item.uid] = None
         self._evicted_uids.move_to_end(item.uid)
@@ -472,7 +472,7 @@ class ClusterCache:
         text = unsupported_selector_text(narrowing)
         warned = self._warn_once("DeviceTaintRule", meta.name, meta.uid, meta.generation, text, effects)
         if warned and not says_unsupported(rule.eviction_condition, meta.generation):
-            item = RuleItem(meta.name, meta.uid)
+            item = Key(RULE, "", meta.name, meta.uid)
             effects.rule_warnings.append(RuleWarning(item, REASON_UNSUPPORTED_SELECTOR, text))
 
 

@@ -27,6 +27,7 @@ from operators.core import metrics as core_metrics
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.discovery import find_served
 from operators.core.events import NORMAL, WARNING, ObjectRef
+from operators.core.keys import POD, Key
 from operators.core.models import KubeModel, parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import PODS
@@ -46,15 +47,7 @@ from .apis import ServedApis, discover
 from .cache import ClusterCache, Effects
 from .evaluation import describe_reasons
 from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
-from .models import (
-    DeviceTaintRule,
-    Pod,
-    PodItem,
-    ResourceClaim,
-    ResourceSlice,
-    RuleItem,
-    WorkItem,
-)
+from .models import RULE, DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, pod_key
 from .podeviction import (
     EVENT_CANCELLING_DELETION,
     EVENT_MARKING_FOR_DELETION,
@@ -85,7 +78,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _pod_ref(item: PodItem) -> ObjectRef:
+def _pod_ref(item: Key) -> ObjectRef:
     return ObjectRef("v1", "Pod", item.name, item.namespace, item.uid)
 
 
@@ -99,7 +92,7 @@ class DeviceTaintController:
         self.eviction_api = isinstance(settings, Settings) and settings.eviction_mode == "evict"
         self.workload_claims_mode = settings.workload_claims if isinstance(settings, Settings) else "auto"
         # Refusals in a row per pod, for the backoff; an entry goes when its pod's eviction ends.
-        self._budget_refusals: dict[PodItem, int] = {}
+        self._budget_refusals: dict[Key, int] = {}
 
     # --- Start -----------------------------------------------------------------------------------------
 
@@ -151,7 +144,7 @@ class DeviceTaintController:
             self._apply(Pod, body, self._forget_pod)
 
     def _forget_pod(self, pod: Pod, _now: datetime) -> Effects:
-        self._budget_refusals.pop(PodItem.of(pod), None)
+        self._budget_refusals.pop(pod_key(pod), None)
         return self.cache.delete_pod(pod)
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
@@ -200,12 +193,14 @@ class DeviceTaintController:
 
     # --- Work items ------------------------------------------------------------------------------------
 
-    async def sync(self, key: WorkItem) -> Result:
-        if isinstance(key, PodItem):
+    async def sync(self, key: Key) -> Result:
+        if key.kind == POD:
             return await self._sync_pod(key)
-        return await self._sync_rule(key)
+        if key.kind == RULE:
+            return await self._sync_rule(key)
+        raise ValueError(f"not a devicetaint work key: {key!r}")
 
-    async def _sync_pod(self, item: PodItem) -> Result:
+    async def _sync_pod(self, item: Key) -> Result:
         decision = self.cache.decide_pod(item, _now())
         if isinstance(decision, PodDone):
             self._budget_refusals.pop(item, None)
@@ -282,7 +277,7 @@ class DeviceTaintController:
         self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
         return EvictionResult.EVICTED
 
-    async def _sync_rule(self, item: RuleItem) -> Result:
+    async def _sync_rule(self, item: Key) -> Result:
         decision = self.cache.decide_rule(item, _now())
         if isinstance(decision, RuleRequeue):
             return Requeue(decision.delay, "rule status throttled")

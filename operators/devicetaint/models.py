@@ -9,12 +9,12 @@ reads (the pod's condition, a result's tolerations) is added here, and the rule 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import field_validator
 
 from operators.core.conditions import ObservedCondition
+from operators.core.keys import POD, Key
 from operators.core.models import KubeModel, NoneAsEmpty
 from operators.dra import claims, pods, slices, taintrules
 from operators.dra.taintrules import EVICTION_IN_PROGRESS
@@ -102,25 +102,13 @@ class DeviceTaintRule(taintrules.DeviceTaintRule):
 # --- Work items --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PodItem:
-    """Check whether this pod instance must be evicted now."""
-
-    namespace: str
-    name: str
-    uid: str
-
-    @classmethod
-    def of(cls, pod: Pod) -> PodItem:
-        return cls(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid)
+# Work-queue keys are core Keys of two kinds, each for one incarnation (the UID), so that the work of
+# a deleted pod or rule is never done to a new one of the same name:
+# - Key(POD, namespace, name, uid): check whether this pod instance must be evicted now;
+# - Key(RULE, "", name, uid): check whether this rule instance's ``EvictionInProgress`` condition
+#   must be written.
+RULE = "rule"
 
 
-@dataclass(frozen=True)
-class RuleItem:
-    """Check whether this rule instance's ``EvictionInProgress`` condition must be written."""
-
-    name: str
-    uid: str
-
-
-WorkItem = PodItem | RuleItem
+def pod_key(pod: Pod) -> Key:
+    return Key(POD, pod.metadata.namespace, pod.metadata.name, pod.metadata.uid)

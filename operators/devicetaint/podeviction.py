@@ -27,9 +27,10 @@ from datetime import datetime
 from typing import Any
 
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
+from operators.core.keys import Key
 
 from .evaluation import PodEviction
-from .models import DISRUPTION_TARGET, Pod, PodItem
+from .models import DISRUPTION_TARGET, Pod
 
 EVENT_REASON = "DeviceTaintManagerEviction"
 EVENT_MARKING_FOR_DELETION = "Marking for deletion"
@@ -58,7 +59,7 @@ class PodNotYet:
 
 @dataclass(frozen=True)
 class PodEvict:
-    item: PodItem
+    item: Key
     eviction: PodEviction
     # The pod is already terminating: count it as evicted, as upstream does, but send nothing.
     already_terminating: bool
@@ -78,7 +79,7 @@ class EvictionResult(enum.Enum):
 
 
 def decide_pod(
-    item: PodItem,
+    item: Key,
     scheduled: PodEviction | None,
     already_evicted: bool,
     cached: Pod | None,
@@ -142,7 +143,7 @@ EVENT_BLOCKED_BY_BUDGET = (
 _BUDGET_NAME = re.compile(r"disruption budget (?P<name>\S+)")
 
 
-def eviction_body(item: PodItem) -> dict[str, Any]:
+def eviction_body(item: Key) -> dict[str, Any]:
     """The ``pods/<name>/eviction`` request: the UID precondition keeps a replacement pod safe."""
     return {
         "apiVersion": "policy/v1",

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from operators.core.keys import CLAIM, Key
 from operators.dra.pools import PoolId
 
 from .counts import Held, held_devices, rules_for_driver
@@ -37,8 +38,9 @@ from .surfaces import Surface
 
 RequestKey = tuple[str, str]
 """(API group of the surface, request name)."""
-ClaimKey = tuple[str, str]
-"""(namespace, name): also the order in which claims' results are summed (decision D8)."""
+ClaimKey = Key
+"""``Key(CLAIM, namespace, name)``: its order (by namespace, then name) is also the order in which
+claims' results are summed (decision D8)."""
 _MemoKey = tuple[str | None, int]
 """(default partition attribute, taint-rule epoch or -1 without rules)."""
 K = TypeVar("K", str, ClaimKey)
@@ -62,10 +64,6 @@ class RequestEntry:
     @property
     def pending(self) -> bool:
         return self.request.status is None
-
-
-def claim_key(namespace: str | None, name: str) -> ClaimKey:
-    return (namespace or "", name)
 
 
 @dataclass
@@ -137,7 +135,7 @@ class ClusterCache:
 
     def put_claim(self, claim: ResourceClaim, resource_version: str = "") -> None:
         """Keep only what allocated claims hold: other claims cannot make a device allocated."""
-        key = claim_key(claim.metadata.namespace, claim.metadata.name)
+        key = Key(CLAIM, claim.metadata.namespace or "", claim.metadata.name)
         held = held_devices(claim)
         # repr too: equal quantities may differ in format, which the sums print.
         if held and self.claims.get(key) == held and repr(self.claims[key]) == repr(held):

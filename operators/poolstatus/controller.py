@@ -2,11 +2,13 @@
 
 Work items (all on the shared work queue, so nothing runs before the initial listing):
 
-* ``("request", group, name)``: evaluate one pending request and write its status once;
-* ``("ttl",)``: the TTL sweep, which re-schedules itself every ``cleanupInterval``;
-* ``("discovery",)``: re-read discovery every ``discoveryInterval``; a change of what should
-  be served ends the process with status 3 so that its Deployment restarts it with watches
-  that match (kopf sets its watches up once).
+* ``Key("ResourcePoolStatusRequest.<group>", "", name)``: evaluate one pending request of the
+  surface served in ``<group>`` and write its status once;
+* :data:`TTL_KEY`: the TTL sweep, periodic work (``WorkQueue.every``) that runs when the queue
+  opens, then every ``cleanupInterval`` after the previous sweep;
+* :data:`DISCOVERY_KEY`: re-read discovery every ``discoveryInterval`` (the first time one
+  interval after start); a change of what should be served ends the process with status 3 so
+  that its Deployment restarts it with watches that match (kopf sets its watches up once).
 
 Concurrency contract: watch callbacks and the evaluation run on one event loop. An
 evaluation reads the caches (mostly answers they kept per pool) and computes without
@@ -30,6 +32,7 @@ from operators.core.client import ApiError
 from operators.core.conditions import parse_time
 from operators.core.discovery import find_served, resources_of
 from operators.core.events import WARNING, ObjectRef
+from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
@@ -37,7 +40,7 @@ from operators.dra import api, taintrules
 
 from . import messages, surfaces, writes
 from . import metrics as m
-from .cache import ClusterCache, RequestEntry, RequestKey, claim_key
+from .cache import ClusterCache, RequestEntry, RequestKey
 from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
 from .settings import Settings
 from .status import Completed, Deferred, decide, failed_status
@@ -46,10 +49,18 @@ from .ttl import ttl_action
 
 log = logging.getLogger(__name__)
 
-TTL_KEY = ("ttl",)
-DISCOVERY_KEY = ("discovery",)
+TTL_KEY = Key.periodic("ttl")
+DISCOVERY_KEY = Key.periodic("discovery")
+REQUEST = "ResourcePoolStatusRequest"
+"""The kind of request keys, qualified by the surface's API group: ``ResourcePoolStatusRequest.<group>``."""
 # Slice events re-evaluate waiting requests at most this often (spec section 7.1).
 SLICE_REQUEUE_SECONDS = 0.5
+
+
+def request_key(request: RequestKey) -> Key:
+    """The work key of a request: (surface group, name) from the cache."""
+    group, name = request
+    return Key(f"{REQUEST}.{group}", "", name)
 
 
 class PoolStatusController:
@@ -107,8 +118,9 @@ class PoolStatusController:
             ", ".join(s.api_version for s in self.served),
             "in use" if self.rules_in_use else "not in use",
         )
-        self.runtime.queue.add(TTL_KEY)
-        self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
+        self.runtime.queue.every(TTL_KEY, self.settings.cleanup_interval)
+        interval = self.settings.discovery_interval
+        self.runtime.queue.every(DISCOVERY_KEY, interval, first=interval)
         return True
 
     async def _recheck_discovery(self) -> None:
@@ -144,7 +156,10 @@ class PoolStatusController:
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
-        key, version = claim_key(meta.get("namespace"), meta.get("name", "")), meta.get("resourceVersion", "")
+        key, version = (
+            Key(CLAIM, meta.get("namespace") or "", meta.get("name", "")),
+            meta.get("resourceVersion", ""),
+        )
         if self.cache.claim_unchanged(key, version):
             return
         status = body.get("status")
@@ -159,7 +174,7 @@ class PoolStatusController:
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
-        self.cache.remove_claim(claim_key(meta.get("namespace"), meta.get("name", "")))
+        self.cache.remove_claim(Key(CLAIM, meta.get("namespace") or "", meta.get("name", "")))
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
@@ -182,7 +197,7 @@ class PoolStatusController:
         entry = self.cache.put_request(surface, request)
         if entry.pending:
             if entry.uid not in self._answered:
-                self.runtime.queue.add(("request", *entry.key))
+                self.runtime.queue.add(request_key(entry.key))
         else:
             self._forget(entry.uid)
 
@@ -197,7 +212,7 @@ class PoolStatusController:
         for driver in drivers:
             for entry in self.cache.pending_of_driver(driver):
                 if entry.uid in self._first_seen:
-                    self.runtime.queue.add_after(("request", *entry.key), SLICE_REQUEUE_SECONDS)
+                    self.runtime.queue.add_after(request_key(entry.key), SLICE_REQUEUE_SECONDS)
 
     def _forget(self, uid: str) -> None:
         self._first_seen.pop(uid, None)
@@ -220,19 +235,14 @@ class PoolStatusController:
 
     # -- work items ----------------------------------------------------------------------------
 
-    async def sync(self, key: tuple[str, ...]) -> Result:
+    async def sync(self, key: Key) -> Result:
+        kind, _, group = key.kind.partition(".")
+        if kind == REQUEST:
+            return await self._sync_request((group, key.name))
         if key == TTL_KEY:
-            try:
-                await self._sweep()
-            finally:
-                self.runtime.queue.add_after(TTL_KEY, self.settings.cleanup_interval)
+            await self._sweep()
         elif key == DISCOVERY_KEY:
-            try:
-                await self._recheck_discovery()
-            finally:
-                self.runtime.queue.add_after(DISCOVERY_KEY, self.settings.discovery_interval)
-        else:
-            return await self._sync_request((key[1], key[2]))
+            await self._recheck_discovery()
         return Done()
 
     async def _sync_request(self, key: RequestKey) -> Result:

@@ -15,7 +15,7 @@ Layout, from the bottom up; only ``controller`` and ``probe`` talk to the API:
   deleted pod and PodGroup UIDs; applying a watch event returns the keys to enqueue.
 - ``plan``: the step protocol between the pure planners and the I/O layer.
 - ``bodies``: the request bodies the planners send.
-- ``pod_sync``, ``claim_sync`` and ``group_sync``: the ``pod:``, ``claim:`` and ``podgroup:``
+- ``pod_sync``, ``claim_sync`` and ``group_sync``: the ``pod``, ``claim`` and ``podgroup``
   syncs as planners.
 - ``metric_labels``: label values of the operator's metrics.
 - ``metrics``: the create counter and the scrape-time claims gauge.

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from operators.core.keys import CLAIM, Key
 from operators.core.recent import RecentKeys
 from operators.dra.podgroups import POD_GROUPS, PodGroup
 
@@ -30,7 +31,6 @@ from .constants import DELETED_CONSUMER_MEMORY, JUST_CREATED_CONFIRMATION_SECOND
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
 from .resolution import (
     PodGroupLookup,
-    claim_key,
     generating_owner,
     pod_has_claims,
     resolved_claim_names,
@@ -194,7 +194,7 @@ class ClusterCache:
     # Watch events. ``event_type`` is the watch type; anything but DELETED (including the
     # initial listing, which kopf reports without a type) adds or replaces the object.
 
-    def apply_pod_event(self, event_type: str | None, pod: Pod) -> list[str]:
+    def apply_pod_event(self, event_type: str | None, pod: Pod) -> list[Key]:
         key = object_key(pod.namespace, pod.name)
         removed = event_type == DELETED
         stored = self._pods.get(key)
@@ -213,7 +213,7 @@ class ClusterCache:
             keys.extend(self._unrecorded_claim_keys(pod))
         return keys
 
-    def _unrecorded_claim_keys(self, pod: Pod) -> list[str]:
+    def _unrecorded_claim_keys(self, pod: Pod) -> list[Key]:
         """The claims generated for ``pod`` that its status does not name while it names another
         for the same entry: duplicates, which the claim sync deletes. Routed on the pod's events
         because the status may come to name the other claim after the duplicate's own events.
@@ -228,10 +228,10 @@ class ClusterCache:
             claim = self._claims[key]
             entry = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
             if entry is not None and recorded.get(entry) not in (None, claim.name):
-                keys.append(claim_key(claim.namespace, claim.name))
+                keys.append(Key(CLAIM, claim.namespace, claim.name))
         return keys
 
-    def apply_claim_event(self, event_type: str | None, claim: ResourceClaim) -> list[str]:
+    def apply_claim_event(self, event_type: str | None, claim: ResourceClaim) -> list[Key]:
         key = object_key(claim.namespace, claim.name)
         removed = event_type == DELETED
         stored = self._claims.get(key)
@@ -244,12 +244,12 @@ class ClusterCache:
         # The watch has now seen this claim (or its end): the record has done its job.
         self._just_created.pop(claim.uid, None)
 
-        keys = [] if removed else [claim_key(claim.namespace, claim.name)]
+        keys = [] if removed else [Key(CLAIM, claim.namespace, claim.name)]
         keys.extend(self._route_pods(self._pods_by_claim.get(key)))
         keys.extend(self._route_pod_groups(self._pod_groups_by_claim.get(key)))
         return keys
 
-    def apply_template_event(self, event_type: str | None, template: ResourceClaimTemplate) -> list[str]:
+    def apply_template_event(self, event_type: str | None, template: ResourceClaimTemplate) -> list[Key]:
         key = object_key(template.namespace, template.name)
         if event_type == DELETED:
             self._templates.pop(key, None)
@@ -259,7 +259,7 @@ class ClusterCache:
         keys.extend(self._route_pod_groups(self._pod_groups_by_template.get(key)))
         return keys
 
-    def apply_pod_group_event(self, event_type: str | None, group: PodGroup) -> list[str]:
+    def apply_pod_group_event(self, event_type: str | None, group: PodGroup) -> list[Key]:
         """A PodGroup event: the group's own keys, then its members'.
 
         Members are routed on every event of their group, with or without claims: a member
@@ -316,8 +316,8 @@ class ClusterCache:
 
     # Internals.
 
-    def _route_pods(self, keys: Iterable[str]) -> list[str]:
-        routed: list[str] = []
+    def _route_pods(self, keys: Iterable[str]) -> list[Key]:
+        routed: list[Key] = []
         for key in sorted(keys):
             pod = self._pods.get(key)
             if pod is not None:
@@ -326,10 +326,10 @@ class ClusterCache:
                 )
         return routed
 
-    def _route_pod_groups(self, keys: Iterable[str]) -> list[str]:
+    def _route_pod_groups(self, keys: Iterable[str]) -> list[Key]:
         """Groups whose claim or template changed, and their members, as upstream's
         ``enqueuePodGroup``."""
-        routed: list[str] = []
+        routed: list[Key] = []
         for key in sorted(keys):
             group = self._pod_groups.get(key)
             if group is not None:

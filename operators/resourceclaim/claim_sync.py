@@ -1,4 +1,4 @@
-"""The ``claim:`` sync (spec section 8) as a planner.
+"""The ``claim`` sync (spec section 8) as a planner.
 
 It releases a claim from consumers that are gone, replaced or done, deallocates it when
 its last consumer goes, removes the ``delete-protection`` finalizer once nothing is

@@ -18,8 +18,10 @@ client-go's rate-limited backoff (never sooner than a 429's ``Retry-After``) and
 the failures of ``Done`` and ``GiveUp``; ``GiveUp`` input is re-evaluated only by the next
 watch event (section 6).
 
-One extra key, :data:`CONFIRM_KEY`, runs the 60 s check of created claims the watch has
-not confirmed yet (section 7.3); it is scheduled whenever a create succeeds.
+Keys are :class:`~operators.core.keys.Key` s of kind ``pod``, ``claim`` and ``podgroup``, and
+one periodic key, :data:`CONFIRM_KEY`: the 60 s check of created claims the watch has not
+confirmed yet (section 7.3). It runs 60 s after a create succeeds, and again every 60 s for as
+long as created claims wait for their confirmation.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from operators.core import protowire
 from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.models import parse_or_skip
-from operators.core.reconcile import Done, Requeue, Result
+from operators.core.reconcile import Result
 from operators.core.resources import PODS, ApiResource
 from operators.core.runtime import Runtime
 from operators.dra import api, claimwire
@@ -74,12 +77,12 @@ from .plan import (
     drive_async,
 )
 from .pod_sync import confirm_created_claims, sync_pod
-from .resolution import split_key
+from .resolution import POD_GROUP
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
-CONFIRM_KEY = "confirm-created-claims"
+CONFIRM_KEY = Key.periodic("confirm-created-claims")
 
 
 class ResourceClaimController:
@@ -92,6 +95,13 @@ class ResourceClaimController:
         self.cache = ClusterCache()
         metrics.state.observe(self.cache)
         core_metrics.report_cache(self.cache)
+        # Not at start: a create arms it (see _call), and it re-arms while claims wait.
+        runtime.queue.every(
+            CONFIRM_KEY,
+            JUST_CREATED_CONFIRMATION_SECONDS,
+            first=None,
+            repeat_while=lambda: self.cache.just_created_count() > 0,
+        )
 
     # -- start ------------------------------------------------------------------------------
 
@@ -184,25 +194,23 @@ class ResourceClaimController:
         )
         return self.cache.known_claim(namespace, name, uid, version)
 
-    def _enqueue(self, keys: Sequence[str]) -> None:
+    def _enqueue(self, keys: Sequence[Key]) -> None:
         for key in keys:
             self.runtime.queue.add(key)
 
     # -- work side ----------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> Result:
-        if key == CONFIRM_KEY:
-            await drive_async(confirm_created_claims(self.cache), self._execute)
-            if self.cache.just_created_count():
-                return Requeue(JUST_CREATED_CONFIRMATION_SECONDS, "created claims not seen yet")
-            return Done()
-        kind, namespace, name = split_key(key)
-        if kind == "pod":
-            plan = sync_pod(self.cache, namespace, name)
-        elif kind == "podgroup":
-            plan = sync_pod_group(self.cache, namespace, name)
+    async def sync(self, key: Key) -> Result:
+        if key.kind == POD:
+            plan = sync_pod(self.cache, key.namespace, key.name)
+        elif key.kind == POD_GROUP:
+            plan = sync_pod_group(self.cache, key.namespace, key.name)
+        elif key.kind == CLAIM:
+            plan = sync_claim(self.cache, key.namespace, key.name)
+        elif key == CONFIRM_KEY:
+            plan = confirm_created_claims(self.cache)
         else:
-            plan = sync_claim(self.cache, namespace, name)
+            raise ValueError(f"not a resourceclaim work key: {key!r}")
         return await drive_async(plan, self._execute)
 
     async def _execute(self, action: Action) -> Reply:

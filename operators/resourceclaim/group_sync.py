@@ -1,9 +1,9 @@
-"""The ``podgroup:`` sync: the claims of a PodGroup's template entries (KEP-5729).
+"""The ``podgroup`` sync: the claims of a PodGroup's template entries (KEP-5729).
 
 For each entry of the group, in order, the sync reuses the claim already generated for it
 (found by the group's UID and the entry's name, as for pods) or creates one from its template,
 owned by the group; then it applies the new names to the group's status in one server-side
-apply. Members record that claim in their own status through their ``pod:`` sync, which the
+apply. Members record that claim in their own status through their ``pod`` sync, which the
 group's status update routes to them.
 
 As upstream:

@@ -1,4 +1,4 @@
-"""The ``pod:`` sync (spec section 7) as a planner, and the just-created confirmation (7.3).
+"""The ``pod`` sync (spec section 7) as a planner, and the just-created confirmation (7.3).
 
 For each claim entry of a pod, in order, the sync resolves the entry, reuses a claim that
 was already generated for it, or creates one from its template; it then applies the new
@@ -6,7 +6,7 @@ mappings to the pod status in one server-side apply and, for a pod that bypassed
 scheduler, reserves its allocated claims.
 
 A finished pod (D3) gets nothing here: no claim, no status write, no reservation (spec
-section 14, row 3). Its cleanup belongs to the ``claim:`` sync.
+section 14, row 3). Its cleanup belongs to the ``claim`` sync.
 
 Where PodGroup claims are on, a member pod's entry that its group shares is never made into a
 claim of the pod: the member records the claim its group owns (``group_sync``), or waits

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from operators.core.keys import CLAIM, POD, Key
 from operators.core.models import OwnerReference
 from operators.dra.claims import ConsumerReference
 from operators.dra.podgroups import (
@@ -33,31 +34,9 @@ ClaimLookup = Callable[[str, str], ResourceClaim | None]
 PodGroupLookup = Callable[[str, str], PodGroup | None]
 """``(namespace, name) -> PodGroup or None``; absent (None) where PodGroup claims are off."""
 
-POD_KEY_PREFIX = "pod:"
-CLAIM_KEY_PREFIX = "claim:"
-POD_GROUP_KEY_PREFIX = "podgroup:"
-KEY_KINDS = ("pod", "claim", "podgroup")
-
-
-def pod_key(namespace: str, name: str) -> str:
-    return f"{POD_KEY_PREFIX}{namespace}/{name}"
-
-
-def claim_key(namespace: str, name: str) -> str:
-    return f"{CLAIM_KEY_PREFIX}{namespace}/{name}"
-
-
-def pod_group_key(namespace: str, name: str) -> str:
-    return f"{POD_GROUP_KEY_PREFIX}{namespace}/{name}"
-
-
-def split_key(key: str) -> tuple[str, str, str]:
-    """``"pod:ns/name"`` -> ``("pod", "ns", "name")``; raises ValueError on anything else."""
-    kind, sep, rest = key.partition(":")
-    namespace, slash, name = rest.partition("/")
-    if not sep or not slash or kind not in KEY_KINDS or not namespace or not name:
-        raise ValueError(f"not a resourceclaim work key: {key!r}")
-    return kind, namespace, name
+POD_GROUP = "podgroup"
+"""The work-queue kind of a PodGroup; pods and claims are :data:`~operators.core.keys.POD` and
+:data:`~operators.core.keys.CLAIM`."""
 
 
 class Resolved(enum.Enum):
@@ -245,7 +224,7 @@ def pod_has_claims(pod: Pod) -> bool:
 def pod_needs_work(
     pod: Pod, lookup_claim: ClaimLookup, lookup_group: PodGroupLookup | None = None
 ) -> tuple[bool, str]:
-    """Whether the ``pod:`` sync has something to do (section 5, step 4)."""
+    """Whether the ``pod`` sync has something to do (section 5, step 4)."""
     if pod.metadata.deletion_timestamp is not None:
         return False, "pod is being deleted"
     if pod.status.phase in TERMINAL_POD_PHASES:
@@ -288,7 +267,7 @@ def _unnamed_work(resolution: Resolution, entry_name: str) -> str | None:
 
 
 def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bool, str]:
-    """Whether the ``podgroup:`` sync has something to do: a template entry without its claim.
+    """Whether the PodGroup sync has something to do: a template entry without its claim.
 
     Nothing is reserved from the group's side: members (or kube-scheduler) reserve for it.
     """
@@ -305,22 +284,22 @@ def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bo
     return False, "nothing to do for any claim"
 
 
-def route_pod_group(group: PodGroup, *, removed: bool, lookup_claim: ClaimLookup) -> list[str]:
+def route_pod_group(group: PodGroup, *, removed: bool, lookup_claim: ClaimLookup) -> list[Key]:
     """The work keys of a PodGroup event, its members apart: a removed group's claims are
     released; a group missing a generated claim is synced."""
     if not group.spec.resource_claims:
         return []
     if removed:
         names = dict.fromkeys(resolved_group_claim_names(group))
-        return [claim_key(group.namespace, name) for name in names]
+        return [Key(CLAIM, group.namespace, name) for name in names]
     if pod_group_needs_work(group, lookup_claim)[0]:
-        return [pod_group_key(group.namespace, group.name)]
+        return [Key(POD_GROUP, group.namespace, group.name)]
     return []
 
 
 def route_pod(
     pod: Pod, *, removed: bool, lookup_claim: ClaimLookup, lookup_group: PodGroupLookup | None = None
-) -> list[str]:
+) -> list[Key]:
     """The work keys a pod event causes (section 5, steps 1, 3 and 4).
 
     ``removed`` is true for a DELETED event. Remembering the UID of a removed pod is the
@@ -328,12 +307,12 @@ def route_pod(
     """
     if not pod_has_claims(pod):
         return []
-    keys: list[str] = []
+    keys: list[Key] = []
     if removed or is_pod_done(pod):
         names = list(resolved_claim_names(pod))
         if pod.extended_claim_name:
             names.append(pod.extended_claim_name)
-        keys.extend(claim_key(pod.namespace, name) for name in dict.fromkeys(names))
+        keys.extend(Key(CLAIM, pod.namespace, name) for name in dict.fromkeys(names))
     if not removed and pod_needs_work(pod, lookup_claim, lookup_group)[0]:
-        keys.append(pod_key(pod.namespace, pod.name))
+        keys.append(Key(POD, pod.namespace, pod.name))
     return keys

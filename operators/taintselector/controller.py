@@ -1,8 +1,9 @@
 """The I/O layer of the taint-selector operator: watch events into the cache, decisions into API calls.
 
-One work-queue key per selector name. A pass (see the package docstring) evaluates the selector in a
-worker thread (the CEL interpreter is thread-safe and 1000 devices take a few hundred milliseconds,
-too long to hold the event loop), writes the rule diff, then the status by server-side apply.
+One work-queue key per selector, ``Key(SELECTOR, "", name)``. A pass (see the package docstring)
+evaluates the selector in a worker thread (the CEL interpreter is thread-safe and 1000 devices take a
+few hundred milliseconds, too long to hold the event loop), writes the rule diff, then the status by
+server-side apply.
 
 Watch callbacks are synchronous and never call the API; slice events are debounced so that a driver
 republishing fifty slices costs one evaluation per selector, not fifty.
@@ -28,6 +29,7 @@ from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.events import WARNING, ObjectRef
+from operators.core.keys import Key
 from operators.core.models import UnparsableObject, log_skipped
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
@@ -55,6 +57,8 @@ RULE_DEBOUNCE_SECONDS = 0.5
 CLAIM_DEBOUNCE_SECONDS = 1.0
 WRITE_CONCURRENCY = 32
 EVENT_INVALID = "InvalidSelector"
+SELECTOR = "selector"
+"""The kind of the work-queue keys: DeviceTaintSelectors, cluster-scoped."""
 
 
 def _selector_ref(selector: TaintSelector) -> ObjectRef:
@@ -140,11 +144,14 @@ class TaintSelectorController:
             log_skipped(log, err)
             return
         for name in names:
-            self.runtime.queue.add_after(name, delay)
+            self.runtime.queue.add_after(Key(SELECTOR, "", name), delay)
 
     # --- Reconcile -------------------------------------------------------------------------------------
 
-    async def sync(self, name: str) -> Result:
+    async def sync(self, key: Key) -> Result:
+        if key.kind != SELECTOR:
+            raise ValueError(f"not a taintselector work key: {key!r}")
+        name = key.name
         selector = self.cache.selectors.get(name)
         if selector is None or selector.metadata.deletion_timestamp is not None:
             return Done("deleted: its rules go with it (owner references)")
