@@ -137,3 +137,23 @@ def test_ours_alone_without_an_in_tree_baseline_fails_before_building_anything(
     monkeypatch.setattr(run, "REPO_ROOT", tmp_path)
     assert run.run(_options(("ours",), "defaults", "v1.36.3")) == 1
     assert "no in-tree baseline baseline-v1.36.3-defaults-full.json" in capsys.readouterr().out
+
+
+def test_each_image_tag_the_suite_names_has_a_cache_entry_of_its_own() -> None:
+    names = {
+        build._cache_name(ref)
+        for ref in (
+            "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+            "registry.k8s.io/e2e-test-images/busybox:1.37.0-1",
+            "registry.k8s.io/sig-storage/hostpathplugin:v1.15.0",
+            "registry.k8s.io/sig-storage/hostpathplugin:v1.16.1",
+            "registry.k8s.io/sig-storage/hostpathplugin:v1.17.0",
+        )
+    }
+    assert names == {
+        "busybox-1.36.1-1",
+        "busybox-1.37.0-1",
+        "hostpathplugin-v1.15.0",
+        "hostpathplugin-v1.16.1",
+        "hostpathplugin-v1.17.0",
+    }

@@ -234,9 +234,17 @@ def suite_images(binaries: SuiteBinaries, say: images.Say = print) -> tuple[Path
     """The OCI archives of the suite's images, built or reused."""
     base = images.ensure_base(say)
     busybox, proxies = image_names(binaries.suite)
-    archives = [images.ensure_derived("busybox", name, base, say=say).archive for name in busybox]
+    # One cache name per tag: the cache keeps a few entries per name, and the suite needs every tag
+    # at once (the entries of one name would evict each other).
+    archives = [images.ensure_derived(_cache_name(name), name, base, say=say).archive for name in busybox]
     archives += [
-        images.ensure_derived("hostpathplugin", name, base, {f"/{PROXY}": binaries.proxy}, say).archive
+        images.ensure_derived(_cache_name(name), name, base, {f"/{PROXY}": binaries.proxy}, say).archive
         for name in proxies
     ]
     return tuple(archives)
+
+
+def _cache_name(ref: str) -> str:
+    """``busybox-1.36.1-1`` for ``registry.k8s.io/e2e-test-images/busybox:1.36.1-1``."""
+    repository, _, tag = ref.rpartition(":")
+    return f"{repository.rpartition('/')[2]}-{tag}"
