@@ -89,10 +89,13 @@ class SuiteModule:
             else gomod.CONFORMANCE.versions_dir / f"{self.version}.mod"
         )
 
+    def modfile_flags(self) -> list[str]:
+        """For every go command: which module file."""
+        return [] if self.newest else [f"-modfile={self.modfile.relative_to(CONFORMANCE_DIR)}"]
+
     def go_flags(self) -> list[str]:
-        if self.newest:
-            return []
-        return [f"-modfile={self.modfile.relative_to(CONFORMANCE_DIR)}", f"-tags={gomod.OLDER_MODULE_TAG}"]
+        """For the suite's own build: the module file, and the tag of the files older modules build."""
+        return self.modfile_flags() + ([] if self.newest else [f"-tags={gomod.OLDER_MODULE_TAG}"])
 
     def inputs(self) -> list[Path]:
         sources = sorted(p for p in CONFORMANCE_DIR.rglob("*.go") if p.is_file())
@@ -160,9 +163,8 @@ def _build_locked(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     env = gomod.go_env({"GOFLAGS": "-mod=readonly"})
-    own = module.go_flags()
-    modfile = own[:1] if not module.newest else []
-    flags = [*BUILD_FLAGS, *own, "-ldflags", ldflags(version)]
+    modfile = module.modfile_flags()
+    flags = [*BUILD_FLAGS, *module.go_flags(), "-ldflags", ldflags(version)]
     commands = [
         ["go", "mod", "download", *modfile],
         ["go", "test", "-c", *flags, "-o", str(tmp / SUITE), "."],
