@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import claim, record, result
+from bindingattacher_builders import FABRIC, claim, record, result
 
 from operators.bindingattacher.cache import (
     ClaimCache,
+    ClusterCache,
+    claim_key,
     has_binding_conditions,
     newer,
     project_claim,
@@ -116,6 +118,20 @@ def test_binding_conditions_and_keys() -> None:
     assert not has_binding_conditions(claim(allocated=False))
     uid = the_claim.metadata.uid
     assert record_claim_key(record(the_claim)) == Key(CLAIM, "team-a", "trainer-0-gpu", uid)
+    assert claim_key(the_claim) == record_claim_key(record(the_claim))
+
+
+def test_a_drivers_keys_are_its_allocated_claims_and_the_claims_of_its_records() -> None:
+    cache = ClusterCache()
+    allocated = claim([result("f0")], uid="allocated")
+    other_driver = claim([result("g0", driver="gpu.example.com")], uid="other-driver")
+    gone = claim([result("f1")], uid="gone")  # not cached any more: only its record is
+    for cached in (allocated, other_driver):
+        assert cache.claims.put(cached)
+    cache.records.put(record(gone, device="f1"))
+    assert list(cache.driver_keys(FABRIC)) == [claim_key(allocated), claim_key(gone)]
+    assert list(cache.driver_keys("gpu.example.com")) == [claim_key(other_driver)]
+    assert list(cache.driver_keys("none.example.com")) == []
 
 
 def test_put_record_keeps_the_newer_version() -> None:

@@ -70,7 +70,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
         'namespace "dra-operators" does not exist (it holds the DeviceAttachment ledger)'
     )
     assert "kubectl create namespace dra-operators" in message
-    state = controller.cache.policies.get("fabric")
+    state = controller.shared.cache.policies.get("fabric")
     assert state is not None
     assert not state.ready
     assert state.not_ready_message == message  # the text of the claims' AttachPolicyNotReady Event

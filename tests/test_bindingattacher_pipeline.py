@@ -22,8 +22,16 @@ from operators.bindingattacher.actions.factory import NoopAction
 from operators.bindingattacher.cache import POLICY as POLICY_KIND
 from operators.bindingattacher.cache import ClusterCache, project_claim
 from operators.bindingattacher.calls import CallTracker
+from operators.bindingattacher.collaborators import Collaborators
 from operators.bindingattacher.decide import record_step
-from operators.bindingattacher.kube import Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
+from operators.bindingattacher.kube import (
+    InventoryMirror,
+    Kube,
+    LedgerWriter,
+    Lookups,
+    StatusWriter,
+    TaintRules,
+)
 from operators.bindingattacher.models import DeviceAttachment, DeviceAttachPolicy, Phase, Reported
 from operators.bindingattacher.pipeline import FORBIDDEN_RETRY_SECONDS, ClaimPipeline
 from operators.bindingattacher.settings import Settings
@@ -33,6 +41,7 @@ from operators.core.events import EventRecorder, ObjectRef
 from operators.core.keys import CLAIM, Key
 from operators.core.namespace import Presence
 from operators.core.reconcile import Done, Requeue
+from operators.core.workqueue import WorkQueue
 
 POLICY = {
     "metadata": {"name": "fabric", "uid": "policy-uid", "generation": 1, "resourceVersion": "1"},
@@ -117,6 +126,20 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class Queue:
+    """The work queue as a sync uses it: the keys it adds, and a signal when a finished call wakes
+    its claim."""
+
+    def __init__(self) -> None:
+        self.added: list[Key] = []
+        self.woken = asyncio.Event()
+
+    def add(self, key: Key) -> None:
+        self.added.append(key)
+        if key.kind == CLAIM:
+            self.woken.set()
+
+
 class World:
     def __init__(self) -> None:
         body = claim_body([result()], timestamp=datetime.now(UTC).replace(microsecond=0))
@@ -135,22 +158,24 @@ class World:
         state.ready = True
         self.calls = CallTracker(10, spawn)
         self.events = Events()
-        self.woken = asyncio.Event()
-        self.forbidden: list[str] = []
+        self.queue = Queue()
         self.pipeline = ClaimPipeline(
-            cache=self.cache,
-            kube=Kube(
-                claims=StatusWriter(client, client, self.cache.claims, False),
-                ledger=LedgerWriter(client, self.cache.records, "dra-operators", "test"),
-                lookups=Lookups(client),
-                taints=TaintRules(client, "test"),
-            ),
-            calls=self.calls,
-            events=cast(EventRecorder, self.events),
-            settings=Settings(namespace="dra-operators"),
-            wake=lambda key: self.woken.set(),
-            on_forbidden=self.forbidden.append,
-            on_allowed=lambda driver: None,
+            Collaborators(
+                settings=Settings(namespace="dra-operators"),
+                client=client,
+                events=cast(EventRecorder, self.events),
+                queue=cast(WorkQueue[Key], self.queue),
+                cache=self.cache,
+                kube=Kube(
+                    claims=StatusWriter(client, client, self.cache.claims, False),
+                    ledger=LedgerWriter(client, self.cache.records, "dra-operators", "test"),
+                    lookups=Lookups(client),
+                    taints=TaintRules(client, "test"),
+                ),
+                calls=self.calls,
+                mirror=InventoryMirror(client, "dra-operators", "test", spawn),
+                field_manager="test",
+            )
         )
         claim = self.cache.claims.get(body["metadata"]["uid"])
         assert claim is not None
@@ -165,8 +190,8 @@ class World:
         return {c["type"]: c["status"] for c in entry["conditions"]}
 
     async def call_returns(self) -> None:
-        await asyncio.wait_for(self.woken.wait(), 2)
-        self.woken.clear()
+        await asyncio.wait_for(self.queue.woken.wait(), 2)
+        self.queue.woken.clear()
 
 
 async def test_attach_then_readiness_then_the_record_in_one_update() -> None:
@@ -214,11 +239,16 @@ async def test_a_refused_status_write_requeues_and_tells_the_policy() -> None:
     w.server.refuse_apply = ApiError(
         403, "Forbidden", "may not patch resourceclaims/driver for fabric.attach-test.dra-operators.io"
     )
+    state = w.cache.policies.get("fabric")
+    assert state is not None
+    state.authorized, state.authorized_at = True, 1.0
     outcome = await w.pipeline.sync(w.key)
     assert isinstance(outcome, Requeue)
     assert outcome.after == FORBIDDEN_RETRY_SECONDS
-    assert w.forbidden == [FABRIC]
+    assert state.authorized_at == 0.0, "the policy asks the API server again at its next sync"
+    assert Key(POLICY_KIND, "", "fabric") in w.queue.added
     assert ("ResourceClaim", "Warning", "StatusWriteForbidden") in w.events.posted
+    assert ("DeviceAttachPolicy", "Warning", "StatusWriteForbidden") in w.events.posted
     # The readiness record waits for the claim: it is not written before the claim shows it.
     assert w.record().status.phase is Phase.ATTACHING
     name = w.record().metadata.name
@@ -290,7 +320,7 @@ async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result()
     assert isinstance(policy_result, Requeue), "the policy is looked at again (authorization recheck)"
     controller.upsert_claim(body)
     key = Key(CLAIM, "team-a", "trainer-0-gpu", body["metadata"]["uid"])
-    assert controller.cache.claims.get(key.uid) is not None
+    assert controller.shared.cache.claims.get(key.uid) is not None
     runtime.queue.open()
     queued = set()
     while len(runtime.queue):
@@ -301,7 +331,7 @@ async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result()
 
     assert isinstance(await controller.sync(key), Requeue)
     (name,) = server.records
-    assert controller.cache.records.get(name) is not None, "our own write is in the cache at once"
+    assert controller.shared.cache.records.get(name) is not None, "our own write is in the cache at once"
     assert (await asyncio.wait_for(runtime.queue.get(), 2)) == key, "the finished call wakes the claim"
     runtime.queue.done(key)
     await controller.sync(key)
@@ -311,5 +341,5 @@ async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result()
     controller.upsert_record(server.records[name])
     server.claim["metadata"]["resourceVersion"] = "99999"
     controller.delete_claim(server.claim)
-    assert controller.cache.claims.get(key.uid) is None
+    assert controller.shared.cache.claims.get(key.uid) is None
     await runtime.events.drain(1.0)

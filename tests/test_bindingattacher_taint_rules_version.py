@@ -71,13 +71,13 @@ def test_the_definition_discovers_every_rule_version() -> None:
 async def test_failure_taints_are_written_as_the_served_version(version: str) -> None:
     client = DiscoveryClient(version)
     controller = await prepared(client)
-    assert controller.policies.taint_rules_served()
-    await controller.kube.taints.taint(DEVICE, "AttachFailed", "fabric", timedelta(minutes=10))
+    assert controller.shared.taint_rules_served()
+    await controller.shared.kube.taints.taint(DEVICE, "AttachFailed", "fabric", timedelta(minutes=10))
     ((path, body),) = client.created
     assert path == f"/apis/resource.k8s.io/{version}/devicetaintrules"
     assert body["apiVersion"] == f"resource.k8s.io/{version}"
     assert body["kind"] == "DeviceTaintRule"
-    await controller.kube.taints.sweep()
+    await controller.shared.kube.taints.sweep()
     assert client.listed == [path]
 
 
@@ -86,10 +86,10 @@ async def test_without_any_version_nothing_is_tainted_and_policies_are_told(
 ) -> None:
     client = DiscoveryClient(None)
     controller = await prepared(client)
-    assert not controller.policies.taint_rules_served()
+    assert not controller.shared.taint_rules_served()
     assert "no version of resource.k8s.io serves devicetaintrules (asked for v1, v1beta2, v1alpha3)" in (
         caplog.text
     )
-    await controller.kube.taints.taint(DEVICE, "AttachFailed", "fabric", timedelta(minutes=10))
-    await controller.kube.taints.sweep()
+    await controller.shared.kube.taints.taint(DEVICE, "AttachFailed", "fabric", timedelta(minutes=10))
+    await controller.shared.kube.taints.sweep()
     assert (client.created, client.listed) == ([], [])

@@ -31,6 +31,8 @@ Runtime side:
   ``API_CALLS``.
 - ``settings``: the process flags.
 - ``controller``: watch callbacks in, keys out; dispatches claim, policy and sweep keys.
+- ``collaborators``: ``Collaborators``, what the controller, the pipeline and the policy sync
+  share (settings, client, Events, queue, cache, API layer, calls), built once from the runtime.
 - ``pipeline``: one claim's sync as one linear pipeline (read, decide, write, return a
   ``Result``): its records, their action calls, its ``status.devices`` entries.
 - ``policysync``: policy evaluation, action instances, SelfSubjectAccessReview, status.

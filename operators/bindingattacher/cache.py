@@ -44,6 +44,16 @@ def record_claim_key(record: DeviceAttachment) -> Key:
     return Key(CLAIM, ref.namespace, ref.name, ref.uid)
 
 
+def claim_key(claim: ResourceClaim) -> Key:
+    """The work key of a cached claim, the same as :func:`record_claim_key` of its records."""
+    meta = claim.metadata
+    return Key(CLAIM, meta.namespace, meta.name, meta.uid)
+
+
+def policy_key(name: str) -> Key:
+    return Key(POLICY, "", name)
+
+
 def newer(candidate: str, current: str) -> bool:
     """Whether ``candidate`` is at least as new as ``current``.
 
@@ -142,3 +152,14 @@ class ClusterCache:
         self.claims = ClaimCache()
         self.records = LedgerIndex()
         self.policies = PolicyBook()
+
+    def driver_keys(self, driver: str) -> Iterator[Key]:
+        """The claims a change of the driver's policy concerns: those with a device of the driver
+        allocated, and those with a record of it (a claim may be queued twice; the queue holds it once)."""
+        for claim in self.claims:
+            allocation = claim.status.allocation
+            if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
+                yield claim_key(claim)
+        for record in self.records.all():
+            if record.spec.driver == driver:
+                yield record_claim_key(record)

@@ -24,10 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core import PROJECT_GROUP
 from operators.core.discovery import find_served
-from operators.core.events import WARNING
 from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
-from operators.core.namespace import Problem
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.attachments import POLICIES, RECORDS, VERSION
@@ -37,19 +35,18 @@ from .actions import close_action
 from .actions.testaction import TestAction
 from .cache import (
     POLICY,
-    ClusterCache,
+    claim_key,
     has_binding_conditions,
+    policy_key,
     project_claim,
     put_record,
     record_claim_key,
 )
-from .calls import CallTracker
+from .collaborators import Collaborators
 from .identity import DeviceKey
-from .kube import InventoryMirror, Kube, LedgerWriter, Lookups, StatusWriter, TaintRules
 from .models import DeviceAttachment, Phase, ResourceClaim
 from .pipeline import ClaimPipeline
-from .policysync import PolicySync, policy_ref
-from .settings import Settings
+from .policysync import PolicySync
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -62,60 +59,18 @@ RECORD_COUNTS_DELAY = 10.0
 """``status.records`` of a policy is refreshed at most this often (spec §21.4)."""
 
 
-def _claim_key(claim: ResourceClaim) -> Key:
-    meta = claim.metadata
-    return Key(CLAIM, meta.namespace, meta.name, meta.uid)
-
-
 class BindingAttacherController:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        settings = runtime.settings
-        assert isinstance(settings, Settings)
-        self.settings = settings
-        client = runtime.client
-        self.cache = ClusterCache()
-        self.calls = CallTracker(
-            settings.max_concurrent_actions, runtime.spawn, settings.max_actions_per_policy
-        )
-        self.mirror = InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn)
-        self.taint_rules_served = False
-        self.policies = PolicySync(
-            client,
-            settings,
-            self.cache.policies,
-            self.cache.records,
-            runtime.events,
-            self.mirror,
-            runtime.field_manager,
-            lambda: self.taint_rules_served,
-            self._readiness_changed,
-            self._namespace_problem,
-        )
-        self.kube = Kube(
-            # Live reads go through the reader's token bucket, like the runtime's listings, so
-            # they never wait behind (or delay) the controller's writes.
-            claims=StatusWriter(client, runtime.reader, self.cache.claims, settings.enable_test_actions),
-            ledger=LedgerWriter(client, self.cache.records, settings.namespace, runtime.field_manager),
-            lookups=Lookups(runtime.reader),
-            taints=TaintRules(client, runtime.field_manager),
-        )
+        self.shared = Collaborators.of(runtime)
+        self.policies = PolicySync(self.shared)
+        self.claims = ClaimPipeline(self.shared)
         runtime.events.on_dropped = metrics.events_dropped.inc
-        self.claims = ClaimPipeline(
-            cache=self.cache,
-            kube=self.kube,
-            calls=self.calls,
-            events=runtime.events,
-            settings=settings,
-            wake=runtime.queue.add,
-            on_forbidden=self._forbidden,
-            on_allowed=self._allowed,
-        )
         metrics.state.observe(self)
         if runtime.own_namespace is not None:
             runtime.own_namespace.subscribe(self._namespace_changed)
         # Queued now, held back by the gated queue until the initial listing of every kind is complete.
-        runtime.queue.every(SWEEP_KEY, settings.resync_seconds)
+        runtime.queue.every(SWEEP_KEY, self.shared.settings.resync_seconds)
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -142,51 +97,51 @@ class BindingAttacherController:
             )
         else:
             log.info("failure taints are DeviceTaintRules of %s", rules.api_version)
-        self.kube.taints.api = rules
-        self.taint_rules_served = rules is not None
+        self.shared.kube.taints.api = rules
         return True
 
     # -- watch side ----------------------------------------------------------------------------------
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
-        keep_test_annotations = self.settings.enable_test_actions
+        keep_test_annotations = self.shared.settings.enable_test_actions
         claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
         if claim is None:
             return
-        if not self.cache.claims.put(claim):
+        if not self.shared.cache.claims.put(claim):
             return
         uid = claim.metadata.uid
-        if self.cache.records.for_claim(uid) or self._relevant(claim):
-            self.runtime.queue.add(_claim_key(claim))
+        if self.shared.cache.records.for_claim(uid) or self._relevant(claim):
+            self.shared.queue.add(claim_key(claim))
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid", ""))
-        claim = self.cache.claims.remove(uid)
-        if claim is not None and self.cache.records.for_claim(uid):
-            self.runtime.queue.add(_claim_key(claim))
+        claim = self.shared.cache.claims.remove(uid)
+        if claim is not None and self.shared.cache.records.for_claim(uid):
+            self.shared.queue.add(claim_key(claim))
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
-        state = self.cache.policies.observe(body)
-        for sibling in self.cache.policies.same_driver(state.driver) or [state]:
-            self.runtime.queue.add(Key(POLICY, "", sibling.name))
+        state = self.shared.cache.policies.observe(body)
+        for sibling in self.shared.cache.policies.same_driver(state.driver) or [state]:
+            self.shared.queue.add(policy_key(sibling.name))
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name", ""))
-        state = self.cache.policies.forget(name)
+        state = self.shared.cache.policies.forget(name)
         if state is None:
             return
         if state.action is not None:
             self.runtime.spawn(close_action(state.action), f"close-action-{name}")
-        for sibling in self.cache.policies.same_driver(state.driver):
-            self.runtime.queue.add(Key(POLICY, "", sibling.name))
-        self._readiness_changed(state.driver)
+        for sibling in self.shared.cache.policies.same_driver(state.driver):
+            self.shared.queue.add(policy_key(sibling.name))
+        for key in self.shared.cache.driver_keys(state.driver):
+            self.shared.queue.add(key)
 
     def upsert_record(self, body: Mapping[str, Any]) -> None:
         record = self._parse_record(body)
-        if record is None or not put_record(self.cache.records, record):
+        if record is None or not put_record(self.shared.cache.records, record):
             return
-        self.runtime.queue.add(record_claim_key(record))
-        self.runtime.queue.add_after(Key(POLICY, "", record.spec.policy.name), RECORD_COUNTS_DELAY)
+        self.shared.queue.add(record_claim_key(record))
+        self.shared.queue.add_after(policy_key(record.spec.policy.name), RECORD_COUNTS_DELAY)
         if record.status.phase in (Phase.DETACHED, Phase.FAILED):
             self._wake_waiters(record)
 
@@ -194,69 +149,34 @@ class BindingAttacherController:
         record = self._parse_record(body)
         if record is None:
             return
-        self.cache.records.remove(record.metadata.name)
-        self.runtime.queue.add(record_claim_key(record))
-        self.runtime.queue.add(Key(POLICY, "", record.spec.policy.name))
+        self.shared.cache.records.remove(record.metadata.name)
+        self.shared.queue.add(record_claim_key(record))
+        self.shared.queue.add(policy_key(record.spec.policy.name))
         self._wake_waiters(record)
 
     def _parse_record(self, body: Mapping[str, Any]) -> DeviceAttachment | None:
         namespace = (body.get("metadata") or {}).get("namespace")
-        if namespace != self.settings.namespace:
+        if namespace != self.shared.settings.namespace:
             return None  # only the operator namespace holds our ledger
         return parse_or_skip(DeviceAttachment, body, log)
 
     def _wake_waiters(self, record: DeviceAttachment) -> None:
         """Records waiting for this device (spec §13.3) are re-checked at once."""
-        for other in self.cache.records.for_device(DeviceKey.of_record(record)):
+        for other in self.shared.cache.records.for_device(DeviceKey.of_record(record)):
             if other.metadata.name != record.metadata.name and other.status.phase is Phase.PENDING:
-                self.runtime.queue.add(record_claim_key(other))
+                self.shared.queue.add(record_claim_key(other))
 
     def _relevant(self, claim: ResourceClaim) -> bool:
         if not has_binding_conditions(claim):
             return False
-        drivers = self.cache.policies.drivers()
+        drivers = self.shared.cache.policies.drivers()
         allocation = claim.status.allocation
         return allocation is not None and any(r.driver in drivers for r in allocation.devices.results)
 
-    def _readiness_changed(self, driver: str) -> None:
-        for claim in self.cache.claims:
-            allocation = claim.status.allocation
-            if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
-                self.runtime.queue.add(_claim_key(claim))
-        for record in self.cache.records.all():
-            if record.spec.driver == driver:
-                self.runtime.queue.add(record_claim_key(record))
-
-    def _namespace_problem(self) -> Problem | None:
-        state = self.runtime.own_namespace
-        return state.problem if state is not None else None
-
     def _namespace_changed(self) -> None:
         """Every policy's Ready depends on the ledger's namespace; their syncs re-queue the claims."""
-        for state in self.cache.policies.all():
-            self.runtime.queue.add(Key(POLICY, "", state.name))
-
-    def _allowed(self, driver: str) -> None:
-        """A status write succeeded for a driver whose policy says Authorized=False: the
-        permission was restored, so the policy is re-checked now, not at its 5-minute recheck."""
-        owner = self.cache.policies.owner(driver)
-        if owner is not None and owner.authorized is False:
-            self.policies.recheck_authorization(owner)
-            self.runtime.queue.add(Key(POLICY, "", owner.name))
-
-    def _forbidden(self, driver: str) -> None:
-        owner = self.cache.policies.owner(driver)
-        if owner is None:
-            return
-        self.policies.recheck_authorization(owner)
-        self.runtime.queue.add(Key(POLICY, "", owner.name))
-        self.runtime.events.record(
-            policy_ref(owner),
-            WARNING,
-            "StatusWriteForbidden",
-            f"status.devices writes for driver {driver} are refused: the attacher lacks "
-            "resourceclaims/driver arbitrary-node:patch for this driver",
-        )
+        for state in self.shared.cache.policies.all():
+            self.shared.queue.add(policy_key(state.name))
 
     # -- work side -----------------------------------------------------------------------------------
 
@@ -270,31 +190,31 @@ class BindingAttacherController:
         return Done()
 
     async def _sweep(self) -> None:
-        for record in self.cache.records.all():
-            self.runtime.queue.add(record_claim_key(record))
-        for claim in self.cache.claims:
+        for record in self.shared.cache.records.all():
+            self.shared.queue.add(record_claim_key(record))
+        for claim in self.shared.cache.claims:
             if self._relevant(claim):
-                self.runtime.queue.add(_claim_key(claim))
-        await self.kube.taints.sweep()
+                self.shared.queue.add(claim_key(claim))
+        await self.shared.kube.taints.sweep()
 
     # -- metrics snapshot ------------------------------------------------------------------------
 
     def record_phases(self) -> Iterable[tuple[str, str, int]]:
         counts: dict[tuple[str, str], int] = {}
-        for record in self.cache.records.all():
+        for record in self.shared.cache.records.all():
             key = (record.spec.driver, record.status.phase.value)
             counts[key] = counts.get(key, 0) + 1
         return [(driver, phase, n) for (driver, phase), n in counts.items()]
 
     def inflight(self) -> Iterable[tuple[str, str, int]]:
-        return [(driver, op, n) for (driver, op), n in self.calls.counts().items()]
+        return [(driver, op, n) for (driver, op), n in self.shared.calls.counts().items()]
 
     def policy_readiness(self) -> Iterable[tuple[str, str, bool]]:
-        return [(s.name, s.driver, s.ready) for s in self.cache.policies.all() if s.evaluated]
+        return [(s.name, s.driver, s.ready) for s in self.shared.cache.policies.all() if s.evaluated]
 
     def test_action_calls(self) -> Iterable[tuple[str, str, int]]:
         totals: dict[tuple[str, str], int] = {}
-        for state in self.cache.policies.all():
+        for state in self.shared.cache.policies.all():
             if isinstance(state.action, TestAction):
                 for key, count in state.action.calls.items():
                     totals[key] = totals.get(key, 0) + count

@@ -35,21 +35,22 @@ failed ledger write leaves the outcome in place for the retried sync.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from operators.core.client import ApiError
 from operators.core.conditions import parse_time
-from operators.core.events import WARNING, EventRecorder
+from operators.core.events import WARNING
 from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue, Result
 
 from . import ledger, metrics
 from .actions import CallOutcome, Operation
 from .actions import Outcome as ActionOutcome
-from .cache import ClusterCache
-from .calls import CallTracker, run_call
+from .cache import policy_key
+from .calls import run_call
+from .collaborators import Collaborators
 from .decide import (
     FailureStreaks,
     RuntimeFacts,
@@ -67,7 +68,7 @@ from .decide import (
 )
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
 from .identity import AllocationIdentity, DeviceKey
-from .kube import Kube, StatusWriteError, write_kind
+from .kube import StatusWriteError, write_kind
 from .ledger import new_record
 from .models import (
     DeviceAttachment,
@@ -80,6 +81,7 @@ from .models import (
     WaitingFor,
 )
 from .policy import PolicyState
+from .policysync import policy_ref
 from .selection import (
     OurResult,
     SelectionRules,
@@ -88,7 +90,6 @@ from .selection import (
     pod_consumers,
     select,
 )
-from .settings import Settings
 from .statemachine import AttachmentOutcome, CallResult, Effect, Event, Step, start
 
 log = logging.getLogger(__name__)
@@ -155,26 +156,8 @@ class Run:
 
 
 class ClaimPipeline:
-    def __init__(
-        self,
-        *,
-        cache: ClusterCache,
-        kube: Kube,
-        calls: CallTracker,
-        events: EventRecorder,
-        settings: Settings,
-        wake: Callable[[Key], None],
-        on_forbidden: Callable[[str], None],
-        on_allowed: Callable[[str], None],
-    ) -> None:
-        self.cache = cache
-        self.kube = kube
-        self.calls = calls
-        self.events = events
-        self.settings = settings
-        self.wake = wake
-        self.on_forbidden = on_forbidden
-        self.on_allowed = on_allowed
+    def __init__(self, shared: Collaborators) -> None:
+        self.shared = shared
         self.streaks = FailureStreaks()
         self._failure_seen: dict[str, set[str]] = {}
         self._warned: dict[str, set[tuple[str, str]]] = {}
@@ -190,22 +173,22 @@ class ClaimPipeline:
 
     async def sync(self, key: Key) -> Result:
         # 1. read
-        claim = self.cache.claims.get(key.uid)
-        records = self.cache.records.for_claim(key.uid)
+        claim = self.shared.cache.claims.get(key.uid)
+        records = self.shared.cache.records.for_claim(key.uid)
         if claim is None and not records:
             self.forget_claim(key.uid)
             return Done()
         if claim is None:
-            claim = await self.kube.claims.read(key.namespace, key.name, key.uid)
+            claim = await self.shared.kube.claims.read(key.namespace, key.name, key.uid)
         drivers = {r.spec.driver for r in records}
         if claim is not None and claim.status.allocation is not None:
             drivers |= {r.driver for r in claim.status.allocation.devices.results}
-        if not self.cache.policies.settled(drivers):
+        if not self.shared.cache.policies.settled(drivers):
             return Requeue(POLICIES_PENDING_RETRY_SECONDS, "waiting for the evaluation of a policy")
         ours: tuple[OurResult, ...] = ()
         managed: tuple[OurResult, ...] = ()
         if claim is not None:
-            rules = self.cache.policies.rules()
+            rules = self.shared.cache.policies.rules()
             selection = select(claim, rules)
             ours = selection.ours
             # Existing records are driven whether or not their policy is Ready now (spec §5), so
@@ -217,7 +200,7 @@ class ClaimPipeline:
         run = Run(key)
         # 2. records, then results of ours without one
         for record in records:
-            current = self.cache.records.get(record.metadata.name)
+            current = self.shared.cache.records.get(record.metadata.name)
             if current is not None and (stop := await self._drive(current, claim, managed, pods, run)):
                 return stop
         if claim is not None:
@@ -265,16 +248,16 @@ class ClaimPipeline:
         deadlines = [self._deadline(claim, o, now) for o in ours if would_be_name(claim, o) not in known]
         unsuccessful = set()
         for record in records:
-            finished = self.calls.outcome(record.metadata.name)
+            finished = self.shared.calls.outcome(record.metadata.name)
             if finished is not None and finished[1].result.outcome is not ActionOutcome.SUCCEEDED:
                 unsuccessful.add(record.metadata.name)
         if not pods_needed(claim, records, deadlines, unsuccessful, now):
             return []
-        return await self.kube.lookups.pods(claim.metadata.namespace, pod_consumers(claim))
+        return await self.shared.kube.lookups.pods(claim.metadata.namespace, pod_consumers(claim))
 
     def _deadline(self, claim: ResourceClaim, ours: OurResult, now: datetime) -> datetime:
         """The attach deadline a new record would get (now when unknown, which reads the pods)."""
-        policy = self.cache.policies.owner(ours.result.driver)
+        policy = self.shared.cache.policies.owner(ours.result.driver)
         allocation = claim.status.allocation
         if (
             policy is None
@@ -299,7 +282,7 @@ class ClaimPipeline:
         warned = self._warned.setdefault(uid, set())
         if missing_timestamp and (stamp, "") not in warned:
             warned.add((stamp, ""))
-            self.events.record(
+            self.shared.events.record(
                 claim_ref(claim),
                 WARNING,
                 "MissingAllocationTimestamp",
@@ -310,7 +293,7 @@ class ClaimPipeline:
             if (stamp, rules.driver) in warned:
                 continue
             warned.add((stamp, rules.driver))
-            self.events.record(
+            self.shared.events.record(
                 claim_ref(claim),
                 WARNING,
                 "AttachPolicyNotReady",
@@ -328,7 +311,7 @@ class ClaimPipeline:
         pods: Sequence[Pod],
         run: Run,
     ) -> Result | None:
-        policy = self.cache.policies.for_record(record)
+        policy = self.shared.cache.policies.for_record(record)
         if policy is None or policy.settings is None:
             log.info(
                 "record %s waits for an accepted policy for driver %s",
@@ -340,20 +323,20 @@ class ClaimPipeline:
             return None
         settings = policy.settings
         name = record.metadata.name
-        runtime = self.calls.runtime(name)
+        runtime = self.shared.calls.runtime(name)
         facts = RuntimeFacts(
             now=utcnow(),
             pods=pods,
-            call_in_flight=self.calls.in_flight(name),
+            call_in_flight=self.shared.calls.in_flight(name),
             retry_at=runtime.retry_at,
             last_in_progress=runtime.last_in_progress,
             retries=runtime.retries,
-            slot_free=self.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
+            slot_free=self.shared.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
             failure_shown=self._failure_shown(record),
         )
-        obs = observe_record(record, claim, ours, self.cache.records, settings, facts)
+        obs = observe_record(record, claim, ours, self.shared.cache.records, settings, facts)
         machine = settings.machine_settings(probe_supported=policy.probe_supported)
-        step, result = record_step(record, obs, machine, self.calls.outcome(name))
+        step, result = record_step(record, obs, machine, self.shared.calls.outcome(name))
         return await self._execute(record, step, claim, policy, run, result=result)
 
     async def _begin(
@@ -367,9 +350,9 @@ class ClaimPipeline:
         allocation = claim.status.allocation
         assert allocation is not None
         assert allocation.allocation_timestamp is not None
-        if self.cache.records.get(would_be_name(claim, ours)) is not None:
+        if self.shared.cache.records.get(would_be_name(claim, ours)) is not None:
             return None
-        policy = self.cache.policies.owner(ours.result.driver)
+        policy = self.shared.cache.policies.owner(ours.result.driver)
         if policy is None or policy.settings is None or policy.action is None or not policy.ready:
             return None
         settings = policy.settings
@@ -382,15 +365,17 @@ class ClaimPipeline:
             policy_uid=policy.uid,
             policy_generation=policy.generation,
             deadline=settings.attach_deadline(stamp),
-            namespace=self.settings.namespace,
+            namespace=self.shared.settings.namespace,
             status=DeviceAttachmentStatus(),
         )
         facts = RuntimeFacts(
             now=utcnow(),
             pods=pods,
-            slot_free=self.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
+            slot_free=self.shared.calls.slot_free(policy.name, settings.spec.concurrency.max_attaches),
         )
-        obs = observe_result(claim, ours, all_ours, self.cache.records, settings, facts, would_be=would_be)
+        obs = observe_result(
+            claim, ours, all_ours, self.shared.cache.records, settings, facts, would_be=would_be
+        )
         step = start(obs, settings.machine_settings(probe_supported=policy.probe_supported))
         if step is None:
             return None
@@ -415,12 +400,13 @@ class ClaimPipeline:
             run.readiness[name] = Readiness(record, updated, step, policy, result)
             return None
         if Effect.DELETE_RECORD in step.effects:
-            self.calls.cancel(name)
-            if stop := await self.kube.ledger.finish(updated):
+            self.shared.calls.cancel(name)
+            if stop := await self.shared.kube.ledger.finish(updated):
                 return stop
             _count_detach(updated, forgotten=Event.ATTACHMENT_FORGOTTEN in step.events)
         elif create or updated != record:
-            written = await (self.kube.ledger.create if create else self.kube.ledger.update)(updated)
+            writer = self.shared.kube.ledger
+            written = await (writer.create if create else writer.update)(updated)
             if isinstance(written, Requeue):
                 return written
             updated = written
@@ -440,23 +426,23 @@ class ClaimPipeline:
         """The effects that follow once the step's record write is durable."""
         name = record.metadata.name
         deleting = Effect.DELETE_RECORD in step.effects
-        self.calls.settle(name, record.status.phase, step, result)
+        self.shared.calls.settle(name, record.status.phase, step, result)
         if deleting:
-            self.calls.forget(name)
+            self.shared.calls.forget(name)
         elif Effect.CANCEL_CALL in step.effects:
-            self.calls.cancel(name)
+            self.shared.calls.cancel(name)
         for effect, operation in _CALLS.items():
             if effect in step.effects and not deleting:
                 self._start_call(updated, operation, claim, policy, run.key)
         if Effect.TAINT_DEVICE in step.effects and policy.settings is not None and step.status.failure:
-            await self.kube.taints.taint(
+            await self.shared.kube.taints.taint(
                 DeviceKey.of_record(updated),
                 step.status.failure.reason,
                 policy.name,
                 policy.settings.taint_duration,
             )
         _count_outcome(updated, step)
-        for event in self.calls.throttled(name, step.events):
+        for event in self.shared.calls.throttled(name, step.events):
             run.events.append((event, updated, step.message))
         self._streak(updated, step, policy, run)
         if step.requeue_after is not None:
@@ -474,16 +460,21 @@ class ClaimPipeline:
     ) -> None:
         async def call() -> CallOutcome:
             return await run_call(
-                self.kube.lookups,
+                self.shared.kube.lookups,
                 record,
                 operation,
                 claim,
                 policy,
-                with_test_annotations=self.settings.enable_test_actions,
+                with_test_annotations=self.shared.settings.enable_test_actions,
             )
 
-        self.calls.start(
-            record.metadata.name, operation, policy.name, record.spec.driver, call, lambda: self.wake(key)
+        self.shared.calls.start(
+            record.metadata.name,
+            operation,
+            policy.name,
+            record.spec.driver,
+            call,
+            lambda: self.shared.queue.add(key),
         )
 
     def _streak(self, record: DeviceAttachment, step: Step, policy: PolicyState, run: Run) -> None:
@@ -515,14 +506,14 @@ class ClaimPipeline:
 
     async def _write_statuses(self, claim: ResourceClaim, run: Run) -> ResourceClaim | Result:
         by_driver: dict[str, list[DeviceAttachment]] = {}
-        for record in self.cache.records.for_claim(claim.metadata.uid):
+        for record in self.shared.cache.records.for_claim(claim.metadata.uid):
             readiness = run.readiness.get(record.metadata.name)
             record = readiness.updated if readiness is not None else record
             by_driver.setdefault(record.spec.driver, []).append(record)
         now = utcnow()
-        held = self.calls.just_started(PROGRESS_GRACE_SECONDS)
+        held = self.shared.calls.just_started(PROGRESS_GRACE_SECONDS)
         for driver, records in sorted(by_driver.items()):
-            policy = self.cache.policies.for_record(records[0])
+            policy = self.shared.cache.policies.for_record(records[0])
             if policy is None or policy.settings is None:
                 continue
             conditions = policy.settings.condition_settings(policy.name)
@@ -533,10 +524,10 @@ class ClaimPipeline:
                 failure_types = frozenset(t for r in records for t in conditions.failure_types(r))
                 kind = write_kind(entries, failure_types)
                 try:
-                    claim = await self.kube.claims.apply(claim, driver, entries, kind)
+                    claim = await self.shared.kube.claims.apply(claim, driver, entries, kind)
                 except StatusWriteError as err:
                     return await self._rejected(claim, driver, err, run)
-                self.on_allowed(driver)
+                self._allowed(driver)
             written = {entry_device(e) for e in entries}
             for record in records:
                 if DeviceKey.of_record(record) in written and write_precondition(claim, record):
@@ -561,7 +552,7 @@ class ClaimPipeline:
             updated = updated.model_copy(
                 update={"status": updated.status.model_copy(update={"reported": reported})}
             )
-        written = await self.kube.ledger.update(updated)
+        written = await self.shared.kube.ledger.update(updated)
         if isinstance(written, Requeue):
             return written
         run.readiness.pop(written.metadata.name, None)
@@ -574,7 +565,7 @@ class ClaimPipeline:
         self, record: DeviceAttachment, expected: Reported | None, claim: ResourceClaim
     ) -> Result | None:
         """Remember in the record what the claim now shows for it."""
-        current = self.cache.records.get(record.metadata.name) or record
+        current = self.shared.cache.records.get(record.metadata.name) or record
         # Progress is not persisted: no decision depends on it (spec §11.3 allows batching it
         # with the next transition, which then records what it writes itself).
         if expected is None or expected is Reported.PROGRESS or current.status.reported is expected:
@@ -582,7 +573,7 @@ class ClaimPipeline:
         if expected is Reported.READY:
             _observe_time_to_ready(current, claim)
         status = current.status.model_copy(update={"reported": expected})
-        written = await self.kube.ledger.update(current.model_copy(update={"status": status}))
+        written = await self.shared.kube.ledger.update(current.model_copy(update={"status": status}))
         return written if isinstance(written, Requeue) else None
 
     async def _rejected(self, claim: ResourceClaim, driver: str, err: StatusWriteError, run: Run) -> Result:
@@ -592,7 +583,7 @@ class ClaimPipeline:
         self._post_events(run, claim)
         match err.kind:
             case WriteError.CONFLICT | WriteError.NOT_ALLOCATED | WriteError.NOT_FOUND:
-                await self.kube.claims.read(meta.namespace, meta.name, uid)
+                await self.shared.kube.claims.read(meta.namespace, meta.name, uid)
                 count = self._conflicts[uid] = self._conflicts.get(uid, 0) + 1
                 if count < CONFLICTS_BEFORE_BACKOFF:
                     return Requeue(0.0, f"claim changed under the status write ({err.kind.value})")
@@ -608,15 +599,36 @@ class ClaimPipeline:
                     err.error.message,
                     extra={"object": f"resourceclaim {meta.namespace}/{meta.name}"},
                 )
-                self.events.record(claim_ref(claim), WARNING, "StatusWriteInvalid", err.error.message[:1024])
+                self.shared.events.record(
+                    claim_ref(claim), WARNING, "StatusWriteInvalid", err.error.message[:1024]
+                )
                 return Requeue(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write")
             case _:
                 raise err.error
 
     def _forbidden(self, claim: ResourceClaim, driver: str, err: ApiError) -> None:
         message = f"status.devices entries of driver {driver} were refused ({err.status}): {err.message}"
-        self.events.record(claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
-        self.on_forbidden(driver)
+        self.shared.events.record(claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
+        owner = self.shared.cache.policies.owner(driver)
+        if owner is None:
+            return
+        owner.recheck_authorization()
+        self.shared.queue.add(policy_key(owner.name))
+        self.shared.events.record(
+            policy_ref(owner),
+            WARNING,
+            "StatusWriteForbidden",
+            f"status.devices writes for driver {driver} are refused: the attacher lacks "
+            "resourceclaims/driver arbitrary-node:patch for this driver",
+        )
+
+    def _allowed(self, driver: str) -> None:
+        """A status write succeeded for a driver whose policy says Authorized=False: the
+        permission was restored, so the policy is re-checked now, not at its 5-minute recheck."""
+        owner = self.shared.cache.policies.owner(driver)
+        if owner is not None and owner.authorized is False:
+            owner.recheck_authorization()
+            self.shared.queue.add(policy_key(owner.name))
 
     # -- Events ------------------------------------------------------------------------------------
 
@@ -625,8 +637,8 @@ class ClaimPipeline:
         pending, run.events = run.events, []
         for event, record, detail in pending:
             text = message(event, record, detail)
-            for target in targets(event, record, claim, self.settings.max_pod_events):
-                self.events.record(target, event_type(event), event.value, text[:1024])
+            for target in targets(event, record, claim, self.shared.settings.max_pod_events):
+                self.shared.events.record(target, event_type(event), event.value, text[:1024])
 
 
 # -- metrics ---------------------------------------------------------------------------------------

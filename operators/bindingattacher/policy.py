@@ -457,6 +457,10 @@ class PolicyState:
     def seniority(self) -> tuple[str, str]:
         return (self.creation, self.name)
 
+    def recheck_authorization(self) -> None:
+        """Ask the API server again at the next sync, whatever the last answer's age."""
+        self.authorized_at = 0.0
+
 
 def parse_policy(body: Mapping[str, Any]) -> tuple[DeviceAttachPolicy | None, str]:
     try:

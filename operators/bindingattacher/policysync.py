@@ -22,14 +22,13 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from operators.core.client import MERGE_PATCH, ApiError, KubeClient
+from operators.core.client import MERGE_PATCH, ApiError
 from operators.core.conditions import TRUE, Condition, find, format_time, merge, same_content
-from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
-from operators.core.namespace import Problem
+from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import SECRETS, SELF_SUBJECT_ACCESS_REVIEWS
 from operators.dra.attachments import POLICIES, POLICY_FINALIZER
@@ -38,11 +37,9 @@ from operators.dra.durations import parse_go_duration
 from . import ledger, policy
 from .actions import ActionConfigError, BuildContext, build_action, close_action
 from .actions.testaction import TestAction
-from .kube import InventoryMirror
-from .ledger import LedgerIndex
+from .collaborators import Collaborators
 from .models import API_VERSION, ActionKind, DeviceAttachPolicy
-from .policy import PolicyBook, PolicyState
-from .settings import Settings
+from .policy import PolicyState
 
 log = logging.getLogger(__name__)
 
@@ -76,33 +73,12 @@ def _capped(spec_policy: DeviceAttachPolicy, cap: str | None) -> DeviceAttachPol
 
 
 class PolicySync:
-    def __init__(
-        self,
-        client: KubeClient,
-        settings: Settings,
-        book: PolicyBook,
-        index: LedgerIndex,
-        events: EventRecorder,
-        mirror: InventoryMirror,
-        field_manager: str,
-        taint_rules_served: Callable[[], bool],
-        readiness_changed: Callable[[str], None],
-        namespace_problem: Callable[[], Problem | None] = lambda: None,
-    ) -> None:
-        self.client = client
-        self.settings = settings
-        self.book = book
-        self.index = index
-        self.events = events
-        self.mirror = mirror
-        self.field_manager = field_manager
-        self.taint_rules_served = taint_rules_served
-        self.readiness_changed = readiness_changed
-        self.namespace_problem = namespace_problem
+    def __init__(self, shared: Collaborators) -> None:
+        self.shared = shared
 
     async def sync(self, name: str) -> Result:
         """Reconcile one policy; the result says when to look again."""
-        state = self.book.get(name)
+        state = self.shared.cache.policies.get(name)
         if state is None:
             return Done()
         generation = state.generation
@@ -113,7 +89,7 @@ class PolicySync:
             authorized,
             terminating=state.deleting,
             generation=generation,
-            namespace_problem=self.namespace_problem(),
+            namespace_problem=self.shared.namespace_problem(),
         )
         was = (state.evaluated, state.ready)
         state.ready = ready.status == TRUE
@@ -123,7 +99,8 @@ class PolicySync:
             return stop
         await self._write_status(state, (accepted, authorized, ready))
         if was != (True, state.ready):
-            self.readiness_changed(state.driver)
+            for key in self.shared.cache.driver_keys(state.driver):
+                self.shared.queue.add(key)
         again = RECHECK_SECONDS if authorized.status == TRUE else UNAUTHORIZED_RECHECK_SECONDS
         return Requeue(again, "policy re-evaluation due")
 
@@ -132,13 +109,14 @@ class PolicySync:
     async def _evaluate(self, state: PolicyState) -> policy.Verdict:
         if state.policy is None:
             return policy.Verdict.rejected("InvalidSpec", state.parse_error)
-        candidate = _capped(state.policy, self.settings.binding_timeout)
-        others = [p if p.metadata.uid != candidate.metadata.uid else candidate for p in self.book.parsed()]
+        candidate = _capped(state.policy, self.shared.settings.binding_timeout)
+        parsed = self.shared.cache.policies.parsed()
+        others = [p if p.metadata.uid != candidate.metadata.uid else candidate for p in parsed]
         verdict = policy.evaluate(
             candidate,
             others,
-            test_actions_enabled=self.settings.enable_test_actions,
-            taint_rules_served=self.taint_rules_served(),
+            test_actions_enabled=self.shared.settings.enable_test_actions,
+            taint_rules_served=self.shared.taint_rules_served(),
         )
         if not verdict.accepted or verdict.settings is None:
             return verdict
@@ -151,12 +129,12 @@ class PolicySync:
                 candidate.spec.action,
                 BuildContext(
                     policy_name=state.name,
-                    test_actions_enabled=self.settings.enable_test_actions,
+                    test_actions_enabled=self.shared.settings.enable_test_actions,
                     secrets=secrets,
                     pool_size=_pool_size(candidate),
                     inventory_listener=self._listener(candidate),
-                    exec_commands_dir=self.settings.exec_commands_dir,
-                    allow_insecure_webhooks=self.settings.allow_insecure_webhooks,
+                    exec_commands_dir=self.shared.settings.exec_commands_dir,
+                    allow_insecure_webhooks=self.shared.settings.allow_insecure_webhooks,
                     logger=logging.getLogger(f"{__name__}.{state.name}"),
                 ),
             )
@@ -179,7 +157,7 @@ class PolicySync:
         test = candidate.spec.action.test
         if candidate.spec.action.kind is not ActionKind.TEST or test is None or not test.inventory_config_map:
             return None
-        return self.mirror.listener(test.inventory_config_map, candidate.metadata.name)
+        return self.shared.mirror.listener(test.inventory_config_map, candidate.metadata.name)
 
     async def _adopt_inventory(
         self, state: PolicyState, candidate: DeviceAttachPolicy, action: object
@@ -194,7 +172,7 @@ class PolicySync:
             return
         test = candidate.spec.action.test
         if test is not None and test.inventory_config_map:
-            data = await self.mirror.load(test.inventory_config_map)
+            data = await self.shared.mirror.load(test.inventory_config_map)
             action.load(own_inventory(data, candidate.spec.driver))
 
     async def _secrets(
@@ -211,7 +189,8 @@ class PolicySync:
         secrets: dict[str, dict[str, str]] = {}
         for name in sorted(names):
             try:
-                body = await self.client.get(SECRETS.path(name, namespace=self.settings.namespace))
+                path = SECRETS.path(name, namespace=self.shared.settings.namespace)
+                body = await self.shared.client.get(path)
             except ApiError as err:
                 if err.not_found:
                     continue  # reported as SecretNotFound by the builder
@@ -236,7 +215,7 @@ class PolicySync:
         if state.authorized is None or stale or state.authorized_generation != state.generation:
             try:
                 review_body = policy.access_review(state.driver)
-                review = await self.client.create(SELF_SUBJECT_ACCESS_REVIEWS.path(), review_body)
+                review = await self.shared.client.create(SELF_SUBJECT_ACCESS_REVIEWS.path(), review_body)
                 status = review.get("status") or {}
                 state.authorized = bool(status.get("allowed"))
                 state.authorized_detail = str(status.get("reason") or "")
@@ -250,11 +229,8 @@ class PolicySync:
             state.authorized,
             state.generation,
             state.authorized_detail,
-            namespace=self.settings.namespace,
+            namespace=self.shared.settings.namespace,
         )
-
-    def recheck_authorization(self, state: PolicyState) -> None:
-        state.authorized_at = 0.0
 
     # -- finalizer and status --------------------------------------------------------------------
 
@@ -272,12 +248,13 @@ class PolicySync:
         return None
 
     def _referenced(self, name: str) -> bool:
-        return any(r.spec.policy.name == name for r in self.index.all())
+        return any(r.spec.policy.name == name for r in self.shared.cache.records.all())
 
     async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> Requeue | None:
         body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": state.resource_version}}
+        path = POLICIES.path(state.name)
         try:
-            updated = await self.client.patch(POLICIES.path(state.name), body, content_type=MERGE_PATCH)
+            updated = await self.shared.client.patch(path, body, content_type=MERGE_PATCH)
         except ApiError as err:
             if err.conflict:
                 return Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
@@ -295,7 +272,7 @@ class PolicySync:
         merged: list[dict[str, Any]] = current
         for condition in conditions:
             merged = merge(merged, condition, now)
-        records = ledger.record_counts(self.index.all(), state.name)
+        records = ledger.record_counts(self.shared.cache.records.all(), state.name)
         unchanged = (
             state.status.get("observedGeneration") == state.generation
             and state.status.get("records") == records
@@ -311,7 +288,7 @@ class PolicySync:
         }
         try:
             path = POLICIES.path(state.name, subresource="status")
-            written = await self.client.apply(path, body, self.field_manager)
+            written = await self.shared.client.apply(path, body, self.shared.field_manager)
         except ApiError as err:
             if err.not_found:
                 return
@@ -330,11 +307,11 @@ class PolicySync:
         ):
             return
         if accepted.status == TRUE:
-            self.events.record(
+            self.shared.events.record(
                 policy_ref(state), NORMAL, "PolicyAccepted", accepted.message or "the policy was accepted"
             )
         else:
-            self.events.record(
+            self.shared.events.record(
                 policy_ref(state), WARNING, "PolicyRejected", f"{accepted.reason}: {accepted.message}"
             )
 
