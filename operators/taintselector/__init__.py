@@ -15,8 +15,10 @@ Module map (everything listed is pure: no kopf, no API calls):
   expression and the error; CEL comes from :mod:`operators.dra.cel`;
 * :mod:`.rules`: the desired DeviceTaintRules, the diff against the existing ones, and the
   aggregated ``EvictionInProgress``;
-* :mod:`.status`: the selector's status and conditions.
+* :mod:`.status`: the selector's status and conditions;
+* :mod:`.decide`: one pass as a plan of writes for the core's executor.
 
-A reconcile pass is: ``evaluate`` -> ``desired_rules`` -> ``diff_rules`` -> apply the writes (not
-when the outcome is Invalid) -> ``selector_status`` with what is still pending.
+A reconcile pass is: ``evaluate`` -> ``decide`` (``desired_rules`` -> ``diff_rules`` -> the rule
+writes, none when the outcome is Invalid -> ``selector_status`` with what is still pending) ->
+the core's ``execute``.
 """

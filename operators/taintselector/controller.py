@@ -2,8 +2,9 @@
 
 One work-queue key per selector, ``Key(SELECTOR, "", name)``. A pass (see the package docstring)
 evaluates the selector in a worker thread (the CEL interpreter is thread-safe and 1000 devices take a
-few hundred milliseconds, too long to hold the event loop), writes the rule diff, then the status by
-server-side apply.
+few hundred milliseconds, too long to hold the event loop), then hands the selection to
+:func:`.decide.decide`, whose plan (the rule diff, then the status by server-side apply) the core's
+executor carries out (:mod:`operators.core.plan`).
 
 Watch callbacks are synchronous and never call the API; slice events are debounced so that a driver
 republishing fifty slices costs one evaluation per selector, not fifty.
@@ -18,32 +19,28 @@ any version the selections are still evaluated and every selector reports
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from operators.core import PROJECT_GROUP
-from operators.core.client import ApiError
-from operators.core.conditions import TRUE, find
 from operators.core.discovery import ServedResource, resources_of
-from operators.core.events import WARNING, ObjectRef
 from operators.core.keys import Key
 from operators.core.models import UnparsableObject, log_skipped
+from operators.core.plan import Create, Delete, Patch, RecordEvent, Together, Write, execute
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 from operators.dra.api import GROUP
-from operators.dra.taints import EFFECT_NONE
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .cache import ClusterCache
-from .dryrun import DryRun, dry_run
-from .models import API_VERSION, KIND, PLURAL, SELECTORS, VERSION, TaintSelector
-from .rules import RuleDiff, desired_rules, diff_rules
+from .decide import decide
+from .models import API_VERSION, KIND, PLURAL, VERSION, TaintSelector
 from .selection import Invalid, Selection, evaluate
-from .status import INVALID, REASON_DEVICE_TAINT_RULE_UNAVAILABLE, needs_write, selector_status
+from .status import REASON_DEVICE_TAINT_RULE_UNAVAILABLE
 
 if TYPE_CHECKING:
     from operators.core.runtime import Runtime
@@ -55,14 +52,8 @@ SLICE_DEBOUNCE_SECONDS = 0.2
 RULE_DEBOUNCE_SECONDS = 0.5
 # Claims change with every pod that comes and goes; a dry run need not follow each one at once.
 CLAIM_DEBOUNCE_SECONDS = 1.0
-WRITE_CONCURRENCY = 32
-EVENT_INVALID = "InvalidSelector"
 SELECTOR = "selector"
 """The kind of the work-queue keys: DeviceTaintSelectors, cluster-scoped."""
-
-
-def _selector_ref(selector: TaintSelector) -> ObjectRef:
-    return ObjectRef(API_VERSION, KIND, selector.metadata.name, None, selector.metadata.uid)
 
 
 class TaintSelectorController:
@@ -156,27 +147,28 @@ class TaintSelectorController:
         if selector is None or selector.metadata.deletion_timestamp is not None:
             return Done("deleted: its rules go with it (owner references)")
         outcome = await self._evaluate(selector)
-        pending: RuleDiff | None = None
-        dry: DryRun | None = None
-        if isinstance(outcome, Invalid):
-            self._report_invalid(selector, outcome)
-        else:
+        if isinstance(outcome, Selection):
             self.selected[name] = len(outcome.devices)
-            if self.rules_api is not None:
-                pending = await self._write_rules(selector, outcome, self.rules_api)
-            if selector.spec.taint.effect == EFFECT_NONE:
-                dry = dry_run(selector.spec.taint, outcome.devices, self.cache.claims.values())
-        status = selector_status(
-            selector,
-            outcome,
-            rules_available=self.rules_api is not None,
-            pending=pending,
-            rules=self.cache.rules_of(selector.metadata.uid),
-            dry_run=dry,
+        plan = decide(selector, outcome, self.cache, self.rules_api)
+        subject = {"object": f"{KIND} {name}"}
+        if isinstance(outcome, Invalid) and any(isinstance(step, RecordEvent) for step in plan.steps):
+            log.warning("invalid: %s", outcome.message, extra=subject)
+        result = await execute(plan, self.runtime, written=_count_rule_write)
+        rule_writes = Counter(
+            _RULE_OPERATIONS[type(write)]
+            for step in plan.steps
+            if isinstance(step, Together)
+            for write in step.writes
         )
-        if needs_write(selector.status, status):
-            await self._write_status(selector, status)
-        return Done()
+        if rule_writes:
+            log.info(
+                "rules written: %d created, %d updated, %d deleted",
+                rule_writes["create"],
+                rule_writes["update"],
+                rule_writes["delete"],
+                extra=subject,
+            )
+        return result
 
     async def _evaluate(self, selector: TaintSelector) -> Selection | Invalid:
         async with self._evaluating:
@@ -187,94 +179,12 @@ class TaintSelectorController:
         metrics.evaluations.labels(result="invalid" if isinstance(outcome, Invalid) else "valid").inc()
         return outcome
 
-    def _report_invalid(self, selector: TaintSelector, outcome: Invalid) -> None:
-        """A Warning Event when the selector becomes invalid, or invalid for another reason."""
-        previous = find(selector.status.get("conditions"), INVALID)
-        seen = (
-            previous is not None
-            and previous.get("status") == TRUE
-            and previous.get("reason") == outcome.reason
-        )
-        if seen and selector.status.get("observedGeneration") == selector.metadata.generation:
-            return
-        log.warning("invalid: %s", outcome.message, extra={"object": f"{KIND} {selector.metadata.name}"})
-        self.runtime.events.record(_selector_ref(selector), WARNING, EVENT_INVALID, outcome.message)
 
-    async def _write_rules(
-        self, selector: TaintSelector, outcome: Selection, rules_api: ServedResource
-    ) -> RuleDiff:
-        """Apply the diff; what is left is the conflicts, since every write either succeeded or raised."""
-        desired = desired_rules(selector, outcome.devices, rules_api.api_version)
-        diff = diff_rules(selector.metadata.uid, desired, self.cache.rules_of(selector.metadata.uid, desired))
-        client = self.runtime.client
-        calls: list[Callable[[], Awaitable[None]]] = []
-
-        async def create(body: Mapping[str, Any]) -> None:
-            try:
-                await client.create(rules_api.path(), body)
-            except ApiError as err:
-                if err.status != 409:  # AlreadyExists: the watch brings it, the next pass compares it
-                    raise
-            metrics.rule_writes.labels(operation="create").inc()
-
-        async def update(rule: str, patch: Mapping[str, Any]) -> None:
-            try:
-                await client.patch(rules_api.path(rule), patch)
-            except ApiError as err:
-                if not err.not_found:
-                    raise
-            metrics.rule_writes.labels(operation="update").inc()
-
-        async def delete(rule: str, uid: str) -> None:
-            try:
-                await client.delete(rules_api.path(rule), uid=uid)
-            except ApiError as err:
-                # 404: gone already; 409: the UID precondition failed, the name is someone else's now.
-                if not (err.not_found or err.conflict):
-                    raise
-            metrics.rule_writes.labels(operation="delete").inc()
-
-        calls += [functools.partial(create, body) for body in diff.create]
-        calls += [functools.partial(update, item.name, item.patch) for item in diff.update]
-        calls += [
-            functools.partial(delete, name, self.cache.rules[name].metadata.uid) for name in diff.delete
-        ]
-        await _bounded(calls, WRITE_CONCURRENCY)
-        if calls:
-            log.info(
-                "rules written: %d created, %d updated, %d deleted",
-                len(diff.create),
-                len(diff.update),
-                len(diff.delete),
-                extra={"object": f"{KIND} {selector.metadata.name}"},
-            )
-        return RuleDiff(conflicts=diff.conflicts)
-
-    async def _write_status(self, selector: TaintSelector, status: Mapping[str, Any]) -> None:
-        """Server-side apply of the whole status; ``metadata.uid`` keeps it off a re-created namesake."""
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": selector.metadata.name, "uid": selector.metadata.uid},
-            "status": dict(status),
-        }
-        path = SELECTORS.path(selector.metadata.name, subresource="status")
-        try:
-            await self.runtime.client.apply(path, body, self.runtime.field_manager)
-        except ApiError as err:
-            if not err.not_found:
-                raise
+# Only the rule writes are counted; the status write is not a rule write.
+_RULE_OPERATIONS: dict[type[Write], str] = {Create: "create", Patch: "update", Delete: "delete"}
 
 
-async def _bounded(calls: list[Callable[[], Awaitable[None]]], limit: int) -> None:
-    """Run the calls with at most ``limit`` in flight; the first failure is raised after all finished."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(call: Callable[[], Awaitable[None]]) -> None:
-        async with semaphore:
-            await call()
-
-    results = await asyncio.gather(*(one(call) for call in calls), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+def _count_rule_write(write: Write) -> None:
+    operation = _RULE_OPERATIONS.get(type(write))
+    if operation is not None:
+        metrics.rule_writes.labels(operation=operation).inc()

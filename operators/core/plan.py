@@ -1,0 +1,241 @@
+"""Decide, then do: the writes a sync's pure code plans, and the one executor that carries them out.
+
+A controller's ``sync(key)`` reads its cache, hands what it read to pure code, and gets back a
+:class:`Plan`: the writes to send, in order, and the :data:`~operators.core.reconcile.Result` to
+return once they are all done. :func:`execute` sends them and returns that Result, as
+controller-runtime's ``Reconcile(Request) (Result, error)`` and upstream's ``syncHandler(key)``
+return theirs. The pure code is tested on the plans it returns; the executor is tested once, here.
+
+Every write is idempotent, so a plan that fails half-way is simply planned again on the retry:
+
+===================  ========================================================  =============
+step                 sent as                                                   also done on
+===================  ========================================================  =============
+:class:`Create`      POST to the collection                                    409 (exists)
+:class:`Apply`       server-side apply, the runtime's field manager, forced    404 (gone)
+:class:`Patch`       a patch (JSON merge unless ``content_type`` says)         404 (gone)
+:class:`Delete`      DELETE with ``preconditions.uid``                         404, 409
+:class:`Evict`       POST ``pods/<name>/eviction``, ``preconditions.uid``      404 (gone)
+:class:`RecordEvent` queued for the Event recorder; never fails                -
+:class:`Together`    its writes at once, at most ``limit`` in flight           its writes'
+===================  ========================================================  =============
+
+Preconditions travel in the body, where the API server checks them: a ``metadata.uid`` in an
+applied body keeps a status off a re-created namesake, a ``metadata.resourceVersion`` in a patch
+makes a write computed from an older view fail with 409. A create is looked up first by the pure
+code (it plans creates only for what its cache lacks); AlreadyExists means the watch has not
+delivered the object yet, and the next pass compares it.
+
+Each write says which answers count as done (``tolerate``, the defaults above) and which end the
+plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``). Any other API
+error is raised, and the work queue makes it a :class:`~operators.core.reconcile.Retry`, with a
+traceback only when it is not transient, as for every exception that escapes a sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .client import MERGE_PATCH, ApiError, KubeClient
+from .events import EventRecorder, ObjectRef
+from .reconcile import Done, Result
+from .resources import PODS
+
+__all__ = [
+    "Apply",
+    "Create",
+    "Delete",
+    "Evict",
+    "Patch",
+    "Plan",
+    "RecordEvent",
+    "Step",
+    "Together",
+    "Write",
+    "Writer",
+    "execute",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Answers:
+    ends: Mapping[int, Result] = field(default_factory=dict)
+    """API answers that end the plan with this Result instead of the plan's own."""
+
+
+def _tolerate(*statuses: int) -> Any:
+    """API answers that mean the write's purpose is met or moot: the plan goes on."""
+    return field(default=frozenset(statuses), kw_only=True)
+
+
+@dataclass(frozen=True)
+class Create(_Answers):
+    """POST ``body`` to the collection at ``path``."""
+
+    path: str
+    body: Mapping[str, Any]
+    tolerate: frozenset[int] = _tolerate(409)
+
+
+@dataclass(frozen=True)
+class Apply(_Answers):
+    """Server-side apply of ``body`` at ``path`` (an object or its ``status``), forcing our fields."""
+
+    path: str
+    body: Mapping[str, Any]
+    tolerate: frozenset[int] = _tolerate(404)
+
+
+@dataclass(frozen=True)
+class Patch(_Answers):
+    """A patch of ``path`` (a JSON merge patch unless ``content_type`` says otherwise)."""
+
+    path: str
+    body: Mapping[str, Any]
+    content_type: str = MERGE_PATCH
+    tolerate: frozenset[int] = _tolerate(404)
+
+
+@dataclass(frozen=True)
+class Delete(_Answers):
+    """DELETE ``path`` if it is still the object with ``uid``.
+
+    404: gone already; 409: the precondition failed, the name belongs to another object now."""
+
+    path: str
+    uid: str
+    tolerate: frozenset[int] = _tolerate(404, 409)
+
+
+@dataclass(frozen=True)
+class Evict(_Answers):
+    """Ask the Eviction API to evict the pod if it is still the one with ``uid``; the API server
+    checks its PodDisruptionBudgets (a refusal is a 429, which a plan may map in ``ends``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    tolerate: frozenset[int] = _tolerate(404)
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    """A core v1 Event on ``ref``; queued for the recorder, so it neither waits nor fails."""
+
+    ref: ObjectRef
+    type: str
+    reason: str
+    message: str
+
+
+Write = Create | Apply | Patch | Delete | Evict
+"""A step that is an API call."""
+
+
+@dataclass(frozen=True)
+class Together:
+    """Writes that do not depend on one another, sent at once with at most ``limit`` in flight.
+
+    All of them are answered before the plan goes on or raises: a write that failed does not cut
+    short the others, which would only be sent again on the retry."""
+
+    writes: tuple[Write, ...]
+    limit: int
+
+
+Step = Write | RecordEvent | Together
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sync does: ``steps`` in order, then ``result`` for the work queue."""
+
+    steps: tuple[Step, ...] = ()
+    result: Result = field(default_factory=Done)
+
+
+class Writer(Protocol):
+    """What the executor writes with; the operator's Runtime is one."""
+
+    @property
+    def client(self) -> KubeClient: ...
+
+    @property
+    def events(self) -> EventRecorder: ...
+
+    @property
+    def field_manager(self) -> str: ...
+
+
+async def execute(plan: Plan, writer: Writer, *, written: Callable[[Write], None] | None = None) -> Result:
+    """Carry out ``plan`` and return its Result, or the Result an answer ``ends`` it with.
+
+    ``written`` hears of every write that is done (answered 2xx or a tolerated error), for the
+    operator's metrics."""
+    for step in plan.steps:
+        if isinstance(step, RecordEvent):
+            writer.events.record(step.ref, step.type, step.reason, step.message)
+            continue
+        ended = await (
+            _together(step, writer, written) if isinstance(step, Together) else _one(step, writer, written)
+        )
+        if ended is not None:
+            return ended
+    return plan.result
+
+
+async def _one(write: Write, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+    """Send one write; a Result when its answer ends the plan."""
+    try:
+        await _send(write, writer)
+    except ApiError as err:
+        if err.status in write.ends:
+            return write.ends[err.status]
+        if err.status not in write.tolerate:
+            raise
+    if written is not None:
+        written(write)
+    return None
+
+
+async def _together(step: Together, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+    semaphore = asyncio.Semaphore(step.limit)
+
+    async def bounded(write: Write) -> Result | None:
+        async with semaphore:
+            return await _one(write, writer, written)
+
+    answers = await asyncio.gather(*(bounded(write) for write in step.writes), return_exceptions=True)
+    ended: Result | None = None
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        ended = ended or answer
+    return ended
+
+
+async def _send(write: Write, writer: Writer) -> None:
+    client = writer.client
+    if isinstance(write, Create):
+        await client.create(write.path, write.body)
+    elif isinstance(write, Apply):
+        await client.apply(write.path, write.body, writer.field_manager)
+    elif isinstance(write, Patch):
+        await client.patch(write.path, write.body, content_type=write.content_type)
+    elif isinstance(write, Delete):
+        await client.delete(write.path, uid=write.uid)
+    else:
+        path = PODS.path(write.name, namespace=write.namespace, subresource="eviction")
+        await client.request("POST", path, body=_eviction(write), want_reply=False)
+
+
+def _eviction(write: Evict) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": write.name, "namespace": write.namespace},
+        "deleteOptions": {"preconditions": {"uid": write.uid}},
+    }

@@ -1,0 +1,205 @@
+"""The one executor of plans (operators.core.plan): order, tolerated answers, ends, and Together."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.events import WARNING, ObjectRef
+from operators.core.plan import (
+    Apply,
+    Create,
+    Delete,
+    Evict,
+    Patch,
+    Plan,
+    RecordEvent,
+    Together,
+    Write,
+    Writer,
+    execute,
+)
+from operators.core.reconcile import Done, Requeue
+
+RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+POD = ObjectRef("v1", "Pod", "p", "ns", "uid-p")
+
+
+class RecordingClient:
+    """Records every call as (method, path, body); ``answers[path]`` raises on that path's calls."""
+
+    def __init__(self, answers: dict[str, ApiError] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.answers = answers or {}
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _call(self, method: str, path: str, body: Any) -> Any:
+        self.calls.append((method, path, body))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0)
+        finally:
+            self.in_flight -= 1
+        if path in self.answers:
+            raise self.answers[path]
+        return {}
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._call("POST", path, body)
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
+        return await self._call("APPLY", path, {"manager": field_manager, "body": body})
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str) -> Any:
+        return await self._call("PATCH", path, {"type": content_type, "body": body})
+
+    async def delete(self, path: str, uid: str | None = None) -> Any:
+        return await self._call("DELETE", path, {"uid": uid})
+
+    async def request(self, method: str, path: str, *, body: Any, want_reply: bool) -> Any:
+        return await self._call(method, path, body)
+
+
+@dataclass
+class RecordingEvents:
+    recorded: list[tuple[ObjectRef, str, str, str]] = field(default_factory=list)
+
+    def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.recorded.append((obj, type_, reason, message))
+
+
+@dataclass
+class FakeWriter:
+    client: RecordingClient = field(default_factory=RecordingClient)
+    events: RecordingEvents = field(default_factory=RecordingEvents)
+    field_manager: str = "dra-operators-test"
+
+
+def writer(answers: dict[str, ApiError] | None = None) -> FakeWriter:
+    return FakeWriter(RecordingClient(answers))
+
+
+async def run(plan: Plan, fake: FakeWriter, written: list[Write] | None = None) -> Any:
+    # The fakes have the Writer's shape; the executor only calls what they record.
+    as_writer: Writer = fake  # type: ignore[assignment]
+    return await execute(plan, as_writer, written=None if written is None else written.append)
+
+
+async def test_the_steps_run_in_order_and_the_plan_returns_its_result() -> None:
+    fake = writer()
+    plan = Plan(
+        (
+            Create(RULES, {"metadata": {"name": "r"}}),
+            Patch(f"{RULES}/r", {"spec": {}}),
+            Patch("/api/v1/namespaces/ns/pods/p/status", {"status": {}}, STRATEGIC_MERGE_PATCH),
+            Delete(f"{RULES}/old", "uid-old"),
+            RecordEvent(POD, WARNING, "Reason", "message"),
+            Evict("ns", "p", "uid-p"),
+            Apply("/apis/x/v1/things/t/status", {"status": {"a": 1}}),
+        ),
+        Requeue(5.0, "more to do"),
+    )
+    assert await run(plan, fake) == Requeue(5.0, "more to do")
+    assert fake.client.calls == [
+        ("POST", RULES, {"metadata": {"name": "r"}}),
+        ("PATCH", f"{RULES}/r", {"type": "application/merge-patch+json", "body": {"spec": {}}}),
+        (
+            "PATCH",
+            "/api/v1/namespaces/ns/pods/p/status",
+            {"type": STRATEGIC_MERGE_PATCH, "body": {"status": {}}},
+        ),
+        ("DELETE", f"{RULES}/old", {"uid": "uid-old"}),
+        (
+            "POST",
+            "/api/v1/namespaces/ns/pods/p/eviction",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "deleteOptions": {"preconditions": {"uid": "uid-p"}},
+            },
+        ),
+        (
+            "APPLY",
+            "/apis/x/v1/things/t/status",
+            {"manager": "dra-operators-test", "body": {"status": {"a": 1}}},
+        ),
+    ]
+    assert fake.events.recorded == [(POD, WARNING, "Reason", "message")]
+
+
+async def test_an_empty_plan_is_done() -> None:
+    assert await run(Plan(), writer()) == Done()
+
+
+@pytest.mark.parametrize(
+    ("write", "status"),
+    [
+        (Create(RULES, {}), 409),
+        (Apply("/w", {}), 404),
+        (Patch("/w", {}), 404),
+        (Delete("/w", "u"), 404),
+        (Delete("/w", "u"), 409),
+        (Evict("ns", "w", "u"), 404),
+    ],
+    ids=["create-exists", "apply-gone", "patch-gone", "delete-gone", "delete-namesake", "evict-gone"],
+)
+async def test_tolerated_answers_count_as_done_and_the_plan_goes_on(write: Write, status: int) -> None:
+    path = "/api/v1/namespaces/ns/pods/w/eviction" if isinstance(write, Evict) else write.path
+    fake = writer({path: ApiError(status, "", "")})
+    written: list[Write] = []
+    last = Apply("/after", {})
+    assert await run(Plan((write, last)), fake, written) == Done()
+    assert written == [write, last]
+    assert fake.client.calls[-1][1] == "/after"
+
+
+async def test_any_other_answer_is_raised_and_stops_the_plan() -> None:
+    fake = writer({"/status": ApiError(409, "Conflict", "the object has been modified")})
+    written: list[Write] = []
+    with pytest.raises(ApiError) as raised:
+        await run(Plan((Patch("/status", {}), Create(RULES, {}))), fake, written)
+    assert raised.value.status == 409
+    assert [path for _, path, _ in fake.client.calls] == ["/status"], "nothing after the failed write"
+    assert written == []
+
+
+async def test_an_answer_in_ends_ends_the_plan_with_its_result() -> None:
+    fake = writer({"/status": ApiError(404, "NotFound", "")})
+    plan = Plan((Apply("/status", {}, ends={404: Done("gone")}), Create(RULES, {})), Requeue(1.0))
+    assert await run(plan, fake) == Done("gone")
+    assert [path for _, path, _ in fake.client.calls] == ["/status"]
+
+
+async def test_together_sends_every_write_within_its_limit_before_the_next_step() -> None:
+    fake = writer()
+    creates = tuple(Create(RULES, {"n": i}) for i in range(10))
+    written: list[Write] = []
+    assert await run(Plan((Together(creates, 3), Apply("/status", {}))), fake, written) == Done()
+    assert fake.client.most_in_flight == 3
+    assert [body for _, _, body in fake.client.calls[:10]] == [{"n": i} for i in range(10)]
+    assert fake.client.calls[-1][1] == "/status"
+    assert len(written) == 11
+
+
+async def test_together_answers_every_write_then_raises_the_first_failure() -> None:
+    fake = writer({f"{RULES}/b": ApiError(500, "InternalError", "etcd")})
+    writes = (Patch(f"{RULES}/a", {}), Patch(f"{RULES}/b", {}), Patch(f"{RULES}/c", {}))
+    written: list[Write] = []
+    with pytest.raises(ApiError):
+        await run(Plan((Together(writes, 32), Apply("/status", {}))), fake, written)
+    assert [path for _, path, _ in fake.client.calls] == [f"{RULES}/a", f"{RULES}/b", f"{RULES}/c"]
+    assert written == [writes[0], writes[2]], "the others were done, and counted"
+
+
+async def test_together_ends_with_the_result_of_an_ending_answer_once_all_are_answered() -> None:
+    fake = writer({"/pods/a": ApiError(429, "TooManyRequests", "budget")})
+    writes = (Delete("/pods/a", "u", ends={429: Requeue(10.0)}), Delete("/pods/b", "u"))
+    assert await run(Plan((Together(writes, 2), Apply("/status", {}))), fake) == Requeue(10.0)
+    assert [path for _, path, _ in fake.client.calls] == ["/pods/a", "/pods/b"]
