@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,21 +206,16 @@ def test_routing_and_parsing_never_fail(world: World) -> None:
     only, and a deletion is routed as well as an addition."""
     cache = ClusterCache()
     cache.workload_claims = world.workload_claims
+    Feed = tuple[Callable[[str, Any], list[Key]], Callable[[Body], Any], list[Body]]
+    groups: Feed = (cache.apply_pod_group_event, PodGroup.model_validate, world.groups)
+    templates: Feed = (cache.apply_template_event, ResourceClaimTemplate.model_validate, world.templates)
+    claims: Feed = (cache.apply_claim_event, ResourceClaim.from_body, world.claims)
+    pods: Feed = (cache.apply_pod_event, Pod.model_validate, world.pods)
     keys: list[Key] = []
-    for body in world.groups:
-        keys += cache.apply_pod_group_event("ADDED", PodGroup.model_validate(body))
-    for body in world.templates:
-        keys += cache.apply_template_event("ADDED", ResourceClaimTemplate.model_validate(body))
-    for body in world.claims:
-        keys += cache.apply_claim_event("ADDED", ResourceClaim.from_body(body))
-    for body in world.pods:
-        keys += cache.apply_pod_event("ADDED", Pod.model_validate(body))
-    for body in world.pods:
-        keys += cache.apply_pod_event("DELETED", Pod.model_validate(body))
-    for body in world.claims:
-        keys += cache.apply_claim_event("DELETED", ResourceClaim.from_body(body))
-    for body in world.groups:
-        keys += cache.apply_pod_group_event("DELETED", PodGroup.model_validate(body))
+    for event, feeds in (("ADDED", (groups, templates, claims, pods)), ("DELETED", (pods, claims, groups))):
+        for apply, project, bodies in feeds:
+            for body in bodies:
+                keys += apply(event, project(body))
     for key in keys:
         assert key.namespace == NS
         assert key.kind in (POD, CLAIM, POD_GROUP)
