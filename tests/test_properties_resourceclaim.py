@@ -117,6 +117,11 @@ class World:
         )
 
 
+def _named(bodies: list[Body], section: str, entries: str, field: str) -> set[str]:
+    """The names the bodies' ``<section>.<entries>[].<field>`` hold, where set."""
+    return {entry[field] for body in bodies for entry in body[section].get(entries) or [] if field in entry}
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
     group_names = draw(st.lists(dns_labels("pg", "pg-2"), max_size=2, unique=True))
@@ -148,20 +153,10 @@ def worlds(draw: st.DrawFn) -> World:
     consumers += [pod_group_consumer(g["metadata"]["name"], g["metadata"]["uid"]) for g in groups]
     consumers.append(pod_consumer("gone", draw(uids())))
 
-    recorded = {
-        status["resourceClaimName"]
-        for body in [*pods, *groups]
-        for status in body["status"].get("resourceClaimStatuses") or []
-        if "resourceClaimName" in status
-    }
+    recorded = _named(pods + groups, "status", "resourceClaimStatuses", "resourceClaimName")
     claim_names = draw(st.lists(st.sampled_from(sorted({*CLAIM_NAMES, *recorded})), unique=True))
     claims = [draw(claim_bodies(NS, name, owners=owners, consumers=consumers)) for name in claim_names]
-    referenced = {
-        entry["resourceClaimTemplateName"]
-        for body in [*pods, *groups]
-        for entry in body["spec"].get("resourceClaims") or []
-        if "resourceClaimTemplateName" in entry
-    }
+    referenced = _named(pods + groups, "spec", "resourceClaims", "resourceClaimTemplateName")
     template_names = draw(st.lists(st.sampled_from(sorted({*TEMPLATE_NAMES, *referenced})), unique=True))
     templates = [draw(template_bodies(NS, name)) for name in template_names]
     return World(pods, groups, claims, templates, draw(st.booleans()))
