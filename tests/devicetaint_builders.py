@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from operators.core.conditions import format_time
+from operators.core.keys import POD, Key
 from operators.core.models import parse
 from operators.devicetaint.cache import ClusterCache, Effects
-from operators.devicetaint.models import DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
+from operators.devicetaint.models import RULE, DeviceTaintRule, Pod, ResourceClaim, ResourceSlice
 
 T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DRIVER = "dra.example.com"
@@ -39,6 +40,14 @@ def tolerating(seconds_: int | None = None, **overrides: Any) -> dict[str, Any]:
         body["tolerationSeconds"] = seconds_
     body.update(overrides)
     return {k: v for k, v in body.items() if v is not None}
+
+
+TAINTED = {"gpu-0": [taint()]}
+"""A NoExecute taint on the default pool's ``gpu-0``, the device :func:`claim` allocates."""
+P1 = Key(POD, "ns1", "p1", "U1")
+"""The work key of :func:`pod`'s default pod."""
+R1 = Key(RULE, "", "example", "R1")
+"""The work key of :func:`rule`'s default rule."""
 
 
 def resource_slice(

@@ -12,22 +12,19 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from devicetaint_builders import KEY
+from devicetaint_builders import KEY, P1, R1
 from prometheus_client import REGISTRY
 
 from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
-from operators.core.keys import POD as POD_KIND
-from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
 from operators.core.workqueue import WorkQueue
 from operators.devicetaint.apis import discover
 from operators.devicetaint.controller import DeviceTaintController
-from operators.devicetaint.models import RULE
 from operators.devicetaint.operator import DEFINITION
 from operators.devicetaint.podeviction import BudgetRefusal, PodEvict, blocking_budget, budget_retry_delay
 from operators.devicetaint.settings import Settings
@@ -169,7 +166,6 @@ POD: dict[str, Any] = {
     "metadata": {"name": "p1", "namespace": "ns1", "uid": "U1"},
     "spec": {"nodeName": "node-1", "resourceClaims": [{"name": "gpu", "resourceClaimName": "c1"}]},
 }
-P1 = Key(POD_KIND, "ns1", "p1", "U1")
 TAINT = {"key": KEY, "value": "Broken", "effect": "NoExecute", "timeAdded": "2026-03-01T12:00:00Z"}
 
 
@@ -192,14 +188,20 @@ async def test_1_37_watches_v1_rules_with_status() -> None:
     assert apis.rule_status_writable
 
 
-async def test_only_v1beta2_serves_rules() -> None:
-    controller, client = make_controller(CLUSTER_1_36_BETA)
+async def sync_example_rule(cluster: dict[str, dict[str, Any]]) -> tuple[DeviceTaintController, FakeClient]:
+    """Start on ``cluster``, then sync a rule that taints nothing; the client holds its writes."""
+    controller, client = make_controller(cluster)
     assert await start(controller)
-    assert watched_rule_versions(controller) == ["v1beta2"]
     controller.upsert_rule(
         {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
     )
-    await controller.sync(Key(RULE, "", "example", "R1"))
+    await controller.sync(R1)
+    return controller, client
+
+
+async def test_only_v1beta2_serves_rules() -> None:
+    controller, client = await sync_example_rule(CLUSTER_1_36_BETA)
+    assert watched_rule_versions(controller) == ["v1beta2"]
     ((path, body),) = client.writes("APPLY")
     assert path == "/apis/resource.k8s.io/v1beta2/devicetaintrules/example/status"
     assert body["manager"] == "dra-operators-devicetaint"
@@ -226,13 +228,8 @@ async def test_without_rule_api_slice_taints_still_evict(caplog: pytest.LogCaptu
 
 
 async def test_rule_status_not_written_without_status_subresource() -> None:
-    controller, client = make_controller(CLUSTER_ALPHA_WITHOUT_STATUS)
-    assert await start(controller)
+    controller, client = await sync_example_rule(CLUSTER_ALPHA_WITHOUT_STATUS)
     assert watched_rule_versions(controller) == ["v1alpha3"]
-    controller.upsert_rule(
-        {"metadata": {"name": "example", "uid": "R1", "generation": 1}, "spec": {"taint": TAINT}}
-    )
-    await controller.sync(Key(RULE, "", "example", "R1"))
     assert client.writes("APPLY") == []
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devicetaint_builders import T, fixture_f, pod, seconds, taint
+from devicetaint_builders import P1, T, fixture_f, pod, seconds, taint
 
 from operators.core.keys import POD, Key
 from operators.devicetaint.evaluation import PodEviction, RuleTaintReason
@@ -18,7 +18,6 @@ from operators.devicetaint.podeviction import (
 )
 from operators.dra.taints import Eviction
 
-P1 = Key(POD, "ns1", "p1", "U1")
 DUE: PodEviction = Eviction(T, frozenset({RuleTaintReason("example", "R1")}))
 OUR_CONDITION = {
     "type": "DisruptionTarget",

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from devicetaint_builders import (
     DRIVER,
+    P1,
+    R1,
+    TAINTED,
     T,
     claim,
     delays_of,
@@ -22,11 +25,6 @@ from operators.core.keys import POD, Key
 from operators.core.models import UnparsableObject, parse
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.models import RULE, Pod, ResourceClaim
-
-P1 = Key(POD, "ns1", "p1", "U1")
-R1 = Key(RULE, "", "example", "R1")
-TAINTED = {"gpu-0": [taint()]}
-
 
 # --- Claims ------------------------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ from devicetaint_builders import (
     DRIVER,
     FOREVER,
     KEY,
+    P1,
+    R1,
+    TAINTED,
     T,
     claim,
     enqueued,
@@ -32,9 +35,6 @@ from operators.devicetaint.messages import RuleDecision, RuleRequeue, RuleUnchan
 from operators.devicetaint.models import RULE, pod_key
 from operators.devicetaint.podeviction import EvictionResult, PodDecision, PodDone, PodEvict, PodNotYet
 
-P1 = Key(POD, "ns1", "p1", "U1")
-R1 = Key(RULE, "", "example", "R1")
-TAINTED = {"gpu-0": [taint()]}
 DRY_TAIL = (
     "if the effect was NoExecute. This information will not be updated again. "
     "Recreate the DeviceTaintRule to trigger an update."

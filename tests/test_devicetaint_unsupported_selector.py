@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from devicetaint_builders import DRIVER, T, fixture_f, rule, seconds
+from devicetaint_builders import DRIVER, P1, R1, T, fixture_f, rule, seconds
 from test_devicetaint_controller import (
     CLAIM,
     NO_RULES,
@@ -31,11 +31,8 @@ from operators.devicetaint.messages import (
     RuleWrite,
     unsupported_selector_text,
 )
-from operators.devicetaint.models import RULE
 from operators.dra.taintrules import RuleDeviceSelector, narrows_beyond_names, rule_matches
 
-P1 = Key(POD_KIND, "ns1", "p1", "U1")
-R1 = Key(RULE, "", "example", "R1")
 BY_CLASS = {"driver": DRIVER, "deviceClassName": "gpu-class"}
 BY_CEL = {"driver": DRIVER, "selectors": [{"cel": {"expression": 'device.attributes["m"].x == "a"'}}]}
 BY_BOTH = {**BY_CLASS, **BY_CEL}

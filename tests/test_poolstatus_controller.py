@@ -124,6 +124,16 @@ def key(surface: Surface, name: str) -> Key:
     return request_key((surface.group, name))
 
 
+async def writes_then_settles(
+    controller: PoolStatusController, client: FakeClient, request: Key, writes: int
+) -> None:
+    """The request's sync writes ``writes`` times; syncing it again writes nothing more."""
+    await controller.sync(request)
+    assert len(client.writes()) == writes
+    await controller.sync(request)
+    assert len(client.writes()) == writes
+
+
 # -- discovery ---------------------------------------------------------------------------------
 
 
@@ -251,14 +261,11 @@ async def test_lost_race_on_conflict(client: FakeClient) -> None:
     controller.upsert_request(BUILTIN, request_body("r"))
     client.patch_errors.append(ApiError(409, "Conflict", "changed"))
     client.objects[BUILTIN.path("r")] = request_body("r", poolCount=3)
-    await controller.sync(key(BUILTIN, "r"))
-    assert len(client.writes()) == 1
+    await writes_then_settles(controller, client, key(BUILTIN, "r"), writes=1)
     after = value(
         "dra_operators_poolstatus_status_write_conflicts_total", group=group, outcome="other_writer"
     )
     assert after == before + 1
-    await controller.sync(key(BUILTIN, "r"))
-    assert len(client.writes()) == 1
 
 
 async def test_conflict_without_status_retries_with_the_new_version(client: FakeClient) -> None:
@@ -303,10 +310,7 @@ async def test_rejected_fallback_gives_up(client: FakeClient) -> None:
     controller.upsert_request(BUILTIN, request_body("r"))
     client.objects[BUILTIN.path("r")] = request_body("r")
     client.patch_errors += [ApiError(422, "Invalid", "no"), ApiError(413, "TooLarge", "no")]
-    await controller.sync(key(BUILTIN, "r"))
-    assert len(client.writes()) == 2
-    await controller.sync(key(BUILTIN, "r"))
-    assert len(client.writes()) == 2
+    await writes_then_settles(controller, client, key(BUILTIN, "r"), writes=2)
 
 
 async def test_gone_and_transient_answers(client: FakeClient) -> None:

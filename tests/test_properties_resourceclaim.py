@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,11 @@ class World:
         )
 
 
+def _named(bodies: list[Body], section: str, entries: str, field: str) -> set[str]:
+    """The names the bodies' ``<section>.<entries>[].<field>`` hold, where set."""
+    return {entry[field] for body in bodies for entry in body[section].get(entries) or [] if field in entry}
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
     group_names = draw(st.lists(dns_labels("pg", "pg-2"), max_size=2, unique=True))
@@ -147,20 +153,10 @@ def worlds(draw: st.DrawFn) -> World:
     consumers += [pod_group_consumer(g["metadata"]["name"], g["metadata"]["uid"]) for g in groups]
     consumers.append(pod_consumer("gone", draw(uids())))
 
-    recorded = {
-        status["resourceClaimName"]
-        for body in [*pods, *groups]
-        for status in body["status"].get("resourceClaimStatuses") or []
-        if "resourceClaimName" in status
-    }
+    recorded = _named(pods + groups, "status", "resourceClaimStatuses", "resourceClaimName")
     claim_names = draw(st.lists(st.sampled_from(sorted({*CLAIM_NAMES, *recorded})), unique=True))
     claims = [draw(claim_bodies(NS, name, owners=owners, consumers=consumers)) for name in claim_names]
-    referenced = {
-        entry["resourceClaimTemplateName"]
-        for body in [*pods, *groups]
-        for entry in body["spec"].get("resourceClaims") or []
-        if "resourceClaimTemplateName" in entry
-    }
+    referenced = _named(pods + groups, "spec", "resourceClaims", "resourceClaimTemplateName")
     template_names = draw(st.lists(st.sampled_from(sorted({*TEMPLATE_NAMES, *referenced})), unique=True))
     templates = [draw(template_bodies(NS, name)) for name in template_names]
     return World(pods, groups, claims, templates, draw(st.booleans()))
@@ -205,21 +201,16 @@ def test_routing_and_parsing_never_fail(world: World) -> None:
     only, and a deletion is routed as well as an addition."""
     cache = ClusterCache()
     cache.workload_claims = world.workload_claims
+    Feed = tuple[Callable[[str, Any], list[Key]], Callable[[Body], Any], list[Body]]
+    groups: Feed = (cache.apply_pod_group_event, PodGroup.model_validate, world.groups)
+    templates: Feed = (cache.apply_template_event, ResourceClaimTemplate.model_validate, world.templates)
+    claims: Feed = (cache.apply_claim_event, ResourceClaim.from_body, world.claims)
+    pods: Feed = (cache.apply_pod_event, Pod.model_validate, world.pods)
     keys: list[Key] = []
-    for body in world.groups:
-        keys += cache.apply_pod_group_event("ADDED", PodGroup.model_validate(body))
-    for body in world.templates:
-        keys += cache.apply_template_event("ADDED", ResourceClaimTemplate.model_validate(body))
-    for body in world.claims:
-        keys += cache.apply_claim_event("ADDED", ResourceClaim.from_body(body))
-    for body in world.pods:
-        keys += cache.apply_pod_event("ADDED", Pod.model_validate(body))
-    for body in world.pods:
-        keys += cache.apply_pod_event("DELETED", Pod.model_validate(body))
-    for body in world.claims:
-        keys += cache.apply_claim_event("DELETED", ResourceClaim.from_body(body))
-    for body in world.groups:
-        keys += cache.apply_pod_group_event("DELETED", PodGroup.model_validate(body))
+    for event, feeds in (("ADDED", (groups, templates, claims, pods)), ("DELETED", (pods, claims, groups))):
+        for apply, project, bodies in feeds:
+            for body in bodies:
+                keys += apply(event, project(body))
     for key in keys:
         assert key.namespace == NS
         assert key.kind in (POD, CLAIM, POD_GROUP)

@@ -282,6 +282,13 @@ def _api_call(method: str, path: str) -> tuple[str, str, str]:
     return group, resource, verb
 
 
+def assert_api_calls(h: Harness, expected: set[tuple[str, str, str]]) -> None:
+    """The harness's client made exactly the ``expected`` API calls, each one declared in API_CALLS."""
+    used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
+    assert used == expected
+    assert used <= set(API_CALLS)
+
+
 async def test_every_request_is_a_declared_api_call() -> None:
     h = Harness()
     h.controller.upsert_template(template_body())
@@ -303,17 +310,18 @@ async def test_every_request_is_a_declared_api_call() -> None:
     h.clock.now += 61
     await h.controller.sync(CONFIRM_KEY)
 
-    used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
-    assert used == {
-        ("resource.k8s.io", "resourceclaims", "create"),
-        ("", "pods/status", "patch"),
-        ("", "pods", "get"),
-        ("resource.k8s.io", "resourceclaims/status", "update"),
-        ("resource.k8s.io", "resourceclaims", "update"),
-        ("resource.k8s.io", "resourceclaims", "delete"),
-        ("resource.k8s.io", "resourceclaims", "get"),
-    }
-    assert used <= set(API_CALLS)
+    assert_api_calls(
+        h,
+        {
+            ("resource.k8s.io", "resourceclaims", "create"),
+            ("", "pods/status", "patch"),
+            ("", "pods", "get"),
+            ("resource.k8s.io", "resourceclaims/status", "update"),
+            ("resource.k8s.io", "resourceclaims", "update"),
+            ("resource.k8s.io", "resourceclaims", "delete"),
+            ("resource.k8s.io", "resourceclaims", "get"),
+        },
+    )
 
 
 def test_a_claim_version_already_held_is_not_parsed_again() -> None:
@@ -420,14 +428,15 @@ async def test_every_podgroup_request_is_a_declared_api_call() -> None:
     h.controller.upsert_claim(reserved)
     await h.controller.sync(Key(CLAIM, "demo", "shared"))
 
-    used = {_api_call(method, path) for method, path, _, _ in h.client.calls}
-    assert used == {
-        ("resource.k8s.io", "resourceclaims", "create"),
-        ("scheduling.k8s.io", "podgroups/status", "patch"),
-        ("scheduling.k8s.io", "podgroups", "get"),
-        ("resource.k8s.io", "resourceclaims/status", "update"),
-    }
-    assert used <= set(API_CALLS)
+    assert_api_calls(
+        h,
+        {
+            ("resource.k8s.io", "resourceclaims", "create"),
+            ("scheduling.k8s.io", "podgroups/status", "patch"),
+            ("scheduling.k8s.io", "podgroups", "get"),
+            ("resource.k8s.io", "resourceclaims/status", "update"),
+        },
+    )
 
 
 def test_podgroups_are_discovered_newest_first_and_never_as_v1alpha1() -> None:

@@ -250,13 +250,19 @@ async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_a_periodic_key_runs_now_and_again_every_interval_after_each_completion() -> None:
-    queue = _queue()
+def _timed_runs() -> tuple[list[float], Callable[[str], Awaitable[None]]]:
+    """A sync that records when each of its runs started, and that list."""
     runs: list[float] = []
 
     async def sync(key: str) -> None:
         runs.append(time.monotonic())
 
+    return runs, sync
+
+
+async def test_a_periodic_key_runs_now_and_again_every_interval_after_each_completion() -> None:
+    queue = _queue()
+    runs, sync = _timed_runs()
     started = time.monotonic()
     queue.every("tick", 0.05)
     async with _running(queue, 4, sync):
@@ -268,11 +274,7 @@ async def test_a_periodic_key_runs_now_and_again_every_interval_after_each_compl
 
 async def test_a_periodic_key_can_first_run_after_one_interval() -> None:
     queue = _queue()
-    runs: list[float] = []
-
-    async def sync(key: str) -> None:
-        runs.append(time.monotonic())
-
+    runs, sync = _timed_runs()
     started = time.monotonic()
     queue.every("tick", 0.1, first=0.1)
     assert len(queue) == 0

@@ -106,6 +106,12 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def _no_response(method: str, err: Exception) -> ApiError:
+    """A request that got no answer (a timeout, a refused or dropped connection), counted as such."""
+    client_request_done(method, "error")
+    return ApiError(0, type(err).__name__, str(err) or type(err).__name__)
+
+
 def _parsed(raw: bytes) -> Any:
     try:
         return wirejson.loads(raw) if raw else None
@@ -285,22 +291,14 @@ class KubeClient:
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
         data = None if body is None else body if isinstance(body, (bytes, str)) else wirejson.dumps(body)
         try:
-            async with self.session.request(
-                method,
-                self.server + path,
-                params=dict(params or {}),
-                headers=headers,
-                data=data,
-                timeout=timeout,
-                proxy=self.proxy,
-                proxy_auth=self.proxy_auth,
+            async with self._send(
+                method, path, params=dict(params or {}), headers=headers, data=data, timeout=timeout
             ) as response:
                 raw = await response.read()
                 status = response.status
                 retry_after = _retry_after(response.headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
-            client_request_done(method, "error")
-            raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
+            raise _no_response(method, err) from err
         client_request_done(method, str(status))
         succeeded = 200 <= status < 300
         if succeeded and self._on_success is not None:
@@ -332,14 +330,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=timeout_seconds + 60)
         query = {**params, "watch": "true", "timeoutSeconds": str(timeout_seconds)}
         try:
-            async with self.session.get(
-                self.server + path,
-                params=query,
-                headers=headers,
-                timeout=timeout,
-                proxy=self.proxy,
-                proxy_auth=self.proxy_auth,
-            ) as response:
+            async with self._send("GET", path, params=query, headers=headers, timeout=timeout) as response:
                 client_request_done("WATCH", str(response.status))
                 if response.status != 200:
                     raw = await response.read()
@@ -353,8 +344,15 @@ class KubeClient:
                     if line.strip():
                         yield line
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
-            client_request_done("WATCH", "error")
-            raise ApiError(0, type(err).__name__, str(err) or type(err).__name__) from err
+            raise _no_response("WATCH", err) from err
+
+    def _send(
+        self, method: str, path: str, **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        """The aiohttp request, through the proxy resolved once at start (no per-request lookup)."""
+        return self.session.request(
+            method, self.server + path, proxy=self.proxy, proxy_auth=self.proxy_auth, **options
+        )
 
     async def get(self, path: str, **params: str) -> Any:
         return await self.request("GET", path, params=params)

@@ -352,13 +352,20 @@ class PoolStatusController:
         )
         self._answered.add(entry.uid)
 
-    async def _on_conflict(self, entry: RequestEntry) -> Result:
+    async def _unanswered(self, entry: RequestEntry) -> dict[str, Any] | None:
+        """The request as it is now, after a refused write; None where nothing is left to write:
+        it is gone, or another writer answered it."""
         current = await self._read(entry)
         if current is None:
             self._forget(entry.uid)
-            return Done()
+            return None
         if current.get("status"):
             self._lost_race(entry)
+            return None
+        return current
+
+    async def _on_conflict(self, entry: RequestEntry) -> Result:
+        if (current := await self._unanswered(entry)) is None:
             return Done()
         conflicts = self._conflicts.get(entry.uid, 0) + 1
         self._conflicts[entry.uid] = conflicts
@@ -370,12 +377,7 @@ class PoolStatusController:
 
     async def _on_rejected(self, entry: RequestEntry, err: ApiError) -> Result:
         name = entry.request.metadata.name
-        current = await self._read(entry)
-        if current is None:
-            self._forget(entry.uid)
-            return Done()
-        if current.get("status"):
-            self._lost_race(entry)
+        if (current := await self._unanswered(entry)) is None:
             return Done()
         if entry.uid in self._fallback_sent:
             log.error(

@@ -125,16 +125,18 @@ def partition_cost_mismatch(driver: str, pool: str, partition_type: str) -> str:
 
 
 def partition_summary_over_cap(driver: str, pool: str, count: int) -> str:
-    return validation_error(
-        f"{PREFIX_PARTITION_SUMMARY_OVER_CAP} pool {driver}/{pool} has {count} partition types, "
-        f"exceeding the maximum of {MAX_SUMMARY_ENTRIES}"
-    )
+    return _summary_over_cap(PREFIX_PARTITION_SUMMARY_OVER_CAP, driver, pool, count, "partition types")
 
 
 def shareable_summary_over_cap(driver: str, pool: str, count: int) -> str:
+    return _summary_over_cap(
+        PREFIX_SHAREABLE_SUMMARY_OVER_CAP, driver, pool, count, "shareable capacity keys"
+    )
+
+
+def _summary_over_cap(prefix: str, driver: str, pool: str, count: int, entries: str) -> str:
     return validation_error(
-        f"{PREFIX_SHAREABLE_SUMMARY_OVER_CAP} pool {driver}/{pool} has {count} shareable capacity keys, "
-        f"exceeding the maximum of {MAX_SUMMARY_ENTRIES}"
+        f"{prefix} pool {driver}/{pool} has {count} {entries}, exceeding the maximum of {MAX_SUMMARY_ENTRIES}"
     )
 
 

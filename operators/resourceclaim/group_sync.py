@@ -23,17 +23,16 @@ re-created (the pod bug of kubernetes/kubernetes#138407, fixed there for pods on
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Generator
 
-from operators.core.reconcile import Done, GiveUp, Retry
+from operators.core.reconcile import Done
 from operators.dra.podgroups import PodGroup, PodGroupResourceClaim, pod_group_owner
 
 from .bodies import pod_group_status_apply
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON
 from .plan import Action, ApplyPodGroupStatus, EmitEvent, Failed, Log, Plan, Reply
-from .pod_sync import EntryFailure, create_claim, template_missing_error
+from .pod_sync import EntryFailure, create_claim, status_apply_failed
 from .resolution import Resolved, group_unsupported_message, is_controlled_by_group, resolve_group_entry
 
 
@@ -63,10 +62,9 @@ def sync_pod_group(cache: ClusterCache, namespace: str, name: str) -> Plan:
             api_version=cache.pod_group_api_version,
             kind="PodGroup",
         )
-        error = f"PodGroup {group.namespace}/{group.name}, PodGroupResourceClaim {entry.name}: {failure.text}"
-        if failure.retryable:
-            return Retry(error, failure.retry_after)
-        return GiveUp(error)
+        return failure.result(
+            f"PodGroup {group.namespace}/{group.name}, PodGroupResourceClaim {entry.name}: {failure.text}"
+        )
 
     if new_mappings:
         reply = yield ApplyPodGroupStatus(
@@ -75,12 +73,7 @@ def sync_pod_group(cache: ClusterCache, namespace: str, name: str) -> Plan:
             pod_group_status_apply(group, new_mappings, cache.pod_group_api_version),
         )
         if isinstance(reply, Failed):
-            if reply.not_found:
-                return Done("PodGroup is gone; the garbage collector takes its claims")
-            return Retry(
-                f"update PodGroup {group.namespace}/{group.name} ResourceClaimStatuses: {reply.message}",
-                reply.retry_after,
-            )
+            return status_apply_failed(reply, "PodGroup", f"{group.namespace}/{group.name}")
     return Done()
 
 
@@ -114,19 +107,16 @@ def _handle_entry(
 
     claim = cache.find_generated_claim(group.namespace, group.uid, entry.name)
     if claim is None:
-        template = cache.template(group.namespace, template_name)
-        if template is None:
-            return EntryFailure(template_missing_error(template_name))
         created = yield from create_claim(
-            cache, pod_group_owner(group, cache.pod_group_api_version), group.namespace, entry.name, template
+            cache,
+            pod_group_owner(group, cache.pod_group_api_version),
+            group.namespace,
+            entry.name,
+            template_name,
+            {"podGroup": f"{group.namespace}/{group.name}"},
         )
         if isinstance(created, EntryFailure):
             return created
         claim = created
-        yield Log(
-            "Created ResourceClaim",
-            {"podGroup": f"{group.namespace}/{group.name}", "claim": claim.name},
-            level=logging.DEBUG,
-        )
     new_mappings[entry.name] = claim.name
     return None

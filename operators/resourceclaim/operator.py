@@ -63,32 +63,30 @@ API_CALLS: Final[list[tuple[str, str, str]]] = [
     *RUNTIME_API_CALLS,
 ]
 
+
+def _applies_claim_statuses(api_group: str, plural: str) -> Signature:
+    """kube-controller-manager's claim controller applying ``status.resourceClaimStatuses`` under a
+    field manager of its own name."""
+    return Signature(
+        api_group=api_group,
+        plural=plural,
+        manager="ResourceClaimController",
+        operation="Apply",
+        subresource="status",
+        owns=("f:status", "f:resourceClaimStatuses"),
+        wrote="applied status.resourceClaimStatuses of",
+    )
+
+
 IN_TREE: Final = InTreeController(
     "resourceclaim-controller",
     (
-        # It applies every pod's claim statuses under a field manager of its own name.
-        Signature(
-            api_group="",
-            plural="pods",
-            manager="ResourceClaimController",
-            operation="Apply",
-            subresource="status",
-            owns=("f:status", "f:resourceClaimStatuses"),
-            wrote="applied status.resourceClaimStatuses of",
-        ),
+        _applies_claim_statuses("", "pods"),
         # With PodGroup claims, it applies each group's claim statuses the same way. The claims it
         # creates are no evidence: a tenant who may create claims chooses any field manager
         # (kubectl create --field-manager=kube-controller-manager), while these two writes need
         # pods/status or podgroups/status, which tenants are not given.
-        Signature(
-            api_group=SCHEDULING_GROUP,
-            plural="podgroups",
-            manager="ResourceClaimController",
-            operation="Apply",
-            subresource="status",
-            owns=("f:status", "f:resourceClaimStatuses"),
-            wrote="applied status.resourceClaimStatuses of",
-        ),
+        _applies_claim_statuses(SCHEDULING_GROUP, "podgroups"),
     ),
 )
 

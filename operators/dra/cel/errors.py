@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "cel_function",
     "error_value",
     "no_overload",
+    "ordering_functions",
 ]
 
 
@@ -89,3 +91,34 @@ def cel_function(function: F) -> F:
             return CELEvalError("expression nests too deeply")
 
     return wrapper  # type: ignore[return-value]
+
+
+class Ordered(Protocol):
+    def compare(self, other: Any, /) -> int: ...
+
+
+def ordering_functions(kind: type[Ordered]) -> dict[str, Callable[..., Any]]:
+    """``compareTo``, ``isGreaterThan`` and ``isLessThan`` of Kubernetes' Quantity and Semver
+    libraries: both operands must be of ``kind``, which orders them."""
+
+    def operands(function: str, left: Any, right: Any) -> tuple[Ordered, Ordered]:
+        if not isinstance(left, kind) or not isinstance(right, kind):
+            raise no_overload(function, left, right)
+        return left, right
+
+    @cel_function
+    def compare_to(receiver: Any, other: Any) -> celtypes.IntType:
+        left, right = operands("compareTo", receiver, other)
+        return celtypes.IntType(left.compare(right))
+
+    @cel_function
+    def is_greater_than(receiver: Any, other: Any) -> celtypes.BoolType:
+        left, right = operands("isGreaterThan", receiver, other)
+        return celtypes.BoolType(left.compare(right) > 0)
+
+    @cel_function
+    def is_less_than(receiver: Any, other: Any) -> celtypes.BoolType:
+        left, right = operands("isLessThan", receiver, other)
+        return celtypes.BoolType(left.compare(right) < 0)
+
+    return {"compareTo": compare_to, "isGreaterThan": is_greater_than, "isLessThan": is_less_than}

@@ -34,7 +34,7 @@ from celpy import celtypes
 
 from operators.dra.quantity import Quantity
 
-from .errors import FunctionError, cel_function, no_overload
+from .errors import FunctionError, cel_function, no_overload, ordering_functions
 
 __all__ = ["FUNCTIONS", "MAX_EXPONENT_GAP", "CelQuantity", "GoAmount", "parse_go_quantity"]
 
@@ -326,24 +326,6 @@ def sub(receiver: Any, other: Any) -> CelQuantity:
     return CelQuantity(_combine(q.amount, amount, -1))
 
 
-@cel_function
-def compare_to(receiver: Any, other: Any) -> celtypes.IntType:
-    left, right = _quantity_arg("compareTo", receiver, other)
-    return celtypes.IntType(left.compare(right))
-
-
-@cel_function
-def is_greater_than(receiver: Any, other: Any) -> celtypes.BoolType:
-    left, right = _quantity_arg("isGreaterThan", receiver, other)
-    return celtypes.BoolType(left.compare(right) > 0)
-
-
-@cel_function
-def is_less_than(receiver: Any, other: Any) -> celtypes.BoolType:
-    left, right = _quantity_arg("isLessThan", receiver, other)
-    return celtypes.BoolType(left.compare(right) < 0)
-
-
 # compareTo, isGreaterThan and isLessThan are shared with semver; program.py dispatches on the receiver.
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "quantity": quantity,
@@ -354,7 +336,5 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "asApproximateFloat": as_approximate_float,
     "add": add,
     "sub": sub,
-    "compareTo": compare_to,
-    "isGreaterThan": is_greater_than,
-    "isLessThan": is_less_than,
+    **ordering_functions(CelQuantity),
 }

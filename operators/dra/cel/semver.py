@@ -19,7 +19,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from .errors import FunctionError, cel_function, no_overload
+from .errors import FunctionError, cel_function, no_overload, ordering_functions
 
 __all__ = ["FUNCTIONS", "CelSemver", "parse_semver"]
 
@@ -192,37 +192,11 @@ def patch(value: Any) -> celtypes.IntType:
     return _int64(_version("patch", value).patch)
 
 
-def _pair(function: str, left: Any, right: Any) -> tuple[CelSemver, CelSemver]:
-    if not isinstance(left, CelSemver) or not isinstance(right, CelSemver):
-        raise no_overload(function, left, right)
-    return left, right
-
-
-@cel_function
-def compare_to(receiver: Any, other: Any) -> celtypes.IntType:
-    left, right = _pair("compareTo", receiver, other)
-    return celtypes.IntType(left.compare(right))
-
-
-@cel_function
-def is_greater_than(receiver: Any, other: Any) -> celtypes.BoolType:
-    left, right = _pair("isGreaterThan", receiver, other)
-    return celtypes.BoolType(left.compare(right) > 0)
-
-
-@cel_function
-def is_less_than(receiver: Any, other: Any) -> celtypes.BoolType:
-    left, right = _pair("isLessThan", receiver, other)
-    return celtypes.BoolType(left.compare(right) < 0)
-
-
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "semver": semver,
     "isSemver": is_semver,
     "major": major,
     "minor": minor,
     "patch": patch,
-    "compareTo": compare_to,
-    "isGreaterThan": is_greater_than,
-    "isLessThan": is_less_than,
+    **ordering_functions(CelSemver),
 }

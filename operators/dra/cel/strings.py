@@ -51,15 +51,23 @@ def char_at(text: Any, index: Any) -> celtypes.StringType:
     return celtypes.StringType(text[index] if index < len(text) else "")
 
 
-def string_index_of(text: Any, *args: Any) -> celtypes.IntType:
-    _check("indexOf", text, args, "si"[: max(len(args), 1)])
-    needle, offset = str(args[0]), int(args[1]) if len(args) > 1 else 0
+def _without_search(text: str, needle: str, offset: int) -> celtypes.IntType | None:
+    """The answer of ``indexOf`` and ``lastIndexOf`` where no search is needed (an empty needle, an
+    offset past the text), or None; a negative offset is an error for both."""
     if offset < 0:
         raise FunctionError(f"index out of range: {offset}")
     if not needle:
         return celtypes.IntType(min(offset, len(text)))
     if offset >= len(text):
         return celtypes.IntType(-1)
+    return None
+
+
+def string_index_of(text: Any, *args: Any) -> celtypes.IntType:
+    _check("indexOf", text, args, "si"[: max(len(args), 1)])
+    needle, offset = str(args[0]), int(args[1]) if len(args) > 1 else 0
+    if (answer := _without_search(text, needle, offset)) is not None:
+        return answer
     return celtypes.IntType(text.find(needle, offset))
 
 
@@ -72,12 +80,8 @@ def string_last_index_of(text: Any, *args: Any) -> celtypes.IntType:
             return celtypes.IntType(len(text))
         if len(text) < len(needle):
             return celtypes.IntType(-1)
-    if offset < 0:
-        raise FunctionError(f"index out of range: {offset}")
-    if not needle:
-        return celtypes.IntType(min(offset, len(text)))
-    if offset >= len(text):
-        return celtypes.IntType(-1)
+    if (answer := _without_search(text, needle, offset)) is not None:
+        return answer
     # The offset is the last position where a match may *start*.
     return celtypes.IntType(text.rfind(needle, 0, offset + len(needle)))
 
