@@ -48,7 +48,7 @@ class RecordingClient:
             self.in_flight -= 1
         if path in self.answers:
             raise self.answers[path]
-        return {}
+        return {"answered": path}
 
     async def create(self, path: str, body: dict[str, Any]) -> Any:
         return await self._call("POST", path, body)
@@ -59,8 +59,8 @@ class RecordingClient:
     async def patch(self, path: str, body: dict[str, Any], content_type: str) -> Any:
         return await self._call("PATCH", path, {"type": content_type, "body": body})
 
-    async def delete(self, path: str, uid: str | None = None) -> Any:
-        return await self._call("DELETE", path, {"uid": uid})
+    async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
+        return await self._call("DELETE", path, {"uid": uid, **params})
 
     async def request(self, method: str, path: str, *, body: Any, want_reply: bool) -> Any:
         return await self._call(method, path, body)
@@ -132,6 +132,23 @@ async def test_the_steps_run_in_order_and_the_plan_returns_its_result() -> None:
         ),
     ]
     assert fake.events.recorded == [(POD, WARNING, "Reason", "message")]
+
+
+async def test_a_delete_can_name_its_propagation_policy() -> None:
+    fake = writer()
+    await run(Plan((Delete(f"{RULES}/old", "uid-old", propagation="Background"),)), fake)
+    assert fake.client.calls == [
+        ("DELETE", f"{RULES}/old", {"uid": "uid-old", "propagationPolicy": "Background"})
+    ]
+
+
+async def test_replied_hears_the_answer_of_each_write_answered_2xx_only() -> None:
+    fake = writer({"/gone": ApiError(404, "NotFound", "")})
+    replies: list[tuple[Write, Any]] = []
+    kept, gone = Patch("/kept", {"status": {}}), Patch("/gone", {})
+    as_writer: Writer = fake  # type: ignore[assignment]
+    await execute(Plan((kept, gone)), as_writer, replied=lambda write, reply: replies.append((write, reply)))
+    assert replies == [(kept, {"answered": "/kept"})]
 
 
 async def test_an_empty_plan_is_done() -> None:

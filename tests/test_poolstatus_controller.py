@@ -421,6 +421,9 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     client.delete_errors[BUILTIN.path("broken")] = ApiError(500, "InternalError", "etcd")
     errors = value("dra_operators_poolstatus_ttl_deletion_errors_total", group="resource.k8s.io")
     pending = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
+    builtin = value(
+        "dra_operators_poolstatus_ttl_deletions_total", group="resource.k8s.io", state="completed"
+    )
     await controller.sync(TTL_KEY)
     deletes = {path: args for verb, path, args in client.calls if verb == "delete"}
     assert set(deletes) == {
@@ -433,6 +436,10 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     assert value("dra_operators_poolstatus_ttl_deletion_errors_total", group="resource.k8s.io") == errors + 1
     after = value("dra_operators_poolstatus_ttl_deletions_total", group="dra-operators.io", state="pending")
     assert after == pending + 1
+    assert (
+        value("dra_operators_poolstatus_ttl_deletions_total", group="resource.k8s.io", state="completed")
+        == builtin
+    ), "neither the name reused (409) nor the failure is a deletion"
     # The discovery re-check; the worker that runs the sweep re-arms it (WorkQueue.every).
     assert runtime.queue.waiting == 1
 

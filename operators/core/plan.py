@@ -108,6 +108,9 @@ class Delete(_Answers):
     path: str
     uid: str
     tolerate: frozenset[int] = _tolerate(404, 409)
+    propagation: str = field(default="", kw_only=True)
+    """The ``propagationPolicy`` (``Background``, ``Foreground``, ``Orphan``); empty: the server's
+    default for the kind."""
 
 
 @dataclass(frozen=True)
@@ -170,43 +173,61 @@ class Writer(Protocol):
     def field_manager(self) -> str: ...
 
 
-async def execute(plan: Plan, writer: Writer, *, written: Callable[[Write], None] | None = None) -> Result:
+@dataclass(frozen=True)
+class _Hearers:
+    written: Callable[[Write], None] | None
+    replied: Callable[[Write, Any], None] | None
+
+
+async def execute(
+    plan: Plan,
+    writer: Writer,
+    *,
+    written: Callable[[Write], None] | None = None,
+    replied: Callable[[Write, Any], None] | None = None,
+) -> Result:
     """Carry out ``plan`` and return its Result, or the Result an answer ``ends`` it with.
 
     ``written`` hears of every write that is done (answered 2xx or a tolerated error), for the
-    operator's metrics."""
+    operator's metrics. ``replied`` hears the server's answer to every write answered 2xx (the
+    object as the server kept it; None for an eviction), for a caller that compares it with what
+    it sent."""
+    hearers = _Hearers(written, replied)
     for step in plan.steps:
         if isinstance(step, RecordEvent):
             writer.events.record(step.ref, step.type, step.reason, step.message)
             continue
         ended = await (
-            _together(step, writer, written) if isinstance(step, Together) else _one(step, writer, written)
+            _together(step, writer, hearers) if isinstance(step, Together) else _one(step, writer, hearers)
         )
         if ended is not None:
             return ended
     return plan.result
 
 
-async def _one(write: Write, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+async def _one(write: Write, writer: Writer, hearers: _Hearers) -> Result | None:
     """Send one write; a Result when its answer ends the plan."""
     try:
-        await _send(write, writer)
+        reply = await _send(write, writer)
     except ApiError as err:
         if err.status in write.ends:
             return write.ends[err.status]
         if err.status not in write.tolerate:
             raise
-    if written is not None:
-        written(write)
+    else:
+        if hearers.replied is not None:
+            hearers.replied(write, reply)
+    if hearers.written is not None:
+        hearers.written(write)
     return None
 
 
-async def _together(step: Together, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+async def _together(step: Together, writer: Writer, hearers: _Hearers) -> Result | None:
     semaphore = asyncio.Semaphore(step.limit)
 
     async def bounded(write: Write) -> Result | None:
         async with semaphore:
-            return await _one(write, writer, written)
+            return await _one(write, writer, hearers)
 
     answers = await asyncio.gather(*(bounded(write) for write in step.writes), return_exceptions=True)
     ended: Result | None = None
@@ -217,19 +238,20 @@ async def _together(step: Together, writer: Writer, written: Callable[[Write], N
     return ended
 
 
-async def _send(write: Write, writer: Writer) -> None:
+async def _send(write: Write, writer: Writer) -> Any:
     client = writer.client
     if isinstance(write, Create):
-        await client.create(write.path, write.body)
-    elif isinstance(write, Apply):
-        await client.apply(write.path, write.body, writer.field_manager)
-    elif isinstance(write, Patch):
-        await client.patch(write.path, write.body, content_type=write.content_type)
-    elif isinstance(write, Delete):
-        await client.delete(write.path, uid=write.uid)
-    else:
-        path = PODS.path(write.name, namespace=write.namespace, subresource="eviction")
-        await client.request("POST", path, body=_eviction(write), want_reply=False)
+        return await client.create(write.path, write.body)
+    if isinstance(write, Apply):
+        return await client.apply(write.path, write.body, writer.field_manager)
+    if isinstance(write, Patch):
+        return await client.patch(write.path, write.body, content_type=write.content_type)
+    if isinstance(write, Delete):
+        if write.propagation:
+            return await client.delete(write.path, uid=write.uid, propagationPolicy=write.propagation)
+        return await client.delete(write.path, uid=write.uid)
+    path = PODS.path(write.name, namespace=write.namespace, subresource="eviction")
+    return await client.request("POST", path, body=_eviction(write), want_reply=False)
 
 
 def _eviction(write: Evict) -> dict[str, Any]:

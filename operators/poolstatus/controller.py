@@ -34,16 +34,17 @@ from operators.core.discovery import find_served, resources_of
 from operators.core.events import WARNING, ObjectRef
 from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
+from operators.core.plan import Plan, Write, execute
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
 from operators.dra import api, taintrules
 
-from . import messages, surfaces, writes
+from . import messages, plans, surfaces, writes
 from . import metrics as m
 from .cache import ClusterCache, RequestEntry, RequestKey
 from .models import DeviceTaintRule, ResourceClaim, ResourcePoolStatusRequest, ResourceSlice
 from .settings import Settings
-from .status import Completed, Deferred, decide, failed_status
+from .status import Completed, Deferred, Evaluation, decide, failed_status
 from .surfaces import Surface
 from .ttl import ttl_action
 
@@ -272,18 +273,25 @@ class PoolStatusController:
                 raise
         if isinstance(evaluation, Deferred):
             m.grace_requeues.labels(group=group).inc()
-            return Requeue(evaluation.retry_after, f"{evaluation.incomplete_listed} listed pools incomplete")
+            return await execute(self._plan(entry, evaluation), self.runtime)
         return await self._write(entry, evaluation)
+
+    @staticmethod
+    def _plan(entry: RequestEntry, evaluation: Evaluation) -> Plan:
+        meta = entry.request.metadata
+        path = entry.surface.path(meta.name, subresource="status")
+        return plans.request_plan(path, meta.resource_version, evaluation)
 
     # -- status writes ---------------------------------------------------------------------------
 
     async def _write(self, entry: RequestEntry, result: Completed) -> Result:
-        meta = entry.request.metadata
-        path = entry.surface.path(meta.name, subresource="status")
+        replies: list[object] = []
+
+        def replied(_: Write, reply: object) -> None:
+            replies.append(reply)
+
         try:
-            answer = await self.runtime.client.patch(
-                path, writes.status_patch(meta.resource_version, result.status)
-            )
+            done = await execute(self._plan(entry, result), self.runtime, replied=replied)
         except ApiError as err:
             outcome = writes.classify(err.status)
             if outcome is writes.WriteFailure.GONE:
@@ -299,8 +307,8 @@ class PoolStatusController:
             # The request's own backoff (writes.backoff), not the queue's: it resets per request.
             return Requeue(writes.backoff(attempt), f"status write failed: {err}")
         self._record(entry, result)
-        self._report_dropped(entry, result.status, answer)
-        return Done()
+        self._report_dropped(entry, result.status, replies[0] if replies else None)
+        return done
 
     def _report_dropped(self, entry: RequestEntry, written: Mapping[str, Any], answer: object) -> None:
         """Say once which written fields the server did not keep. Nothing is written again: the
@@ -446,15 +454,14 @@ class PoolStatusController:
     async def _delete_expired(self, entry: RequestEntry, state: str) -> None:
         group = entry.surface.group
         name = entry.request.metadata.name
+        plan = plans.expiry_plan(entry.surface.path(name), entry.uid)
         try:
-            await self.runtime.client.delete(
-                entry.surface.path(name), uid=entry.uid, propagationPolicy="Background"
-            )
+            result = await execute(plan, self.runtime)
         except ApiError as err:
-            # 404: already gone; 409: the name was reused by a new request (UID precondition).
-            if err.status not in (404, 409):
-                m.ttl_deletion_errors.labels(group=group).inc()
-                log.warning("TTL deletion of %s %s failed: %s", group, name, err, extra={"object": name})
+            m.ttl_deletion_errors.labels(group=group).inc()
+            log.warning("TTL deletion of %s %s failed: %s", group, name, err, extra={"object": name})
             return
+        if result != plan.result:
+            return  # gone already, or the name is a new request's: nothing was deleted
         m.ttl_deletions.labels(group=group, state=state).inc()
         log.info("deleted %s request %s %s after its TTL", state, group, name, extra={"object": name})
