@@ -27,8 +27,10 @@ code (it plans creates only for what its cache lacks); AlreadyExists means the w
 delivered the object yet, and the next pass compares it.
 
 Each write says which answers count as done (``tolerate``, the defaults above) and which end the
-plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``). Any other API
-error is raised, and the work queue makes it a :class:`~operators.core.reconcile.Retry`, with a
+plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``, or a function of the
+error for answers only the body tells apart, such as a PodDisruptionBudget's refusal of an
+eviction). A sync whose cache must learn how the plan went hears of each write that is done
+(``written``) and of the answer that ended the plan (``ended``). Any other API error is raised, and the work queue makes it a :class:`~operators.core.reconcile.Retry`, with a
 traceback only when it is not transient, as for every exception that escapes a sync.
 """
 
@@ -39,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .client import MERGE_PATCH, ApiError, KubeClient
+from .client import MERGE_PATCH, ApiError, KubeClient, delete_options
 from .events import EventRecorder, ObjectRef
 from .reconcile import Done, Result
 from .resources import PODS
@@ -48,6 +50,7 @@ __all__ = [
     "Apply",
     "Create",
     "Delete",
+    "Ends",
     "Evict",
     "Patch",
     "Plan",
@@ -60,10 +63,15 @@ __all__ = [
 ]
 
 
+Ends = Mapping[int, Result] | Callable[[ApiError], Result | None]
+"""API answers that end the plan: a Result per status, or a function of the error (None: go on)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Answers:
-    ends: Mapping[int, Result] = field(default_factory=dict)
-    """API answers that end the plan with this Result instead of the plan's own."""
+    ends: Ends = field(default_factory=dict)
+    """API answers that end the plan with this Result instead of the plan's own; looked at before
+    ``tolerate``."""
 
 
 def _tolerate(*statuses: int) -> Any:
@@ -170,43 +178,60 @@ class Writer(Protocol):
     def field_manager(self) -> str: ...
 
 
-async def execute(plan: Plan, writer: Writer, *, written: Callable[[Write], None] | None = None) -> Result:
+@dataclass(frozen=True)
+class _Heard:
+    written: Callable[[Write], None] | None
+    ended: Callable[[Write, ApiError], None] | None
+
+
+async def execute(
+    plan: Plan,
+    writer: Writer,
+    *,
+    written: Callable[[Write], None] | None = None,
+    ended: Callable[[Write, ApiError], None] | None = None,
+) -> Result:
     """Carry out ``plan`` and return its Result, or the Result an answer ``ends`` it with.
 
     ``written`` hears of every write that is done (answered 2xx or a tolerated error), for the
-    operator's metrics."""
+    operator's metrics or its cache; ``ended`` of the write and the answer that ended the plan, for
+    a caller that must tell the ends apart (in a :class:`Together`, of each such answer)."""
+    heard = _Heard(written, ended)
     for step in plan.steps:
         if isinstance(step, RecordEvent):
             writer.events.record(step.ref, step.type, step.reason, step.message)
             continue
-        ended = await (
-            _together(step, writer, written) if isinstance(step, Together) else _one(step, writer, written)
+        result = await (
+            _together(step, writer, heard) if isinstance(step, Together) else _one(step, writer, heard)
         )
-        if ended is not None:
-            return ended
+        if result is not None:
+            return result
     return plan.result
 
 
-async def _one(write: Write, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+async def _one(write: Write, writer: Writer, heard: _Heard) -> Result | None:
     """Send one write; a Result when its answer ends the plan."""
     try:
         await _send(write, writer)
     except ApiError as err:
-        if err.status in write.ends:
-            return write.ends[err.status]
+        result = write.ends(err) if callable(write.ends) else write.ends.get(err.status)
+        if result is not None:
+            if heard.ended is not None:
+                heard.ended(write, err)
+            return result
         if err.status not in write.tolerate:
             raise
-    if written is not None:
-        written(write)
+    if heard.written is not None:
+        heard.written(write)
     return None
 
 
-async def _together(step: Together, writer: Writer, written: Callable[[Write], None] | None) -> Result | None:
+async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | None:
     semaphore = asyncio.Semaphore(step.limit)
 
     async def bounded(write: Write) -> Result | None:
         async with semaphore:
-            return await _one(write, writer, written)
+            return await _one(write, writer, heard)
 
     answers = await asyncio.gather(*(bounded(write) for write in step.writes), return_exceptions=True)
     ended: Result | None = None
@@ -226,7 +251,8 @@ async def _send(write: Write, writer: Writer) -> None:
     elif isinstance(write, Patch):
         await client.patch(write.path, write.body, content_type=write.content_type)
     elif isinstance(write, Delete):
-        await client.delete(write.path, uid=write.uid)
+        # The deleted object comes back in the reply; parsing a pod for nothing costs CPU.
+        await client.request("DELETE", write.path, body=delete_options(write.uid), want_reply=False)
     else:
         path = PODS.path(write.name, namespace=write.namespace, subresource="eviction")
         await client.request("POST", path, body=_eviction(write), want_reply=False)
