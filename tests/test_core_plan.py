@@ -56,10 +56,12 @@ class RecordingClient:
     async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
         return await self._call("APPLY", path, {"manager": field_manager, "body": body})
 
-    async def patch(self, path: str, body: dict[str, Any], content_type: str) -> Any:
-        return await self._call("PATCH", path, {"type": content_type, "body": body})
-
-    async def request(self, method: str, path: str, *, body: Any, want_reply: bool) -> Any:
+    async def request(
+        self, method: str, path: str, *, body: Any, want_reply: bool, content_type: str = ""
+    ) -> Any:
+        assert not want_reply, "the executor reads no reply"
+        if method == "PATCH":
+            body = {"type": content_type, "body": body}
         return await self._call(method, path, body)
 
 
