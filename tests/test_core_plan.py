@@ -56,13 +56,22 @@ class RecordingClient:
     async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
         return await self._call("APPLY", path, {"manager": field_manager, "body": body})
 
-    async def patch(self, path: str, body: dict[str, Any], content_type: str) -> Any:
-        return await self._call("PATCH", path, {"type": content_type, "body": body})
-
-    async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
-        return await self._call("DELETE", path, {"uid": uid, **params})
-
-    async def request(self, method: str, path: str, *, body: Any, want_reply: bool) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any,
+        want_reply: bool,
+        content_type: str = "",
+        params: dict[str, str] | None = None,
+    ) -> Any:
+        if method == "PATCH":
+            body = {"type": content_type, "body": body}
+        if params:
+            body = {**body, "params": params}
+        answer = await self._call(method, path, body)
+        return answer if want_reply else None
         return await self._call(method, path, body)
 
 
@@ -85,10 +94,20 @@ def writer(answers: dict[str, ApiError] | None = None) -> FakeWriter:
     return FakeWriter(RecordingClient(answers))
 
 
-async def run(plan: Plan, fake: FakeWriter, written: list[Write] | None = None) -> Any:
+async def run(
+    plan: Plan,
+    fake: FakeWriter,
+    written: list[Write] | None = None,
+    ended: list[tuple[Write, ApiError]] | None = None,
+) -> Any:
     # The fakes have the Writer's shape; the executor only calls what they record.
     as_writer: Writer = fake  # type: ignore[assignment]
-    return await execute(plan, as_writer, written=None if written is None else written.append)
+    return await execute(
+        plan,
+        as_writer,
+        written=None if written is None else written.append,
+        ended=None if ended is None else lambda write, err: ended.append((write, err)),
+    )
 
 
 async def test_the_steps_run_in_order_and_the_plan_returns_its_result() -> None:
@@ -114,7 +133,11 @@ async def test_the_steps_run_in_order_and_the_plan_returns_its_result() -> None:
             "/api/v1/namespaces/ns/pods/p/status",
             {"type": STRATEGIC_MERGE_PATCH, "body": {"status": {}}},
         ),
-        ("DELETE", f"{RULES}/old", {"uid": "uid-old"}),
+        (
+            "DELETE",
+            f"{RULES}/old",
+            {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-old"}},
+        ),
         (
             "POST",
             "/api/v1/namespaces/ns/pods/p/eviction",
@@ -138,7 +161,16 @@ async def test_a_delete_can_name_its_propagation_policy() -> None:
     fake = writer()
     await run(Plan((Delete(f"{RULES}/old", "uid-old", propagation="Background"),)), fake)
     assert fake.client.calls == [
-        ("DELETE", f"{RULES}/old", {"uid": "uid-old", "propagationPolicy": "Background"})
+        (
+            "DELETE",
+            f"{RULES}/old",
+            {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": "uid-old"},
+                "params": {"propagationPolicy": "Background"},
+            },
+        )
     ]
 
 
@@ -192,6 +224,36 @@ async def test_an_answer_in_ends_ends_the_plan_with_its_result() -> None:
     plan = Plan((Apply("/status", {}, ends={404: Done("gone")}), Create(RULES, {})), Requeue(1.0))
     assert await run(plan, fake) == Done("gone")
     assert [path for _, path, _ in fake.client.calls] == ["/status"]
+
+
+async def test_ends_may_tell_answers_apart_by_their_body_and_the_caller_hears_which_ended_it() -> None:
+    """A 429 that names a budget ends the plan; another 429, with the same status, is raised."""
+
+    def refused(err: ApiError) -> Requeue | None:
+        return Requeue(5.0, "budget") if err.body.get("reason") == "budget" else None
+
+    refusal = ApiError(429, "TooManyRequests", "", None, {"reason": "budget"})
+    evict = Evict("ns", "p", "uid-p", ends=refused)
+    plan = Plan((evict, RecordEvent(POD, WARNING, "Reason", "message")))
+    fake = writer({"/api/v1/namespaces/ns/pods/p/eviction": refusal})
+    written: list[Write] = []
+    ended: list[tuple[Write, ApiError]] = []
+    assert await run(plan, fake, written, ended) == Requeue(5.0, "budget")
+    assert (written, ended, fake.events.recorded) == ([], [(evict, refusal)], [])
+
+    busy = writer({"/api/v1/namespaces/ns/pods/p/eviction": ApiError(429, "TooManyRequests", "", 1.0, {})})
+    with pytest.raises(ApiError):
+        await run(plan, busy)
+
+
+async def test_ends_is_looked_at_before_tolerate() -> None:
+    fake = writer({"/w": ApiError(404, "NotFound", "")})
+    written: list[Write] = []
+    ended: list[tuple[Write, ApiError]] = []
+    delete = Delete("/w", "u", ends={404: Done("gone")})
+    assert await run(Plan((delete, Apply("/after", {}))), fake, written, ended) == Done("gone")
+    assert written == []
+    assert [write for write, _ in ended] == [delete]
 
 
 async def test_together_sends_every_write_within_its_limit_before_the_next_step() -> None:

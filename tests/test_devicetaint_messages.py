@@ -7,19 +7,27 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from operators.core.conditions import Condition, ObservedCondition
+from operators.core.discovery import ServedResource
+from operators.core.keys import Key
+from operators.core.plan import Apply, Plan
+from operators.core.reconcile import Done, Requeue
 from operators.devicetaint.messages import (
     ConditionContent,
     RuleCounts,
+    RuleDrop,
+    RuleRequeue,
     RuleUnchanged,
     RuleWrite,
     dry_run_text,
     eviction_in_progress,
     pending_text,
+    rule_plan,
     rule_status_apply_body,
     status_decision,
     throttle_delay,
     with_evicted_suffix,
 )
+from operators.devicetaint.models import RULE
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TAIL = (
@@ -272,3 +280,27 @@ def test_apply_body() -> None:
             ]
         },
     }
+
+
+# --- The plans: what the worker sends for a rule ----------------------------------------------------------
+
+RULE_KEY = Key(RULE, "", "example", "R1")
+V1_RULES = ServedResource("resource.k8s.io", "v1", "devicetaintrules", False, kind="DeviceTaintRule")
+
+
+def test_a_new_condition_is_applied_to_the_rule_status_and_a_gone_rule_ends_it() -> None:
+    decision = status_decision(None, ConditionContent("False", "NotStarted", ""), 1, NOW)
+    assert isinstance(decision, RuleWrite)
+    body = rule_status_apply_body("example", "R1", "resource.k8s.io/v1", decision.condition)
+    path = "/apis/resource.k8s.io/v1/devicetaintrules/example/status"
+    assert rule_plan(RULE_KEY, decision, V1_RULES) == Plan((Apply(path, body, ends={404: Done()}),))
+
+
+def test_a_throttled_or_unwritable_status_sends_nothing() -> None:
+    assert rule_plan(RULE_KEY, RuleRequeue(12.5), V1_RULES) == Plan(
+        result=Requeue(12.5, "rule status throttled")
+    )
+    assert rule_plan(RULE_KEY, RuleDrop(), V1_RULES) == Plan()
+    assert rule_plan(RULE_KEY, RuleUnchanged(), V1_RULES) == Plan()
+    decision = status_decision(None, ConditionContent("False", "NotStarted", ""), 1, NOW)
+    assert rule_plan(RULE_KEY, decision, None) == Plan(), "no devicetaintrules/status served"

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from devicetaint_builders import P1, T, fixture_f, pod, seconds, taint
 
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.events import NORMAL
 from operators.core.keys import POD, Key
+from operators.core.plan import Delete, Evict, Patch, Plan, RecordEvent
+from operators.core.reconcile import Done, Requeue
 from operators.devicetaint.evaluation import PodEviction, RuleTaintReason
 from operators.devicetaint.podeviction import (
     EVICTED_LRU_SIZE,
+    BudgetRefusal,
+    EvictionEnds,
     EvictionResult,
     PodDone,
     PodEvict,
     PodNotYet,
+    budget_refusal,
     decide_pod,
-    delete_options,
     disruption_target_patch,
+    pod_plan,
+    pod_ref,
 )
 from operators.dra.taints import Eviction
 
@@ -56,7 +64,6 @@ def test_due_pod_is_evicted_with_uid_preconditions() -> None:
             "metadata": {"uid": "U1"},
             "status": {"conditions": [{**OUR_CONDITION, "lastTransitionTime": "2026-03-01T12:00:03Z"}]},
         },
-        delete_options={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "U1"}},
     )
 
 
@@ -90,12 +97,74 @@ def test_patch_sets_now_when_condition_was_false() -> None:
     assert patch["status"]["conditions"][0]["lastTransitionTime"] == "2026-03-01T12:00:00Z"
 
 
-def test_delete_options() -> None:
-    assert delete_options("U9") == {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {"uid": "U9"},
+# --- The plans: what the worker sends for each decision -------------------------------------------------
+
+POD_PATH = "/api/v1/namespaces/ns1/pods/p1"
+MARKING = RecordEvent(pod_ref(P1), NORMAL, "DeviceTaintManagerEviction", "Marking for deletion")
+BUDGET_STATUS = {
+    "details": {
+        "causes": [
+            {
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget keep-one needs 1 healthy pods and has 1 currently",
+            }
+        ]
     }
+}
+
+
+def test_nothing_to_send_before_or_after_an_eviction() -> None:
+    assert pod_plan(PodDone("already evicted"), eviction_api=False, refusals=0) == Plan()
+    assert pod_plan(PodNotYet(15.0), eviction_api=False, refusals=0) == Plan(
+        result=Requeue(15.0, "eviction not due yet")
+    )
+    terminating = decide_pod(P1, DUE, False, pod(deleting=True), T)
+    assert pod_plan(terminating, eviction_api=False, refusals=0) == Plan()
+    assert pod_plan(terminating, eviction_api=True, refusals=0) == Plan()
+
+
+def test_a_due_pod_is_marked_patched_and_deleted_with_its_uid() -> None:
+    decision = decide_pod(P1, DUE, False, pod(), T)
+    assert isinstance(decision, PodEvict)
+    plan = pod_plan(decision, eviction_api=False, refusals=0)
+    (marking, patch, delete), result = plan.steps, plan.result
+    assert (marking, result) == (MARKING, Done())
+    assert patch == Patch(
+        f"{POD_PATH}/status",
+        decision.status_patch or {},
+        STRATEGIC_MERGE_PATCH,
+        tolerate=frozenset(),
+        ends={404: Done()},
+    )
+    assert delete == Delete(POD_PATH, "U1", tolerate=frozenset(), ends={404: Done()})
+
+
+def test_no_status_patch_when_our_condition_is_there() -> None:
+    decision = decide_pod(P1, DUE, False, pod(conditions=[OUR_CONDITION]), T)
+    assert isinstance(decision, PodEvict)
+    steps = pod_plan(decision, eviction_api=False, refusals=0).steps
+    assert steps == (MARKING, Delete(POD_PATH, "U1", tolerate=frozenset(), ends={404: Done()}))
+
+
+def test_the_eviction_api_is_asked_first_and_marking_follows_its_acceptance() -> None:
+    decision = decide_pod(P1, DUE, False, pod(), T)
+    assert isinstance(decision, PodEvict)
+    plan = pod_plan(decision, eviction_api=True, refusals=2)
+    assert plan == Plan(
+        (Evict("ns1", "p1", "U1", tolerate=frozenset(), ends=EvictionEnds(refusals=2)), MARKING)
+    )
+
+
+def test_eviction_api_answers_that_end_the_plan() -> None:
+    ends = EvictionEnds(refusals=2)
+    assert ends(ApiError(404, "NotFound", "gone")) == Done()
+    refused = ApiError(429, "TooManyRequests", "budget", None, BUDGET_STATUS)
+    assert ends(refused) == Requeue(4.0, "PodDisruptionBudget"), "the third refusal in a row"
+    assert budget_refusal(ApiError(429, "TooManyRequests", "budget", 10.0, BUDGET_STATUS)) == BudgetRefusal(
+        "keep-one", "The disruption budget keep-one needs 1 healthy pods and has 1 currently", 10.0
+    )
+    assert ends(ApiError(429, "TooManyRequests", "busy", 1.0, {})) is None
+    assert ends(ApiError(409, "Conflict", "uid precondition")) is None
 
 
 def test_evicted_pod_is_not_scheduled_again_and_never_cancelled() -> None:
@@ -113,7 +182,7 @@ def test_evicted_lru_keeps_the_most_recent() -> None:
     assert isinstance(first, PodEvict)
     state.finish_pod(first, EvictionResult.EVICTED, T)
     for index in range(EVICTED_LRU_SIZE):
-        other = PodEvict(Key(POD, "ns1", f"x{index}", f"X{index}"), DUE, False, None, {})
+        other = PodEvict(Key(POD, "ns1", f"x{index}", f"X{index}"), DUE, False, None)
         state.finish_pod(other, EvictionResult.GONE, T)
     # U1 fell out of the LRU: a new evaluation schedules it again.
     assert [e.item for e in state.apply_pod(pod(node="elsewhere"), T).enqueue] == [P1]

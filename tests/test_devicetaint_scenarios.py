@@ -84,11 +84,6 @@ def test_01_slice_taint_evicts_at_once() -> None:
     decision = state.decide_pod(P1, T + seconds(1))
     assert isinstance(decision, PodEvict)
     assert not decision.already_terminating
-    assert decision.delete_options == {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {"uid": "U1"},
-    }
     assert decision.status_patch is not None
     finished = state.finish_pod(decision, EvictionResult.EVICTED, T + seconds(1))
     assert finished.latency == pytest.approx(1.0)

@@ -59,6 +59,24 @@ class FakeClient:
             raise self.delete_errors[path]
         return {}
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "",
+        want_reply: bool = True,
+    ) -> Any:
+        """The executor's way to patch and delete, recorded as the client's own calls."""
+        if method == "PATCH":
+            answer = await self.patch(path, body, content_type)
+        else:
+            assert method == "DELETE", method
+            answer = await self.delete(path, (body.get("preconditions") or {}).get("uid"), **(params or {}))
+        return answer if want_reply else None
+
     def writes(self) -> list[tuple[str, Any]]:
         return [(path, body) for verb, path, body in self.calls if verb == "patch"]
 

@@ -98,6 +98,14 @@ class ApiError(Exception):
         return self.status in (0, 409, 429) or self.status >= 500
 
 
+def delete_options(uid: str | None = None) -> dict[str, Any]:
+    """The body of a DELETE; with ``uid``, the API server deletes only the object with that UID."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if uid is not None:
+        body["preconditions"] = {"uid": uid}
+    return body
+
+
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After")
     try:
@@ -396,7 +404,4 @@ class KubeClient:
         return await self.request("PATCH", path, params=params, body=body, content_type=content_type)
 
     async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if uid is not None:
-            body["preconditions"] = {"uid": uid}
-        return await self.request("DELETE", path, params=params, body=body)
+        return await self.request("DELETE", path, params=params, body=delete_options(uid))

@@ -27,9 +27,12 @@ code (it plans creates only for what its cache lacks); AlreadyExists means the w
 delivered the object yet, and the next pass compares it.
 
 Each write says which answers count as done (``tolerate``, the defaults above) and which end the
-plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``). Any other API
-error is raised, and the work queue makes it a :class:`~operators.core.reconcile.Retry`, with a
-traceback only when it is not transient, as for every exception that escapes a sync.
+plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``, or a function of the
+error for answers only the body tells apart, such as a PodDisruptionBudget's refusal of an
+eviction). A sync whose cache must learn how the plan went hears of each write that is done
+(``written``) and of the answer that ended the plan (``ended``). Any other API error is raised,
+and the work queue makes it a :class:`~operators.core.reconcile.Retry`, with a traceback only when
+it is not transient, as for every exception that escapes a sync.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .client import MERGE_PATCH, ApiError, KubeClient
+from .client import MERGE_PATCH, ApiError, KubeClient, delete_options
 from .events import EventRecorder, ObjectRef
 from .reconcile import Done, Result
 from .resources import PODS
@@ -48,6 +51,7 @@ __all__ = [
     "Apply",
     "Create",
     "Delete",
+    "Ends",
     "Evict",
     "Patch",
     "Plan",
@@ -60,10 +64,15 @@ __all__ = [
 ]
 
 
+Ends = Mapping[int, Result] | Callable[[ApiError], Result | None]
+"""API answers that end the plan: a Result per status, or a function of the error (None: go on)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Answers:
-    ends: Mapping[int, Result] = field(default_factory=dict)
-    """API answers that end the plan with this Result instead of the plan's own."""
+    ends: Ends = field(default_factory=dict)
+    """API answers that end the plan with this Result instead of the plan's own; looked at before
+    ``tolerate``."""
 
 
 def _tolerate(*statuses: int) -> Any:
@@ -174,9 +183,10 @@ class Writer(Protocol):
 
 
 @dataclass(frozen=True)
-class _Hearers:
+class _Heard:
     written: Callable[[Write], None] | None
     replied: Callable[[Write, Any], None] | None
+    ended: Callable[[Write, ApiError], None] | None
 
 
 async def execute(
@@ -185,49 +195,55 @@ async def execute(
     *,
     written: Callable[[Write], None] | None = None,
     replied: Callable[[Write, Any], None] | None = None,
+    ended: Callable[[Write, ApiError], None] | None = None,
 ) -> Result:
     """Carry out ``plan`` and return its Result, or the Result an answer ``ends`` it with.
 
     ``written`` hears of every write that is done (answered 2xx or a tolerated error), for the
-    operator's metrics. ``replied`` hears the server's answer to every write answered 2xx (the
-    object as the server kept it; None for an eviction), for a caller that compares it with what
-    it sent."""
-    hearers = _Hearers(written, replied)
+    operator's metrics or its cache. ``replied`` hears the server's answer to every write answered
+    2xx (the object as the server kept it; None for an eviction), for a caller that compares it
+    with what it sent; without it, patches and deletes skip parsing their replies. ``ended`` hears
+    of the write and the answer that ended the plan, for a caller that must tell the ends apart
+    (in a :class:`Together`, of each such answer)."""
+    heard = _Heard(written, replied, ended)
     for step in plan.steps:
         if isinstance(step, RecordEvent):
             writer.events.record(step.ref, step.type, step.reason, step.message)
             continue
-        ended = await (
-            _together(step, writer, hearers) if isinstance(step, Together) else _one(step, writer, hearers)
+        result = await (
+            _together(step, writer, heard) if isinstance(step, Together) else _one(step, writer, heard)
         )
-        if ended is not None:
-            return ended
+        if result is not None:
+            return result
     return plan.result
 
 
-async def _one(write: Write, writer: Writer, hearers: _Hearers) -> Result | None:
+async def _one(write: Write, writer: Writer, heard: _Heard) -> Result | None:
     """Send one write; a Result when its answer ends the plan."""
     try:
-        reply = await _send(write, writer)
+        reply = await _send(write, writer, want_reply=heard.replied is not None)
     except ApiError as err:
-        if err.status in write.ends:
-            return write.ends[err.status]
+        result = write.ends(err) if callable(write.ends) else write.ends.get(err.status)
+        if result is not None:
+            if heard.ended is not None:
+                heard.ended(write, err)
+            return result
         if err.status not in write.tolerate:
             raise
     else:
-        if hearers.replied is not None:
-            hearers.replied(write, reply)
-    if hearers.written is not None:
-        hearers.written(write)
+        if heard.replied is not None:
+            heard.replied(write, reply)
+    if heard.written is not None:
+        heard.written(write)
     return None
 
 
-async def _together(step: Together, writer: Writer, hearers: _Hearers) -> Result | None:
+async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | None:
     semaphore = asyncio.Semaphore(step.limit)
 
     async def bounded(write: Write) -> Result | None:
         async with semaphore:
-            return await _one(write, writer, hearers)
+            return await _one(write, writer, heard)
 
     answers = await asyncio.gather(*(bounded(write) for write in step.writes), return_exceptions=True)
     ended: Result | None = None
@@ -238,18 +254,23 @@ async def _together(step: Together, writer: Writer, hearers: _Hearers) -> Result
     return ended
 
 
-async def _send(write: Write, writer: Writer) -> Any:
+async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
     client = writer.client
     if isinstance(write, Create):
         return await client.create(write.path, write.body)
     if isinstance(write, Apply):
         return await client.apply(write.path, write.body, writer.field_manager)
+    # A patched or deleted object comes back in the reply, which only a caller that asked for it
+    # reads: parsing, say, a pod for nothing costs CPU on every eviction.
     if isinstance(write, Patch):
-        return await client.patch(write.path, write.body, content_type=write.content_type)
+        return await client.request(
+            "PATCH", write.path, body=write.body, content_type=write.content_type, want_reply=want_reply
+        )
     if isinstance(write, Delete):
-        if write.propagation:
-            return await client.delete(write.path, uid=write.uid, propagationPolicy=write.propagation)
-        return await client.delete(write.path, uid=write.uid)
+        params = {"propagationPolicy": write.propagation} if write.propagation else None
+        return await client.request(
+            "DELETE", write.path, params=params, body=delete_options(write.uid), want_reply=want_reply
+        )
     path = PODS.path(write.name, namespace=write.namespace, subresource="eviction")
     return await client.request("POST", path, body=_eviction(write), want_reply=False)
 

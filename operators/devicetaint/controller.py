@@ -1,8 +1,9 @@
 """The I/O layer of the devicetaint operator: it feeds watch events to the state and executes its decisions.
 
 Concurrency contract, as in :mod:`.cache`: watch callbacks run synchronously on the event loop; they
-update the state and enqueue work, and never call the API. A worker asks the state for a decision, awaits
-the API calls without touching the state, then reports the outcome. A work item therefore always acts on
+update the state and enqueue work, and never call the API. A worker asks the state for a decision, has the
+core's executor send the plan the pure code makes of it (:func:`.podeviction.pod_plan`,
+:func:`.messages.rule_plan`), then reports the outcome. A work item therefore always acts on
 the current cache, whatever event queued it.
 
 Evicting one pod (spec §9, with the cached pod instead of a live GET, see :mod:`.podeviction`): the Event
@@ -24,13 +25,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
-from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.client import ApiError
 from operators.core.discovery import find_served
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.keys import POD, Key
 from operators.core.models import KubeModel, parse_or_skip
-from operators.core.reconcile import Done, Requeue, Result
-from operators.core.resources import PODS
+from operators.core.plan import Patch, Write, execute
+from operators.core.reconcile import Done, Result
 from operators.dra import taintrules
 from operators.dra.podgroups import (
     POD_GROUP_VERSIONS,
@@ -46,20 +47,17 @@ from . import metrics
 from .apis import ServedApis, discover
 from .cache import ClusterCache, Effects
 from .evaluation import describe_reasons
-from .messages import RuleRequeue, RuleWrite, rule_status_apply_body
+from .messages import RuleWrite, rule_plan
 from .models import RULE, DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, pod_key
 from .podeviction import (
     EVENT_CANCELLING_DELETION,
-    EVENT_MARKING_FOR_DELETION,
     EVENT_REASON,
-    BudgetRefusal,
     EvictionResult,
     PodDone,
     PodEvict,
-    PodNotYet,
-    blocking_budget,
-    budget_retry_delay,
-    eviction_body,
+    budget_refusal,
+    pod_plan,
+    pod_ref,
 )
 from .settings import Settings
 
@@ -76,10 +74,6 @@ Model = TypeVar("Model", bound=KubeModel)
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _pod_ref(item: Key) -> ObjectRef:
-    return ObjectRef("v1", "Pod", item.name, item.namespace, item.uid)
 
 
 class DeviceTaintController:
@@ -180,7 +174,7 @@ class DeviceTaintController:
         # listed yet), so an eviction "cancelled" then was never really scheduled: no Event.
         for item in effects.cancelled if self.runtime.queue.is_open else ():
             log.info("eviction cancelled", extra={"object": f"Pod {item.namespace}/{item.name}"})
-            self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
+            self.runtime.events.record(pod_ref(item), NORMAL, EVENT_REASON, EVENT_CANCELLING_DELETION)
         for warning in effects.warnings:
             log.warning("%s", warning)
         # Rules reach the cache only through their watch, so the version is known by then.
@@ -202,20 +196,34 @@ class DeviceTaintController:
 
     async def _sync_pod(self, item: Key) -> Result:
         decision = self.cache.decide_pod(item, _now())
-        if isinstance(decision, PodDone):
-            self._budget_refusals.pop(item, None)
-            return Done()
-        if isinstance(decision, PodNotYet):
-            return Requeue(decision.delay, "eviction not due yet")
-        outcome = await (self._evict_through_api(decision) if self.eviction_api else self._evict(decision))
-        if isinstance(outcome, BudgetRefusal):
-            # Still scheduled, so still pending in the rule's condition.
-            refusals = self._budget_refusals[item] = self._budget_refusals.get(item, 0) + 1
-            self.runtime.events.record(_pod_ref(item), WARNING, EVENT_REASON, outcome.event_message)
-            log.info(
-                "eviction refused: %s", outcome.detail, extra={"object": f"Pod {item.namespace}/{item.name}"}
-            )
-            return Requeue(budget_retry_delay(refusals, outcome.retry_after), "PodDisruptionBudget")
+        refusals = self._budget_refusals.get(item, 0)
+        plan = pod_plan(decision, eviction_api=self.eviction_api, refusals=refusals)
+        if not isinstance(decision, PodEvict):
+            if isinstance(decision, PodDone):
+                self._budget_refusals.pop(item, None)
+            return await execute(plan, self.runtime)
+        ended: list[ApiError] = []
+
+        def written(write: Write) -> None:
+            # At once, not after the plan: a DELETE that fails must not send the status PATCH again.
+            if isinstance(write, Patch):
+                self.cache.pod_status_patched(decision)
+
+        result = await execute(
+            plan, self.runtime, written=written, ended=lambda _write, err: ended.append(err)
+        )
+        outcome = EvictionResult.EVICTED
+        where = {"object": f"Pod {item.namespace}/{item.name}"}
+        for err in ended:
+            refusal = budget_refusal(err)
+            if refusal is not None:
+                # Still scheduled, so still pending in the rule's condition.
+                self._budget_refusals[item] = refusals + 1
+                self.runtime.events.record(pod_ref(item), WARNING, EVENT_REASON, refusal.event_message)
+                log.info("eviction refused: %s", refusal.detail, extra=where)
+                return result
+            log.info("gone before its eviction", extra=where)
+            outcome = EvictionResult.GONE
         self._budget_refusals.pop(item, None)
         finished = self.cache.finish_pod(decision, outcome, _now())
         if finished.latency is not None:
@@ -225,83 +233,28 @@ class DeviceTaintController:
                 "evicted %.3fs after its eviction time; because of: %s",
                 finished.latency,
                 describe_reasons(decision.eviction.reasons),
-                extra={"object": f"Pod {item.namespace}/{item.name}"},
+                extra=where,
             )
         self._route(finished.effects)
         return Done()
 
-    async def _evict(self, decision: PodEvict) -> EvictionResult:
-        """Steps 4-6 of spec §9; the preconditions make a replaced pod answer 409 (retried) or 404 (gone)."""
-        if decision.already_terminating:
-            return EvictionResult.EVICTED
-        item = decision.item
-        path = PODS.path(item.name, namespace=item.namespace)
-        self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
-        client = self.runtime.client
-        try:
-            if decision.status_patch is not None:
-                await client.request(
-                    "PATCH",
-                    f"{path}/status",
-                    body=decision.status_patch,
-                    content_type=STRATEGIC_MERGE_PATCH,
-                    want_reply=False,
-                )
-                self.cache.pod_status_patched(decision)
-            await client.request("DELETE", path, body=decision.delete_options, want_reply=False)
-        except ApiError as err:
-            if not err.not_found:
-                raise
-            log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
-            return EvictionResult.GONE
-        return EvictionResult.EVICTED
-
-    async def _evict_through_api(self, decision: PodEvict) -> EvictionResult | BudgetRefusal:
-        """The Eviction API instead of steps 5-6: the API server checks the budgets and sets
-        ``DisruptionTarget`` itself. ``Marking for deletion`` follows the accepted eviction, so that a pod
-        its budget keeps is never announced as marked."""
-        if decision.already_terminating:
-            return EvictionResult.EVICTED
-        item = decision.item
-        path = PODS.path(item.name, namespace=item.namespace, subresource="eviction")
-        try:
-            await self.runtime.client.request("POST", path, body=eviction_body(item), want_reply=False)
-        except ApiError as err:
-            if err.not_found:
-                log.info("gone before its eviction", extra={"object": f"Pod {item.namespace}/{item.name}"})
-                return EvictionResult.GONE
-            refusal = blocking_budget(err.body) if err.status in (403, 429) else None
-            if refusal is None:
-                raise
-            return BudgetRefusal(refusal.budget, refusal.detail, err.retry_after)
-        self.runtime.events.record(_pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
-        return EvictionResult.EVICTED
-
     async def _sync_rule(self, item: Key) -> Result:
         decision = self.cache.decide_rule(item, _now())
-        if isinstance(decision, RuleRequeue):
-            return Requeue(decision.delay, "rule status throttled")
         apis = self._apis
-        if not isinstance(decision, RuleWrite) or apis is None or apis.rules is None:
-            return Done()
-        if not apis.rule_status_writable:
-            return Done()
-        condition = decision.condition
-        body = rule_status_apply_body(item.name, item.uid, apis.rules.api_version, condition)
-        try:
-            await self.runtime.client.apply(
-                apis.rules.path(item.name, subresource="status"), body, self.runtime.field_manager
+        status_of = apis.rules if apis is not None and apis.rule_status_writable else None
+        plan = rule_plan(item, decision, status_of)
+
+        def written(_write: Write) -> None:
+            if not isinstance(decision, RuleWrite):
+                return
+            condition = decision.condition
+            self.cache.rule_status_written(item, condition)
+            log.info(
+                "EvictionInProgress=%s %s: %s",
+                condition.status,
+                condition.reason,
+                condition.message or '""',
+                extra={"object": f"DeviceTaintRule {item.name}"},
             )
-        except ApiError as err:
-            if err.not_found:
-                return Done()
-            raise
-        self.cache.rule_status_written(item, condition)
-        log.info(
-            "EvictionInProgress=%s %s: %s",
-            condition.status,
-            condition.reason,
-            condition.message or '""',
-            extra={"object": f"DeviceTaintRule {item.name}"},
-        )
-        return Done()
+
+        return await execute(plan, self.runtime, written=written)

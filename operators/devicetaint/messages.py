@@ -17,6 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, format_time, same_content
+from operators.core.discovery import ServedResource
+from operators.core.keys import Key
+from operators.core.plan import Apply, Plan
+from operators.core.reconcile import Done, Requeue
 from operators.dra.taintrules import EVICTION_IN_PROGRESS, KIND
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
 
@@ -206,3 +210,16 @@ def rule_status_apply_body(name: str, uid: str, api_version: str, condition: Con
         "metadata": {"name": name, "uid": uid},
         "status": {"conditions": [entry]},
     }
+
+
+def rule_plan(item: Key, decision: RuleDecision, status_of: ServedResource | None) -> Plan:
+    """The write of one rule work item; ``status_of`` is the served rule version when it serves
+    ``devicetaintrules/status``, else None and nothing is written."""
+    if isinstance(decision, RuleRequeue):
+        return Plan(result=Requeue(decision.delay, "rule status throttled"))
+    if not isinstance(decision, RuleWrite) or status_of is None:
+        return Plan()
+    body = rule_status_apply_body(item.name, item.uid, status_of.api_version, decision.condition)
+    # A 404: the rule is gone, so there is no condition to remember as written.
+    write = Apply(status_of.path(item.name, subresource="status"), body, ends={404: Done()})
+    return Plan((write,))

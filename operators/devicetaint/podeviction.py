@@ -6,11 +6,11 @@ A replaced or vanished pod surfaces as 409 or 404; the worker then retries (409)
 gone (404), and the retry finds the cache caught up and stops. That saves one call per eviction,
 which matters when a whole pool is tainted at once.
 
-The worker runs a :class:`PodEvict` as: Event ``Marking for deletion``, the status PATCH (when
-``status_patch`` is set), the DELETE; or nothing at all when ``already_terminating``. It then reports
-the outcome back to the state with :class:`EvictionResult`.
+:func:`pod_plan` turns a :class:`PodEvict` into the writes: Event ``Marking for deletion``, the status
+PATCH (when ``status_patch`` is set), the DELETE; or nothing at all when ``already_terminating``. The
+worker executes it and reports the outcome back to the state with :class:`EvictionResult`.
 
-With ``--eviction-mode=evict`` the worker asks the Eviction API instead (:func:`eviction_body`): the API
+With ``--eviction-mode=evict`` the plan asks the Eviction API instead: the API
 server checks the pod's PodDisruptionBudgets and sets ``DisruptionTarget`` itself (reason
 ``EvictionByEvictionAPI``), so no status PATCH is sent; marking a pod that its budget then keeps would
 be a lie. A refusal by a budget (429 with a ``DisruptionBudget`` cause, :func:`blocking_budget`) leaves
@@ -22,12 +22,17 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
+from operators.core.events import NORMAL, ObjectRef
 from operators.core.keys import Key
+from operators.core.plan import Delete, Evict, Patch, Plan, RecordEvent
+from operators.core.reconcile import Done, Requeue, Result
+from operators.core.resources import PODS
 
 from .evaluation import PodEviction
 from .models import DISRUPTION_TARGET, Pod
@@ -65,7 +70,6 @@ class PodEvict:
     already_terminating: bool
     # None when the pod already carries our DisruptionTarget condition.
     status_patch: dict[str, Any] | None
-    delete_options: dict[str, Any]
 
 
 PodDecision = PodDone | PodNotYet | PodEvict
@@ -101,7 +105,6 @@ def decide_pod(
         eviction=scheduled,
         already_terminating=cached.metadata.deletion_timestamp is not None,
         status_patch=disruption_target_patch(cached, now),
-        delete_options=delete_options(item.uid),
     )
 
 
@@ -125,11 +128,6 @@ def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
     return {"metadata": {"uid": pod.metadata.uid}, "status": {"conditions": [condition]}}
 
 
-def delete_options(uid: str) -> dict[str, Any]:
-    """Plain DELETE, not the Eviction API: the seed says pods are evicted by deleting them."""
-    return {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-
-
 BUDGET_RETRY_FIRST_SECONDS = 1.0
 BUDGET_RETRY_MAX_SECONDS = 30.0
 """A budget is released by other pods becoming ready, which nothing here watches: the retries back off,
@@ -141,16 +139,6 @@ EVENT_BLOCKED_BY_BUDGET = (
 
 # The API server's cause message: "The disruption budget <name> needs <n> healthy pods and has <m> currently".
 _BUDGET_NAME = re.compile(r"disruption budget (?P<name>\S+)")
-
-
-def eviction_body(item: Key) -> dict[str, Any]:
-    """The ``pods/<name>/eviction`` request: the UID precondition keeps a replacement pod safe."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": item.name, "namespace": item.namespace},
-        "deleteOptions": {"preconditions": {"uid": item.uid}},
-    }
 
 
 @dataclass(frozen=True)
@@ -184,3 +172,58 @@ def blocking_budget(status: Mapping[str, Any]) -> BudgetRefusal | None:
         match = _BUDGET_NAME.search(detail)
         return BudgetRefusal(match.group("name") if match else "(unnamed)", detail)
     return None
+
+
+def budget_refusal(err: ApiError) -> BudgetRefusal | None:
+    """The budget that refused an eviction, or None for any other error (a busy API server's 429)."""
+    refusal = blocking_budget(err.body) if err.status in (403, 429) else None
+    return None if refusal is None else replace(refusal, retry_after=err.retry_after)
+
+
+@dataclass(frozen=True)
+class EvictionEnds:
+    """The Eviction API answers that end a pod's plan: 404, the pod is gone; a budget's refusal,
+    retried after the backoff of one more refusal than ``refusals``. Any other error is raised."""
+
+    refusals: int
+
+    def __call__(self, err: ApiError) -> Result | None:
+        if err.not_found:
+            return Done()
+        refusal = budget_refusal(err)
+        if refusal is None:
+            return None
+        return Requeue(budget_retry_delay(self.refusals + 1, refusal.retry_after), "PodDisruptionBudget")
+
+
+def pod_ref(item: Key) -> ObjectRef:
+    return ObjectRef("v1", "Pod", item.name, item.namespace, item.uid)
+
+
+# A 404 means the pod went away by itself; a 409 (the UID precondition) is retried like any error, and
+# the retry finds the cache caught up.
+_GONE = {404: Done()}
+_RAISE: frozenset[int] = frozenset()
+
+
+def pod_plan(decision: PodDecision, *, eviction_api: bool, refusals: int) -> Plan:
+    """The writes of one pod work item. ``refusals``: the budget refusals in a row so far."""
+    if isinstance(decision, PodDone):
+        return Plan()
+    if isinstance(decision, PodNotYet):
+        return Plan(result=Requeue(decision.delay, "eviction not due yet"))
+    if decision.already_terminating:
+        return Plan()
+    item = decision.item
+    marking = RecordEvent(pod_ref(item), NORMAL, EVENT_REASON, EVENT_MARKING_FOR_DELETION)
+    if eviction_api:
+        # The Event follows the accepted eviction: a pod its budget keeps is never announced as marked.
+        evict = Evict(item.namespace, item.name, item.uid, tolerate=_RAISE, ends=EvictionEnds(refusals))
+        return Plan((evict, marking))
+    path = PODS.path(item.name, namespace=item.namespace)
+    # Plain DELETE, not the Eviction API: the seed says pods are evicted by deleting them.
+    delete = Delete(path, item.uid, tolerate=_RAISE, ends=_GONE)
+    if decision.status_patch is None:
+        return Plan((marking, delete))
+    patch = Patch(f"{path}/status", decision.status_patch, STRATEGIC_MERGE_PATCH, tolerate=_RAISE, ends=_GONE)
+    return Plan((marking, patch, delete))
