@@ -14,4 +14,11 @@ __all__ = ["OPERATOR_NAMES", "__version__"]
 
 __version__ = "0.1.0"
 
-OPERATOR_NAMES = ("resourceclaim", "devicetaint", "poolstatus", "bindingattacher", "taintselector")
+OPERATOR_NAMES = (
+    "resourceclaim",
+    "devicetaint",
+    "poolstatus",
+    "bindingattacher",
+    "taintselector",
+    "devicehealth",
+)

@@ -30,6 +30,7 @@ DESCRIPTIONS = {
     "poolstatus": "answers ResourcePoolStatusRequests (built-in API or the project CRD)",
     "bindingattacher": "prepares devices with binding conditions and reports readiness",
     "taintselector": "taints devices chosen by DeviceClass or CEL through generated DeviceTaintRules",
+    "devicehealth": "taints devices their driver or the kubelet reports unhealthy, within maxUnavailable",
 }
 
 

@@ -14,22 +14,21 @@ from collections.abc import Sequence
 import pytest
 from taintselector_builders import GPU_DRIVER, NIC_DRIVER, dev, device_class, resource_slice, selector
 
+from operators.dra import selection
 from operators.dra.cel.program import COST_MESSAGE, MAX_EXPRESSION_LENGTH
-from operators.taintselector import selection
-from operators.taintselector.models import ResourceSlice, TaintSelector
-from operators.taintselector.selection import (
+from operators.dra.selection import (
     LISTED_PROBLEMS,
     QUOTED_LENGTH,
     REASON_CEL_RUNTIME_ERROR,
     REASON_INVALID_CEL,
     REASON_INVALID_DEVICE_CLASS,
-    REASON_INVALID_TAINT,
     REASON_UNKNOWN_DEVICE_CLASS,
     Invalid,
     Selection,
-    evaluate,
     quoted,
 )
+from operators.taintselector.models import ResourceSlice, TaintSelector
+from operators.taintselector.selection import REASON_INVALID_TAINT, evaluate
 
 UUID = f'device.attributes["{GPU_DRIVER}"].uuid == "GPU-1234"'
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .slices import ResourceSlice, SliceDevice
 
@@ -28,6 +28,17 @@ Device = TypeVar("Device", bound=SliceDevice)
 
 PoolId = tuple[str, str]
 """(driver, pool name)"""
+
+
+class DeviceId(NamedTuple):
+    """A published device; sorting these orders by driver, then pool, then device name."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
 
 
 def pool_of(resource_slice: ResourceSlice[Any]) -> PoolId:

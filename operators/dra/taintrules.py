@@ -11,11 +11,15 @@ them ever selects more devices than the rule does (:func:`narrows_beyond_names`)
 
 from __future__ import annotations
 
-from typing import Annotated
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from operators.core.conditions import ObservedCondition
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty
 
+from .pools import DeviceId
 from .taints import DeviceTaint, DeviceTaintSelector, selector_matches
 
 KIND = "DeviceTaintRule"
@@ -87,3 +91,64 @@ class DeviceTaintRule(KubeModel):
     @property
     def eviction_condition(self) -> ObservedCondition | None:
         return next((c for c in self.status.conditions if c.type == EVICTION_IN_PROGRESS), None)
+
+
+# --- A rule owned by a project object ----------------------------------------------------------------
+
+_MAX_NAME = 253
+_DIGEST_LENGTH = 12
+
+
+def owned_rule_name(owner_name: str, device: DeviceId) -> str:
+    """``<owner name>-<12 hex digits of sha256([driver, pool, device])>``: a valid DNS subdomain,
+    stable over restarts (a device keeps its rule) and distinct per owner name and device."""
+    digest = hashlib.sha256(json.dumps(list(device)).encode()).hexdigest()[:_DIGEST_LENGTH]
+    prefix = owner_name[: _MAX_NAME - _DIGEST_LENGTH - 1].rstrip("-.")
+    return f"{prefix}-{digest}"
+
+
+def owned_rule_prefix(owner_name: str) -> str:
+    """What every :func:`owned_rule_name` of ``owner_name`` starts with (long names are truncated)."""
+    sample = owned_rule_name(owner_name, DeviceId("", "", ""))
+    return sample[: sample.rindex("-") + 1]
+
+
+def taint_body(key: str, value: str, effect: str) -> dict[str, Any]:
+    """A rule's ``spec.taint``; ``timeAdded`` is left to kube-apiserver, which sets it on create and
+    restarts it when the effect changes."""
+    body: dict[str, Any] = {"key": key, "effect": effect}
+    if value:
+        body["value"] = value
+    return body
+
+
+def owned_rule(
+    *,
+    name: str,
+    api_version: str,
+    owner: Mapping[str, str],
+    device: DeviceId,
+    taint: Mapping[str, Any],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> dict[str, Any]:
+    """The whole DeviceTaintRule that taints one device for a project object.
+
+    ``owner`` names the object (``apiVersion``, ``kind``, ``name``, ``uid``); it becomes the
+    controller owner reference, so deleting the object lets the garbage collector delete its rules.
+    No ``blockOwnerDeletion``: the owner's writer would need ``update`` on its finalizers."""
+    reference = {**owner, "controller": True}
+    return {
+        "apiVersion": api_version,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "labels": dict(labels),
+            "annotations": dict(annotations),
+            "ownerReferences": [reference],
+        },
+        "spec": {
+            "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
+            "taint": dict(taint),
+        },
+    }

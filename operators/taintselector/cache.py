@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core.models import UnparsableObject, parse
+from operators.dra import taintrules
 from operators.dra.taints import EFFECT_NONE
 
 from .dryrun import AllocatedClaim
-from .models import DeviceClass, DeviceId, DeviceTaintRule, ResourceSlice, TaintSelector
-from .rules import rule_name as make_rule_name
+from .models import DeviceClass, DeviceTaintRule, ResourceSlice, TaintSelector
 
 
 def _name(body: Mapping[str, Any]) -> str:
@@ -155,5 +155,4 @@ class ClusterCache:
 
 def _rule_prefix(selector_name: str) -> str:
     """What every rule name of ``selector_name`` starts with (long names are truncated)."""
-    sample = make_rule_name(selector_name, DeviceId("", "", ""))
-    return sample[: sample.rindex("-") + 1]
+    return taintrules.owned_rule_prefix(selector_name)

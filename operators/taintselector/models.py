@@ -13,16 +13,41 @@ object may carry ``null`` for one, which reads as empty instead of failing the w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from operators.core import PROJECT_GROUP
-from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
+from operators.core.models import KubeModel, LeanMeta, NoneAsEmptyMap, ObjectMeta
 from operators.core.resources import ApiResource
-from operators.dra import slices, taintrules
-from operators.dra.selectable import SelectableDevice
+from operators.dra import taintrules
+from operators.dra.pools import DeviceId
+from operators.dra.selection import (
+    DeviceClass,
+    DeviceClassSpec,
+    DeviceSelection,
+    ExpressionSelector,
+    ResourceSlice,
+)
 from operators.dra.taints import DeviceTaint
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "PLURAL",
+    "SELECTORS",
+    "VERSION",
+    "DeviceClass",
+    "DeviceClassSpec",
+    "DeviceId",
+    "DeviceSelection",
+    "DeviceTaintRule",
+    "ExpressionSelector",
+    "ResourceSlice",
+    "RuleMeta",
+    "TaintSelector",
+    "TaintSelectorSpec",
+]
 
 VERSION = "v1alpha1"
 API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
@@ -31,48 +56,7 @@ PLURAL = "devicetaintselectors"
 SELECTORS = ApiResource(PROJECT_GROUP, VERSION, PLURAL, namespaced=False)
 
 
-class DeviceId(NamedTuple):
-    """A published device; sorting these orders by driver, then pool, then device name."""
-
-    driver: str
-    pool: str
-    device: str
-
-    def __str__(self) -> str:
-        return f"{self.driver}/{self.pool}/{self.device}"
-
-
 # --- DeviceTaintSelector -----------------------------------------------------------------------------
-
-
-class CelExpression(KubeModel):
-    expression: str
-
-
-class ExpressionSelector(KubeModel):
-    """One entry of ``selectors``; like a DeviceClass selector, ``cel`` is its only kind."""
-
-    cel: CelExpression | None = None
-
-
-class DeviceSelection(KubeModel):
-    """``spec.deviceSelector``: every criterion that is set must match."""
-
-    device_class_name: str | None = None
-    driver: str | None = None
-    pool: str | None = None
-    device: str | None = None
-    selectors: Annotated[tuple[ExpressionSelector, ...], NoneAsEmpty] = ()
-    all_devices: bool = False
-
-    @property
-    def expressions(self) -> tuple[str, ...]:
-        return tuple(entry.cel.expression for entry in self.selectors if entry.cel is not None)
-
-    @property
-    def has_criteria(self) -> bool:
-        named = (self.device_class_name, self.driver, self.pool, self.device)
-        return any(value is not None for value in named) or bool(self.expressions)
 
 
 class TaintSelectorSpec(KubeModel):
@@ -86,25 +70,6 @@ class TaintSelector(KubeModel):
     metadata: ObjectMeta
     spec: TaintSelectorSpec
     status: Annotated[Mapping[str, Any], NoneAsEmptyMap] = {}
-
-
-# --- ResourceSlice and DeviceClass -------------------------------------------------------------------
-
-
-ResourceSlice = slices.ResourceSlice[SelectableDevice]
-
-
-class DeviceClassSpec(KubeModel):
-    selectors: Annotated[tuple[ExpressionSelector, ...], NoneAsEmpty] = ()
-
-    @property
-    def expressions(self) -> tuple[str, ...]:
-        return tuple(entry.cel.expression for entry in self.selectors if entry.cel is not None)
-
-
-class DeviceClass(KubeModel):
-    metadata: ObjectMeta
-    spec: DeviceClassSpec = DeviceClassSpec()
 
 
 # --- DeviceTaintRule ---------------------------------------------------------------------------------

@@ -18,8 +18,6 @@ as a conflict (typically the rules of a deleted selector of the same name, still
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,22 +47,14 @@ SELECTOR_NAME_ANNOTATION = "dra-operators.io/taint-selector"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "dra-operators-taintselector"
 
-_MAX_NAME = 253
-_DIGEST_LENGTH = 12
-
 
 def rule_name(selector_name: str, device: DeviceId) -> str:
     """A valid DNS subdomain, unique per (selector name, device) and stable over time."""
-    digest = hashlib.sha256(json.dumps(list(device)).encode()).hexdigest()[:_DIGEST_LENGTH]
-    prefix = selector_name[: _MAX_NAME - _DIGEST_LENGTH - 1].rstrip("-.")
-    return f"{prefix}-{digest}"
+    return taintrules.owned_rule_name(selector_name, device)
 
 
 def _taint_body(taint: DeviceTaint) -> dict[str, Any]:
-    body: dict[str, Any] = {"key": taint.key, "effect": taint.effect}
-    if taint.value:
-        body["value"] = taint.value
-    return body
+    return taintrules.taint_body(taint.key, taint.value, taint.effect)
 
 
 def _labels(selector: TaintSelector) -> dict[str, str]:
@@ -80,25 +70,19 @@ def desired_rules(
         "kind": KIND,
         "name": selector.metadata.name,
         "uid": selector.metadata.uid,
-        "controller": True,
     }
     rules: dict[str, dict[str, Any]] = {}
     for device in devices:
         name = rule_name(selector.metadata.name, device)
-        rules[name] = {
-            "apiVersion": rule_api_version,
-            "kind": taintrules.KIND,
-            "metadata": {
-                "name": name,
-                "labels": _labels(selector),
-                "annotations": {SELECTOR_NAME_ANNOTATION: selector.metadata.name},
-                "ownerReferences": [owner],
-            },
-            "spec": {
-                "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
-                "taint": _taint_body(selector.spec.taint),
-            },
-        }
+        rules[name] = taintrules.owned_rule(
+            name=name,
+            api_version=rule_api_version,
+            owner=owner,
+            device=device,
+            taint=_taint_body(selector.spec.taint),
+            labels=_labels(selector),
+            annotations={SELECTOR_NAME_ANNOTATION: selector.metadata.name},
+        )
     return rules
 
 

@@ -1,6 +1,6 @@
 {{/* The operators in install order; each has a Deployment, a ServiceAccount, RBAC and a Service. */}}
 {{- define "dra-operators.names" -}}
-resourceclaim devicetaint poolstatus bindingattacher taintselector
+resourceclaim devicetaint poolstatus bindingattacher taintselector devicehealth
 {{- end -}}
 
 {{/* Whether an operator runs: its own `enabled`, else what the profile says. */}}

@@ -1,0 +1,332 @@
+"""The plans devicehealth's pure code returns for one pass (operators.devicehealth.decide)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from devicehealth_builders import (
+    GPU,
+    POLICY_UID,
+    RULES_API,
+    at,
+    claim,
+    device,
+    gpu,
+    pod,
+    policy,
+    resource_slice,
+    rule,
+)
+
+from operators.core.conditions import FALSE, TRUE, find
+from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Together, Write
+from operators.core.reconcile import Done, Requeue
+from operators.devicehealth.decide import (
+    EVENT_CLEARED,
+    EVENT_DEVICE_UNHEALTHY,
+    EVENT_HELD_BACK,
+    EVENT_INVALID,
+    EVENT_TAINTED,
+    Decision,
+    View,
+    decide,
+)
+from operators.devicehealth.models import DeviceTaintRule, HealthPolicy
+from operators.devicehealth.rules import EVICTIONS_PER_MINUTE_ANNOTATION, TAINT_KEY
+from operators.devicehealth.signals import Track
+from operators.devicehealth.status import (
+    ACTIVE,
+    READY,
+    REASON_DEVICE_TAINT_RULE_UNAVAILABLE,
+    REASON_HELD_BACK,
+    REASON_IDLE,
+    REASON_REMEDIATING,
+)
+from operators.devicehealth.validation import REASON_MAX_UNAVAILABLE_ABOVE_SCOPE, REASON_NO_SIGNAL
+from operators.dra import taintrules
+from operators.dra.pools import DeviceId
+from operators.dra.selection import REASON_INVALID_CEL, Invalid, Selection
+
+RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
+STATUS = "/apis/dra-operators.io/v1alpha1/devicehealthpolicies/gpu-health/status"
+FOUR = tuple(gpu("node-1", f"gpu-{i}") for i in range(4))
+SCOPE = Selection(devices=FOUR)
+
+
+def all_unhealthy_since(seconds: float, count: int = 4) -> list[Any]:
+    devices = [device(f"gpu-{i}", unhealthy_since=at(seconds)) for i in range(count)]
+    devices += [device(f"gpu-{i}") for i in range(count, 4)]
+    return [resource_slice("node-1", *devices)]
+
+
+def run(
+    target: HealthPolicy,
+    *,
+    slices: Sequence[Any] = (),
+    rules: Sequence[DeviceTaintRule] = (),
+    now: float = 100,
+    tracks: dict[DeviceId, Track] | None = None,
+    outcome: Selection | Invalid = SCOPE,
+    claims: dict[tuple[str, str], Any] | None = None,
+    pods: Sequence[Any] = (),
+    served: bool = True,
+) -> Decision:
+    view = View(slices=slices, pods=pods, claims=claims or {}, rules=rules)
+    return decide(target, outcome, view, tracks or {}, at(now), RULES_API if served else None)
+
+
+def writes(plan: Plan) -> list[Write]:
+    return [write for step in plan.steps if isinstance(step, Together) for write in step.writes]
+
+
+def events(plan: Plan) -> list[RecordEvent]:
+    return [step for step in plan.steps if isinstance(step, RecordEvent)]
+
+
+def status(plan: Plan) -> dict[str, Any]:
+    (apply,) = [step for step in plan.steps if isinstance(step, Apply)]
+    assert apply.path == STATUS
+    assert apply.body["metadata"] == {"name": "gpu-health", "uid": POLICY_UID}
+    result: dict[str, Any] = apply.body["status"]
+    return result
+
+
+def condition(plan: Plan, type_: str) -> dict[str, Any]:
+    found = find(status(plan)["conditions"], type_)
+    assert found is not None
+    return dict(found)
+
+
+def test_a_signal_held_for_after_taints_the_device_with_a_rule_owned_by_the_policy() -> None:
+    decision = run(policy(evictions_per_minute=6), slices=all_unhealthy_since(0, count=1), now=60)
+    (create,) = writes(decision.plan)
+    assert isinstance(create, Create)
+    assert create.path == RULES
+    name = taintrules.owned_rule_name("gpu-health", FOUR[0])
+    assert create.body["metadata"]["name"] == name
+    assert create.body["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "dra-operators.io/v1alpha1",
+            "kind": "DeviceHealthPolicy",
+            "name": "gpu-health",
+            "uid": POLICY_UID,
+            "controller": True,
+        }
+    ]
+    assert create.body["metadata"]["annotations"][EVICTIONS_PER_MINUTE_ANNOTATION] == "6"
+    assert create.body["spec"] == {
+        "deviceSelector": {"driver": GPU, "pool": "node-1", "device": "gpu-0"},
+        "taint": {"key": TAINT_KEY, "value": "Unhealthy", "effect": "NoExecute"},
+    }
+    assert decision.signalled_since == {name: at(0)}
+    assert [e.reason for e in events(decision.plan)] == [EVENT_TAINTED]
+    assert condition(decision.plan, READY)["status"] == TRUE
+    active = condition(decision.plan, ACTIVE)
+    assert (active["status"], active["reason"]) == (TRUE, REASON_REMEDIATING)
+    assert status(decision.plan)["taintedDevices"] == 1
+    assert decision.plan.result == Done()
+
+
+def test_before_after_nothing_is_tainted_and_the_pass_comes_back_when_it_is_due() -> None:
+    decision = run(policy(), slices=all_unhealthy_since(50, count=1), now=80)
+    assert writes(decision.plan) == []
+    assert decision.plan.result == Requeue(30.0, decision.plan.result.why)  # type: ignore[union-attr]
+    assert status(decision.plan)["devices"] == [
+        {
+            "driver": GPU,
+            "pool": "node-1",
+            "device": "gpu-0",
+            "state": "Signalled",
+            "signalledSince": "2026-12-05T12:00:50Z",
+        }
+    ]
+
+
+def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
+    decision = run(policy(max_unavailable=1), slices=all_unhealthy_since(0), now=60)
+    creates = [w for w in writes(decision.plan) if isinstance(w, Create)]
+    assert [c.body["spec"]["deviceSelector"]["device"] for c in creates] == ["gpu-0"]
+    assert events(decision.plan)[0].reason == EVENT_HELD_BACK
+    assert status(decision.plan)["heldBackDevices"] == 3
+    active = condition(decision.plan, ACTIVE)
+    assert (active["status"], active["reason"]) == (TRUE, REASON_HELD_BACK)
+    assert "3 devices held back by maxUnavailable 1" in active["message"]
+    # The next pass, with the rule in place and the same count held back, says it no more.
+    again = run(
+        policy(max_unavailable=1, status=status(decision.plan)),
+        slices=all_unhealthy_since(0),
+        rules=[rule(FOUR[0])],
+        now=61,
+        tracks=dict(decision.tracks),
+    )
+    assert writes(again.plan) == []
+    assert EVENT_HELD_BACK not in [e.reason for e in events(again.plan)]
+
+
+def test_a_percentage_rounds_down_but_leaves_one_place() -> None:
+    decision = run(policy(max_unavailable="30%"), slices=all_unhealthy_since(0), now=60)
+    assert len([w for w in writes(decision.plan) if isinstance(w, Create)]) == 1
+    assert decision.counts is not None
+    assert decision.counts.held_back == 3
+
+
+def test_quiet_for_clear_after_deletes_the_rule_with_its_uid() -> None:
+    owned = rule(FOUR[0])
+    quiet = run(policy(), slices=all_unhealthy_since(0, count=0), rules=[owned], now=0)
+    assert writes(quiet.plan) == []
+    assert quiet.plan.result == Requeue(600.0, quiet.plan.result.why)  # type: ignore[union-attr]
+    cleared = run(
+        policy(), slices=all_unhealthy_since(0, count=0), rules=[owned], now=600, tracks=dict(quiet.tracks)
+    )
+    assert writes(cleared.plan) == [Delete(f"{RULES}/{owned.metadata.name}", owned.metadata.uid)]
+    assert EVENT_CLEARED in [e.reason for e in events(cleared.plan)]
+
+
+def test_clear_after_never_keeps_the_rule() -> None:
+    never = policy(action={"effect": "NoExecute", "clearAfter": "Never"})
+    decision = run(never, rules=[rule(FOUR[0])], now=10**6, tracks={FOUR[0]: Track(quiet_since=at(0))})
+    assert writes(decision.plan) == []
+    assert decision.plan.result == Done()
+
+
+def test_a_returning_signal_resets_the_quiet_spell() -> None:
+    decision = run(
+        policy(),
+        slices=all_unhealthy_since(500, count=1),
+        rules=[rule(FOUR[0])],
+        now=700,
+        tracks={FOUR[0]: Track(quiet_since=at(0))},
+    )
+    assert writes(decision.plan) == []
+    assert decision.tracks[FOUR[0]] == Track(since=at(500))
+
+
+def test_the_dry_run_writes_no_rule_and_lists_each_pod_once() -> None:
+    claims = {
+        ("team-a", "both"): claim(
+            "both", ("gpu", "node-1", "gpu-0"), ("gpu", "node-1", "gpu-1"), pods=("trainer",)
+        ),
+        ("team-a", "other"): claim("other", ("gpu", "node-1", "gpu-1"), pods=("trainer", "helper")),
+        ("team-a", "calm"): claim("calm", ("gpu", "node-1", "gpu-0"), pods=("tolerant",), tolerate=True),
+        ("team-a", "far"): claim("far", ("gpu", "node-1", "gpu-3"), pods=("elsewhere",)),
+    }
+    dry = policy(action={"effect": "None"}, max_unavailable=2)
+    decision = run(dry, slices=all_unhealthy_since(0, count=3), claims=claims, now=60)
+    assert writes(decision.plan) == []
+    assert events(decision.plan)[0].reason == EVENT_HELD_BACK
+    current = status(decision.plan)
+    assert current["dryRun"] == {"pods": 2, "podNames": ["team-a/helper", "team-a/trainer"]}
+    assert [(d["device"], d["state"]) for d in current["devices"]] == [
+        ("gpu-0", "WouldTaint"),
+        ("gpu-1", "WouldTaint"),
+        ("gpu-2", "HeldBack"),
+    ]
+    active = condition(decision.plan, ACTIVE)
+    assert (active["status"], active["reason"]) == (FALSE, REASON_HELD_BACK)
+
+
+def _acts_on_nothing(decision: Decision, reason: str) -> dict[str, Any]:
+    assert writes(decision.plan) == []
+    ready = condition(decision.plan, READY)
+    assert (ready["status"], ready["reason"]) == (FALSE, reason)
+    assert "the DeviceTaintRules the policy owns stay" in ready["message"]
+    return ready
+
+
+def test_bad_input_acts_on_nothing_keeps_the_rules_and_says_so_once() -> None:
+    owned = rule(FOUR[0])
+    tracks = {FOUR[0]: Track(quiet_since=at(0))}
+    cases: list[tuple[HealthPolicy, Selection | Invalid, str]] = [
+        (policy(signals={"after": "60s"}), SCOPE, REASON_NO_SIGNAL),
+        (policy(), Invalid(REASON_INVALID_CEL, "CEL expression 'x' is invalid."), REASON_INVALID_CEL),
+        (policy(max_unavailable=5), SCOPE, REASON_MAX_UNAVAILABLE_ABOVE_SCOPE),
+    ]
+    for target, outcome, reason in cases:
+        decision = run(
+            target, slices=all_unhealthy_since(0), rules=[owned], now=10**6, tracks=tracks, outcome=outcome
+        )
+        _acts_on_nothing(decision, reason)
+        assert [e.reason for e in events(decision.plan)] == [EVENT_INVALID]
+        assert decision.tracks == tracks
+        assert decision.counts is None
+        again = run(
+            policy(**{**_kwargs(target), "status": status(decision.plan)}),
+            rules=[owned],
+            now=10**6,
+            outcome=outcome,
+        )
+        assert again.plan == Plan()
+
+
+def _kwargs(target: HealthPolicy) -> dict[str, Any]:
+    spec = target.model_dump(by_alias=True)["spec"]
+    return {"signals": spec["signals"], "max_unavailable": spec["maxUnavailable"]}
+
+
+def test_without_a_rule_api_the_policy_is_not_ready() -> None:
+    decision = run(policy(), slices=all_unhealthy_since(0), now=60, served=False)
+    _acts_on_nothing(decision, REASON_DEVICE_TAINT_RULE_UNAVAILABLE)
+
+
+def test_toleration_seconds_first_taints_no_schedule_then_no_execute() -> None:
+    windowed = policy(action={"effect": "NoExecute", "tolerationSeconds": 30})
+    first = run(windowed, slices=all_unhealthy_since(0, count=1), now=60)
+    (create,) = writes(first.plan)
+    assert isinstance(create, Create)
+    assert create.body["spec"]["taint"]["effect"] == "NoSchedule"
+    assert first.plan.result == Requeue(30.0, first.plan.result.why)  # type: ignore[union-attr]
+    placed = rule(FOUR[0], effect="NoSchedule", time_added=at(61))
+    waiting = run(windowed, slices=all_unhealthy_since(0, count=1), rules=[placed], now=80)
+    assert [w for w in writes(waiting.plan) if isinstance(w, Patch)] == []
+    due = run(windowed, slices=all_unhealthy_since(0, count=1), rules=[placed], now=91)
+    (patch,) = writes(due.plan)
+    assert isinstance(patch, Patch)
+    assert patch.body["spec"]["taint"]["effect"] == "NoExecute"
+
+
+def test_a_changed_pace_patches_the_rules_annotation() -> None:
+    owned = rule(FOUR[0], annotations={EVICTIONS_PER_MINUTE_ANNOTATION: "6"})
+    decision = run(policy(evictions_per_minute=12), slices=all_unhealthy_since(0, count=1), rules=[owned])
+    assert writes(decision.plan) == [
+        Patch(
+            f"{RULES}/{owned.metadata.name}",
+            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE_ANNOTATION: "12"}}},
+        )
+    ]
+    dropped = run(policy(), slices=all_unhealthy_since(0, count=1), rules=[owned])
+    assert writes(dropped.plan) == [
+        Patch(
+            f"{RULES}/{owned.metadata.name}",
+            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE_ANNOTATION: None}}},
+        )
+    ]
+
+
+def test_the_kubelet_signal_starts_at_first_sight_and_events_reach_the_pods_and_claims() -> None:
+    claims = {("team-a", "c"): claim("c", ("gpu", "node-1", "gpu-2"), pods=("trainer",))}
+    reporter = pod("trainer", {"claim:gpu/gpu": [(f"{GPU}/node-1/gpu-2", "Unhealthy")]}, claims={"gpu": "c"})
+    first = run(policy(), pods=[reporter], claims=claims, now=0)
+    assert writes(first.plan) == []
+    assert first.tracks[FOUR[2]] == Track(since=at(0))
+    due = run(policy(), pods=[reporter], claims=claims, now=60, tracks=dict(first.tracks))
+    assert len(writes(due.plan)) == 1
+    unhealthy = [e for e in events(due.plan) if e.reason == EVENT_DEVICE_UNHEALTHY]
+    assert sorted((e.ref.kind, e.ref.name) for e in unhealthy) == [("Pod", "trainer"), ("ResourceClaim", "c")]
+
+
+def test_devices_outside_the_scope_are_not_signalled() -> None:
+    decision = run(
+        policy(), slices=all_unhealthy_since(0), now=60, outcome=Selection(devices=FOUR[:1]), tracks={}
+    )
+    assert decision.counts is not None
+    assert decision.counts.signalled == 1
+    active = condition(decision.plan, ACTIVE)
+    assert active["reason"] == REASON_REMEDIATING
+
+
+def test_an_idle_policy_says_so() -> None:
+    decision = run(policy(), slices=all_unhealthy_since(0, count=0))
+    active = condition(decision.plan, ACTIVE)
+    assert (active["status"], active["reason"]) == (FALSE, REASON_IDLE)
+    assert decision.plan.result == Done()
