@@ -105,6 +105,11 @@ class DeviceReport:
     message: str
     device: DeviceId | None
 
+    @property
+    def pod_claim(self) -> str:
+        """The pod's name for the claim (``spec.resourceClaims[].name``)."""
+        return self.resource[len(CLAIM_PREFIX) :].partition("/")[0]
+
 
 def claim_names(pod: pods.Pod) -> dict[str, str]:
     """Pod claim name -> ResourceClaim name, as the kubelet resolves them."""

@@ -131,7 +131,7 @@ def render(query: ExplainQuery, findings: list[Finding]) -> str:
     """One statement per line, each followed by the field it was read from."""
     lines = [f"{query.title}:"]
     for finding in findings:
-        lines.append(f"- {finding.text}")
+        lines.append(f"- {'warning: ' if finding.warning else ''}{finding.text}")
         lines.append(f"    from {finding.source}")
     return "\n".join(lines) + "\n"
 
