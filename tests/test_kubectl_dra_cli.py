@@ -243,3 +243,56 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         duration_seconds(text)
+
+
+TAINTED_SLICE = {
+    "metadata": {"name": "node-1-gpus"},
+    "spec": {
+        "driver": "gpu.example.com",
+        "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "taints": [{"key": "health", "value": "bad", "effect": "None"}]}],
+    },
+}
+PLAIN_RULE = {
+    "metadata": {"name": "r"},
+    "spec": {"deviceSelector": {"device": "gpu-0"}, "taint": {"key": "k", "effect": "NoSchedule"}},
+}
+
+
+class TaintedPoolClient(FakeClient):
+    """One pool with a signalled device; listing DeviceTaintRules answers ``rules_status``."""
+
+    def __init__(self, rules_status: int) -> None:
+        pool = {"driver": "gpu.example.com", "poolName": "node-1", "generation": 1, "totalDevices": 1}
+        super().__init__(
+            {**POOLS, RULES: ["devicetaintrules"]},
+            {"poolCount": 1, "pools": [pool], "conditions": [COMPLETE]},
+        )
+        self.rules_status = rules_status
+
+    async def get(self, path: str, **params: str) -> Any:
+        if path.endswith("/resourceslices"):
+            return {"items": [TAINTED_SLICE], "metadata": {}}
+        if path == f"{RULES}/devicetaintrules":
+            if self.rules_status == 403:
+                raise ApiError(403, "Forbidden", "cannot list devicetaintrules")
+            return {"items": [PLAIN_RULE], "metadata": {}}
+        return await super().get(path, **params)
+
+
+def test_pools_show_the_taints_of_the_devices_and_do_without_unreadable_rules(
+    fake: list[FakeClient], config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.append(TaintedPoolClient(200))
+    assert cli.main(["pools", "--kubeconfig", config]) == 0
+    out = capsys.readouterr().out
+    assert "  gpu-0   health=bad  None (signal)  ResourceSlice node-1-gpus\n" in out
+    assert "  gpu-0   k=          NoSchedule     DeviceTaintRule r\n" in out
+    fake[0] = TaintedPoolClient(403)
+    assert cli.main(["pools", "--kubeconfig", config]) == 0
+    out = capsys.readouterr().out
+    assert "  gpu-0   health=bad  None (signal)  ResourceSlice node-1-gpus\n" in out
+    assert out.endswith(
+        "DeviceTaintRules are not shown: forbidden while listing devicetaintrules: "
+        "cannot list devicetaintrules.\n"
+    )

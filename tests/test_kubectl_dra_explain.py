@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from operators.kubectl_dra.explainmodel import Snapshot, explain_claim, explain_pod
+from operators.kubectl_dra.explain import ExplainQuery, document, render
+from operators.kubectl_dra.explainmodel import Finding, Snapshot, explain_claim, explain_pod
 
 pytestmark = pytest.mark.unit
 
@@ -239,3 +240,153 @@ def test_pod_explains_each_claim_and_the_missing_template() -> None:
         "and ResourceClaimTemplate missing does not exist."
     )
     assert explain_pod(snapshot(), NS, "nope")[0].text == "Pod ml/nope does not exist."
+
+
+# --- device health (issue #41) ---------------------------------------------------------------------
+
+SIGNAL = {"key": "gpu.example.com/health", "value": "Unhealthy", "effect": "None"}
+POLICY_RULE = {
+    "metadata": {
+        "name": "gpu-health-1a2b3c4d5e6f",
+        "ownerReferences": [
+            {
+                "apiVersion": "dra-operators.io/v1alpha1",
+                "kind": "DeviceHealthPolicy",
+                "name": "gpu-health",
+                "uid": "u-policy",
+                "controller": True,
+            }
+        ],
+    },
+    "spec": {
+        "deviceSelector": {"driver": DRIVER, "pool": "node-1", "device": "gpu-1"},
+        "taint": {
+            "key": "dra-operators.io/device-health",
+            "value": "Unhealthy",
+            "effect": "NoExecute",
+            "timeAdded": "2026-12-03T09:30:00Z",
+        },
+    },
+}
+
+
+def reporting_pod(claim_name: str, reports: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    body = pod("trainer", claim_name, phase="Running")
+    body["spec"]["nodeName"] = "node-1"
+    body["status"]["containerStatuses"] = [
+        {
+            "name": "main",
+            "allocatedResourcesStatus": [{"name": name, "resources": r} for name, r in reports.items()],
+        }
+    ]
+    return body
+
+
+def test_a_pod_shows_each_devices_health_under_its_claim_and_the_bad_ones_stand_out() -> None:
+    running = reporting_pod(
+        "two",
+        {
+            "claim:gpu": [
+                {"resourceID": f"{DRIVER}/node-1/gpu-0", "health": "Healthy"},
+                {"resourceID": f"{DRIVER}/node-1/gpu-1", "health": "Unhealthy", "message": "ECC errors"},
+                {"resourceID": "vendor.com/gpu=2", "health": "Unknown"},
+            ]
+        },
+    )
+    found = explain_pod(snapshot(claim("two", allocated=["gpu-0", "gpu-1"]), pods=[running]), NS, "trainer")
+    assert [(f.text, f.warning) for f in found] == [
+        ("It is Running on node node-1.", False),
+        ("Claim gpu is ResourceClaim two:", False),
+        ("It is allocated: gpu.example.com/node-1/gpu-0, gpu.example.com/node-1/gpu-1.", False),
+        ("Container main: gpu.example.com/node-1/gpu-0 is Healthy.", False),
+        ("Container main: gpu.example.com/node-1/gpu-1 is Unhealthy: ECC errors.", True),
+        (
+            "Container main: vendor.com/gpu=2 (no single device of ResourceClaim two) is Unknown: "
+            "the kubelet has no recent report from the driver.",
+            True,
+        ),
+    ]
+    assert found[3].source == (
+        "Pod ml/trainer .status.containerStatuses[main].allocatedResourcesStatus[claim:gpu]"
+    )
+    assert found[4].to_dict()["warning"] is True
+    assert "warning" not in found[3].to_dict()
+
+
+def test_a_pod_without_health_reports_says_nothing_new() -> None:
+    quiet = reporting_pod("one", {})
+    del quiet["status"]["containerStatuses"]
+    found = explain_pod(snapshot(claim("one", allocated=["gpu-0"]), pods=[quiet]), NS, "trainer")
+    assert texts(found) == [
+        "It is Running on node node-1.",
+        "Claim gpu is ResourceClaim one:",
+        "It is allocated: gpu.example.com/node-1/gpu-0.",
+    ]
+
+
+def test_an_allocated_device_shows_signals_apart_from_the_taint_a_health_policy_wrote() -> None:
+    devices = slice_body(device("gpu-0", taints=[SIGNAL]), device("gpu-1", taints=[TAINT]))
+    held = claim("held", allocated=["gpu-0", "gpu-1"])
+    found = explain_claim(snapshot(held, slices=[devices], rules=[POLICY_RULE]), NS, "held")
+    assert [(f.text, f.source, f.warning) for f in found[1:]] == [
+        (
+            "gpu.example.com/node-1/gpu-0 has signal: gpu.example.com/health=Unhealthy "
+            "(None: informational, blocks nothing).",
+            "ResourceSlice node-1-gpus .spec.devices[gpu-0].taints",
+            False,
+        ),
+        (
+            "gpu.example.com/node-1/gpu-1 has gpu.example.com/unhealthy=ecc:NoSchedule: "
+            "it takes no new claims; this one keeps it.",
+            "ResourceSlice node-1-gpus .spec.devices[gpu-1].taints",
+            False,
+        ),
+        (
+            "gpu.example.com/node-1/gpu-1 has dra-operators.io/device-health=Unhealthy:NoExecute "
+            "(DeviceHealthPolicy gpu-health): the claim does not tolerate it, so its pods are evicted.",
+            "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+            True,
+        ),
+    ]
+
+
+def test_a_tolerated_noexecute_taint_says_until_when() -> None:
+    held = claim("held", allocated=["gpu-1"])
+    held["status"]["allocation"]["devices"]["results"][0]["tolerations"] = [
+        {"key": "dra-operators.io/device-health", "operator": "Exists", "tolerationSeconds": 600}
+    ]
+    found = explain_claim(
+        snapshot(held, slices=[slice_body(device("gpu-1"))], rules=[POLICY_RULE]), NS, "held"
+    )
+    assert found[-1].text.endswith(
+        "the claim tolerates it until 2026-12-03T09:40:00Z, then its pods are evicted."
+    )
+    del held["status"]["allocation"]["devices"]["results"][0]["tolerations"][0]["tolerationSeconds"]
+    found = explain_claim(
+        snapshot(held, slices=[slice_body(device("gpu-1"))], rules=[POLICY_RULE]), NS, "held"
+    )
+    assert (found[-1].text.endswith("the claim tolerates it."), found[-1].warning) == (True, False)
+
+
+def test_an_unallocated_request_names_signals_and_the_policy_behind_a_blocking_taint() -> None:
+    devices = slice_body(device("gpu-0", taints=[SIGNAL]), device("gpu-1"))
+    found = explain_claim(snapshot(claim("idle"), slices=[devices], rules=[POLICY_RULE]), NS, "idle")
+    assert found[1].text == (
+        "request gpu (exactly) asks DeviceClass gpu for 1 device: 2 published devices match the class and "
+        "selectors; 1 carries a taint the request does not tolerate (gpu.example.com/node-1/gpu-1: "
+        "dra-operators.io/device-health=Unhealthy:NoExecute (DeviceHealthPolicy gpu-health)); 1 free; "
+        "gpu.example.com/node-1/gpu-0 has signal: gpu.example.com/health=Unhealthy "
+        "(None: informational, blocks nothing)."
+    )
+
+
+def test_a_warning_is_marked_in_the_text_and_in_the_document() -> None:
+    query = ExplainQuery("pod", NS, "trainer")
+    findings = [Finding("fine.", "here"), Finding("bad.", "there", warning=True)]
+    assert render(query, findings) == (
+        "Pod ml/trainer:\n- fine.\n    from here\n- warning: bad.\n    from there\n"
+    )
+    assert document(query, findings)["findings"] == [
+        {"text": "fine.", "source": "here"},
+        {"text": "bad.", "source": "there", "warning": True},
+    ]

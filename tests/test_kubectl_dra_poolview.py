@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from operators.dra.slices import ResourceSlice, SliceDevice
+from operators.kubectl_dra.devicetaints import PlacedTaint, parse_rules, placed_taints
 from operators.kubectl_dra.poolview import Answer, document, render, render_pool
 from operators.kubectl_dra.tables import bar, percent, table
 
@@ -170,3 +172,98 @@ def test_percent_and_table() -> None:
         "-",
     ]
     assert table(("A", "LONGER"), [("xyz", 1), ("", "")], indent="> ") == ["> A    LONGER", "> xyz  1", ">"]
+
+
+# --- the taints of the pools' devices (issue #41) ----------------------------------------------------
+
+
+def _slice(**taints: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "pool-1-gpus"},
+        "spec": {
+            "driver": GPU,
+            "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": name, "taints": t} for name, t in taints.items()],
+        },
+    }
+
+
+HEALTH_RULE = {
+    "metadata": {
+        "name": "gpu-health-1a2b3c4d5e6f",
+        "ownerReferences": [
+            {
+                "apiVersion": "dra-operators.io/v1alpha1",
+                "kind": "DeviceHealthPolicy",
+                "name": "gpu-health",
+                "uid": "u",
+                "controller": True,
+            }
+        ],
+    },
+    "spec": {
+        "deviceSelector": {"driver": GPU, "pool": "pool-1", "device": "gpu-1"},
+        "taint": {"key": "dra-operators.io/device-health", "value": "Unhealthy", "effect": "NoExecute"},
+    },
+}
+SIGNAL = {"key": f"{GPU}/health", "value": "Unhealthy", "effect": "None"}
+
+
+def _placed() -> dict[tuple[str, str], list[PlacedTaint]]:
+    slices = [ResourceSlice[SliceDevice].model_validate(_slice(**{"gpu-0": [], "gpu-1": [SIGNAL]}))]
+    found = placed_taints(slices, parse_rules([HEALTH_RULE]))
+    return {(GPU, "pool-1"): [t for taints in found.values() for t in taints]}
+
+
+def test_placed_taints_keep_their_source_and_the_policy_behind_a_rule() -> None:
+    (taints,) = _placed().values()
+    assert [(str(t.device), t.describe(), t.source) for t in taints] == [
+        (
+            f"{GPU}/pool-1/gpu-1",
+            f"signal: {GPU}/health=Unhealthy (None: informational, blocks nothing)",
+            "ResourceSlice pool-1-gpus .spec.devices[gpu-1].taints",
+        ),
+        (
+            f"{GPU}/pool-1/gpu-1",
+            "dra-operators.io/device-health=Unhealthy:NoExecute (DeviceHealthPolicy gpu-health)",
+            "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+        ),
+    ]
+    assert [t.blocks for t in taints] == [False, True]
+
+
+def test_a_pool_lists_its_tainted_devices_with_signals_apart() -> None:
+    pool = {**_gpu_pool(), "unavailableDevices": 1, "availableDevices": 1}
+    del pool["partitionSummary"]
+    assert render([_answer(pool)], _placed()) == (
+        "Pool gpu.example.com/pool-1 (node node-1, generation 1, 2 slices)\n"
+        "  TOTAL  ALLOCATED  AVAILABLE  UNAVAILABLE  UTILISATION\n"
+        "  3      1          1          1            #######xxxxxx.......  33%\n"
+        "  DEVICE  TAINT                                     EFFECT         FROM\n"
+        "  gpu-1   gpu.example.com/health=Unhealthy          None (signal)  ResourceSlice pool-1-gpus\n"
+        "  gpu-1   dra-operators.io/device-health=Unhealthy  NoExecute      "
+        "DeviceTaintRule gpu-health-1a2b3c4d5e6f of DeviceHealthPolicy gpu-health\n"
+        "\n"
+        "Bars: # allocated, x unavailable (tainted), . available.\n"
+        "Taints: NoSchedule keeps new claims off a device, NoExecute also evicts the pods using it; "
+        "a None taint is a signal, informational: it blocks nothing.\n"
+    )
+    assert render([_answer(pool)], {}, "forbidden while listing devicetaintrules: no").endswith(
+        "DeviceTaintRules are not shown: forbidden while listing devicetaintrules: no.\n"
+    )
+
+
+def test_the_document_adds_device_taints_only_when_there_are_some() -> None:
+    assert "deviceTaints" not in document("v", [_answer(_gpu_pool())], {})
+    entries = document("v", [_answer(_gpu_pool())], _placed())["deviceTaints"]
+    assert entries[1] == {
+        "driver": GPU,
+        "poolName": "pool-1",
+        "device": "gpu-1",
+        "key": "dra-operators.io/device-health",
+        "value": "Unhealthy",
+        "effect": "NoExecute",
+        "source": "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+        "deviceHealthPolicy": "gpu-health",
+    }
+    assert "deviceHealthPolicy" not in entries[0]

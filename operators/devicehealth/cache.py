@@ -32,7 +32,6 @@ from .models import (
     Pod,
     ResourceSlice,
 )
-from .signals import CLAIM_PREFIX
 
 __all__ = ["ClusterCache"]
 
@@ -120,7 +119,7 @@ class ClusterCache:
         key = _key(body)
         had = self.pods.pop(key, None) is not None
         pod = parse(Pod, body)
-        if any(status.name.startswith(CLAIM_PREFIX) for status in pod.resource_statuses):
+        if any(pod.containers_reporting):
             self.pods[key] = pod
         elif not had:
             return []

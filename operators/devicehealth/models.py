@@ -19,7 +19,7 @@ from pydantic import Field
 from operators.core import PROJECT_GROUP
 from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap, ObjectMeta
 from operators.core.resources import ApiResource
-from operators.dra import claims, pods, taintrules
+from operators.dra import claims, health, taintrules
 from operators.dra.pools import DeviceId
 from operators.dra.selection import DeviceClass, DeviceSelection, ResourceSlice
 
@@ -43,9 +43,9 @@ __all__ = [
     "SliceTaintSignal",
 ]
 
-VERSION = "v1alpha1"
-API_VERSION = f"{PROJECT_GROUP}/{VERSION}"
-KIND = "DeviceHealthPolicy"
+VERSION = health.POLICY_VERSION
+API_VERSION = health.POLICY_API_VERSION
+KIND = health.POLICY_KIND
 PLURAL = "devicehealthpolicies"
 POLICIES = ApiResource(PROJECT_GROUP, VERSION, PLURAL, namespaced=False)
 
@@ -95,54 +95,19 @@ class HealthPolicy(KubeModel):
     status: Annotated[Mapping[str, Any], NoneAsEmptyMap] = {}
 
 
-# --- Pods: the kubelet's health reports ---------------------------------------------------------------
+# --- Pods and claims: the kubelet's health reports and the devices they name -------------------------
 
 
-class ResourceHealth(KubeModel):
-    """``ResourceHealth``: ``resourceID`` is ``<driver>/<pool>/<device>``, or the device's first CDI
-    ID where the driver gave it one."""
-
-    resource_id: str = Field(default="", alias="resourceID")
-    health: str = ""
-
-
-class ResourceStatus(KubeModel):
-    """``ResourceStatus``: ``name`` is ``claim:<pod claim name>[/<request>]`` for DRA devices."""
-
-    name: str
-    resources: Annotated[tuple[ResourceHealth, ...], NoneAsEmpty] = ()
-
-
-class ContainerStatus(KubeModel):
-    name: str = ""
-    allocated_resources_status: Annotated[tuple[ResourceStatus, ...], NoneAsEmpty] = ()
-
-
-class PodStatus(pods.PodStatus):
+class PodStatus(health.PodStatus):
     phase: str = ""
-    container_statuses: Annotated[tuple[ContainerStatus, ...], NoneAsEmpty] = ()
-    init_container_statuses: Annotated[tuple[ContainerStatus, ...], NoneAsEmpty] = ()
 
 
-class Pod(pods.Pod):
+class Pod(health.Pod):
     status: PodStatus = PodStatus()
 
-    @property
-    def resource_statuses(self) -> tuple[ResourceStatus, ...]:
-        return tuple(
-            entry
-            for container in (*self.status.container_statuses, *self.status.init_container_statuses)
-            for entry in container.allocated_resources_status
-        )
 
-
-# --- ResourceClaims: which device a request got ----------------------------------------------------
-
-
-class Result(claims.ResultWithTolerations):
-    """A result with its request (``<request>`` or ``<request>/<subrequest>``)."""
-
-    request: str = ""
+class Result(claims.ResultWithTolerations, health.RequestResult):
+    """A result with its request, and the tolerations the dry run weighs."""
 
 
 AllocatedClaim = claims.ResourceClaim[claims.AllocationResult[Result]]

@@ -6,13 +6,9 @@ Two sources (docs/device-health.md, "Signal"):
   key, one of its values and one of its effects (an empty list matches any). The taint's
   ``timeAdded`` says when the signal started, so a restart loses nothing.
 * **The kubelet.** ``status.containerStatuses[].allocatedResourcesStatus`` of a pod that is not
-  finished: ``name`` is ``claim:<pod claim name>`` or ``claim:<pod claim name>/<request>``, the
-  pod claim name resolves to the ResourceClaim through the pod (``resourceClaimStatuses``,
-  ``resourceClaimName``, or the extended-resource claim), and the claim's allocation results for
-  that request are the devices. Each ``resources[].resourceID`` is ``<driver>/<pool>/<device>``,
-  or the device's first CDI ID where the driver gave one; a CDI ID names a device only when the
-  request has exactly one, and is otherwise ignored rather than guessed: tainting the wrong
-  device evicts a healthy workload. The controller's first sight is the signal's start.
+  finished, resolved to devices by :func:`operators.dra.health.device_reports` (a report that
+  names no device for sure is ignored rather than guessed). The controller's first sight is the
+  signal's start.
 
 A container that crash-loops on a failed device still reports it, so a pod counts until its
 phase is Succeeded or Failed, not only while a container runs.
@@ -27,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from operators.dra import pools
+from operators.dra import health, pools
 
 from .models import AllocatedClaim, DeviceId, Pod, ResourceSlice, SliceTaintSignal
 
@@ -40,7 +36,6 @@ __all__ = [
 ]
 
 FINISHED_PHASES = ("Succeeded", "Failed")
-CLAIM_PREFIX = "claim:"
 
 
 @dataclass(frozen=True)
@@ -70,60 +65,17 @@ def slice_signals(signal: SliceTaintSignal, slices: Iterable[ResourceSlice]) -> 
     return found
 
 
-def _claim_names(pod: Pod) -> dict[str, str]:
-    """Pod claim name -> ResourceClaim name, as the kubelet resolves them."""
-    names = {
-        entry.name: entry.resource_claim_name
-        for entry in pod.spec.resource_claims
-        if entry.resource_claim_name
-    }
-    for status in pod.status.resource_claim_statuses:
-        if status.resource_claim_name:
-            names[status.name] = status.resource_claim_name
-    extended = pod.extended_claim_name
-    if extended:
-        names.setdefault(extended, extended)
-    return names
-
-
-def _request_devices(claim: AllocatedClaim, request: str) -> list[DeviceId]:
-    allocation = claim.status.allocation
-    if allocation is None:
-        return []
-    return [
-        DeviceId(result.driver, result.pool, result.device)
-        for result in allocation.devices.results
-        if not request or result.request.split("/", 1)[0] == request
-    ]
-
-
 def kubelet_signals(
-    health: frozenset[str], pods: Iterable[Pod], claims: Mapping[tuple[str, str], AllocatedClaim]
+    health_values: frozenset[str], pods: Iterable[Pod], claims: Mapping[tuple[str, str], AllocatedClaim]
 ) -> dict[DeviceId, Observed]:
-    """The devices some unfinished pod reports with one of ``health``; claims by (namespace, name)."""
+    """The devices some unfinished pod reports with one of ``health_values``; claims by (namespace, name)."""
     reporters: dict[DeviceId, set[str]] = {}
     for pod in pods:
         if pod.status.phase in FINISHED_PHASES:
             continue
-        names: dict[str, str] | None = None
-        for status in pod.resource_statuses:
-            if not status.name.startswith(CLAIM_PREFIX):
-                continue
-            bad = [entry.resource_id for entry in status.resources if entry.health in health]
-            if not bad:
-                continue
-            if names is None:
-                names = _claim_names(pod)
-            reference, _, request = status.name[len(CLAIM_PREFIX) :].partition("/")
-            claim = claims.get((pod.namespace, names.get(reference, "")))
-            if claim is None:
-                continue
-            devices = _request_devices(claim, request)
-            by_id = {str(device): device for device in devices}
-            for resource_id in bad:
-                device = by_id.get(resource_id) or (devices[0] if len(devices) == 1 else None)
-                if device is not None:
-                    reporters.setdefault(device, set()).add(f"{pod.namespace}/{pod.name}")
+        for report in health.device_reports(pod, claims, health_values):
+            if report.device is not None:
+                reporters.setdefault(report.device, set()).add(f"{pod.namespace}/{pod.name}")
     return {device: Observed(pods=frozenset(names)) for device, names in reporters.items()}
 
 

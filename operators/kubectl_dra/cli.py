@@ -454,15 +454,15 @@ def _run(args: argparse.Namespace) -> None:
         return
     if args.command == "pools":
         query = PoolsQuery(tuple(args.driver), args.pool, args.limit, args.api, args.timeout)
-        api_version, answers = asyncio.run(_with_session(args, lambda s: ask(s, query)))
+        found = asyncio.run(_with_session(args, lambda s: ask(s, query)))
         if args.output:
-            _emit(poolview.document(api_version, answers), args.output)
-        elif not answers and args.pool:
+            _emit(poolview.document(found.api_version, found.answers, found.taints), args.output)
+        elif not found.answers and args.pool:
             print(f"No driver publishes a pool named {args.pool}.")
-        elif not answers:
+        elif not found.answers:
             print("No ResourceSlices: no DRA driver publishes devices in this cluster.")
         else:
-            sys.stdout.write(poolview.render(answers))
+            sys.stdout.write(poolview.render(found.answers, found.taints, found.rules_unread))
         return
     if args.command == "grant-driver":
         documents = grants.driver_grant(args.driver, args.namespace)

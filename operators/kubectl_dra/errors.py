@@ -28,6 +28,10 @@ class PluginError(Exception):
     code = EXIT_ERROR
 
 
+class Forbidden(PluginError):
+    """The API refused the credentials' user (403): a question that is only an extra can be left out."""
+
+
 class UsageError(PluginError):
     code = EXIT_USAGE
 

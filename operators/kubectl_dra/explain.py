@@ -17,14 +17,11 @@ from operators.core.client import ApiError
 from operators.core.resources import LEASES, PODS
 from operators.dra.api import (
     DEVICE_CLASSES,
-    GROUP,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
 )
 from operators.dra.attachments import LABEL_POLICY, LEASE, POLICIES, RECORDS
-from operators.dra.taintrules import PLURAL as RULES_PLURAL
-from operators.dra.taintrules import VERSIONS as RULE_VERSIONS
 
 from .attachexplain import AttacherLease, explain_attachment, explain_policy
 from .explainmodel import Finding, Snapshot, explain_claim, explain_pod
@@ -66,12 +63,7 @@ async def snapshot(session: Session, namespace: str) -> Snapshot:
     )
     slices = await session.items("listing resourceslices", RESOURCE_SLICES.path())
     classes = await session.items("listing deviceclasses", DEVICE_CLASSES.path())
-    rules: list[dict[str, Any]] = []
-    for version in RULE_VERSIONS:
-        served = await session.served(GROUP, version, RULES_PLURAL)
-        if served is not None:
-            rules = await session.items("listing devicetaintrules", served.path())
-            break
+    rules = await session.device_taint_rules()
     return Snapshot(
         claims={_key(c): c for c in claims},
         pods={_key(p): p for p in pods},
@@ -131,7 +123,7 @@ def render(query: ExplainQuery, findings: list[Finding]) -> str:
     """One statement per line, each followed by the field it was read from."""
     lines = [f"{query.title}:"]
     for finding in findings:
-        lines.append(f"- {finding.text}")
+        lines.append(f"- {'warning: ' if finding.warning else ''}{finding.text}")
         lines.append(f"    from {finding.source}")
     return "\n".join(lines) + "\n"
 

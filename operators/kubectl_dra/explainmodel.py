@@ -14,6 +14,12 @@ statement with ``kubectl get -o yaml``. The situations it recognises:
   (it is still reserved or allocated; once neither, the resourceclaim controller removes it);
 * a claim reserved for a pod that is gone, replaced or finished.
 
+Device health (issue #41), where the cluster reports it: the taints of an allocated device, a
+``None`` taint as a signal that blocks nothing apart from those that do, with the DeviceHealthPolicy
+that wrote a rule; and for a pod, the health the kubelet reports for each device of each container
+(``allocatedResourcesStatus``), where anything but Healthy is a warning. A pod without those reports
+gets no line about them: older kubelets and a disabled gate are not news.
+
 The device matching mirrors the scheduler's for what it shows (current slices only, class selectors
 then request selectors, NoSchedule and NoExecute taints of slices and DeviceTaintRules, devices of
 other claims, shared counters); it explains, it does not allocate.
@@ -26,14 +32,22 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from operators.core.models import NoneAsEmpty
-from operators.dra import slices
+from operators.dra import claims, health, slices
 from operators.dra.cel import CelError, PreparedDevice, compile_expression
-from operators.dra.pools import current_slices_by_pool, visible_devices
+from operators.dra.pools import DeviceId, current_slices_by_pool, visible_devices
 from operators.dra.quantity import Quantity
 from operators.dra.selectable import SelectableDevice
 from operators.dra.slices import CounterSet, DeviceCounterConsumption
-from operators.dra.taintrules import DeviceTaintRule, rule_matches
-from operators.dra.taints import DeviceTaint, DeviceToleration, taint_prevents_allocation
+from operators.dra.taintrules import DeviceTaintRule
+from operators.dra.taints import (
+    EFFECT_NO_EXECUTE,
+    DeviceToleration,
+    taint_eviction_time,
+    taint_prevents_allocation,
+    taint_tolerated,
+)
+
+from .devicetaints import PlacedTaint, parse_rules, rule_taints, slice_taints
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -43,13 +57,18 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class Finding:
-    """One statement, and the field (``<Kind> <namespace>/<name> <path>``) it is read from."""
+    """One statement, and the field (``<Kind> <namespace>/<name> <path>``) it is read from;
+    ``warning`` when it is something wrong with a device the reader's workload uses."""
 
     text: str
     source: str
+    warning: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        return {"text": self.text, "source": self.source}
+    def to_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"text": self.text, "source": self.source}
+        if self.warning:
+            found["warning"] = True
+        return found
 
 
 @dataclass
@@ -79,16 +98,24 @@ class _Slice(slices.ResourceSlice[ExplainedDevice]):
     spec: _SliceSpec
 
 
+_ReportedClaim = claims.ResourceClaim[claims.AllocationResult[health.RequestResult]]
+
+
 @dataclass(frozen=True)
 class _Device:
     driver: str
     pool: str
     name: str
     device: ExplainedDevice
+    slice_name: str
+
+    @property
+    def id(self) -> DeviceId:
+        return DeviceId(self.driver, self.pool, self.name)
 
     @property
     def ref(self) -> str:
-        return f"{self.driver}/{self.pool}/{self.name}"
+        return str(self.id)
 
 
 CounterKey = tuple[str, str, str]
@@ -101,8 +128,8 @@ def _devices(
     """Published devices of the current slices, and each pool's counter sets (of its current slices)."""
     parsed = [_Slice.model_validate(body) for body in bodies]
     devices = [
-        _Device(driver, pool, name, device)
-        for ((driver, pool), name), (_slice, device) in sorted(visible_devices(parsed).items())
+        _Device(driver, pool, name, device, resource_slice.name)
+        for ((driver, pool), name), (resource_slice, device) in sorted(visible_devices(parsed).items())
     ]
     counters: dict[CounterKey, dict[str, Quantity]] = {}
     for current in current_slices_by_pool(parsed).values():
@@ -168,18 +195,15 @@ class _Published:
         for device in devices:
             if (device.driver, device.pool, device.name) in used:
                 _charge(remaining, device)
-        rules = [DeviceTaintRule.model_validate(body) for body in snapshot.rules]
-        return cls(devices, used, remaining, rules)
+        return cls(devices, used, remaining, parse_rules(snapshot.rules))
 
-    def taints(self, device: _Device) -> list[DeviceTaint]:
+    def taints(self, device: _Device) -> list[PlacedTaint]:
         """The device's own taints and those DeviceTaintRules give it (as the operators apply rules:
         one that also names a class or CEL selectors gives none)."""
-        by_rules = [
-            rule.spec.taint
-            for rule in self.rules
-            if rule_matches(rule.spec.device_selector, device.driver, device.pool, device.name)
+        return [
+            *slice_taints(device.id, device.slice_name, device.device),
+            *rule_taints(device.id, self.rules),
         ]
-        return [*device.device.taints, *by_rules]
 
 
 def _pods_using(snapshot: Snapshot, namespace: str, claim_name: str) -> list[str]:
@@ -207,6 +231,7 @@ class _Tally:
     matching: int = 0
     in_use: dict[str, str] = field(default_factory=dict)
     tainted: dict[str, str] = field(default_factory=dict)
+    signals: dict[str, str] = field(default_factory=dict)
     no_counters: list[str] = field(default_factory=list)
     free: list[str] = field(default_factory=list)
     error: str = ""
@@ -247,11 +272,14 @@ def _explain_request(snapshot: Snapshot, request: Mapping[str, Any], published: 
         if owner is not None and not candidate.device.allow_multiple_allocations:
             tally.in_use[candidate.ref] = f"{owner[0]}/{owner[1]}"
             continue
-        taints = published.taints(candidate)
-        if taint_prevents_allocation(taints, tolerations):
+        placed = published.taints(candidate)
+        signals = [p for p in placed if not p.blocks]
+        if signals:
+            tally.signals[candidate.ref] = ", ".join(p.describe() for p in signals)
+        if taint_prevents_allocation([p.taint for p in placed], tolerations):
             # Only the taints that keep the request away, as the allocator judges them.
-            blocking = [t for t in taints if taint_prevents_allocation((t,), tolerations)]
-            tally.tainted[candidate.ref] = ", ".join(f"{t.key}={t.value}:{t.effect}" for t in blocking)
+            blocking = [p for p in placed if taint_prevents_allocation((p.taint,), tolerations)]
+            tally.tainted[candidate.ref] = ", ".join(p.describe() for p in blocking)
             continue
         if not _fits(published.remaining, candidate):
             tally.no_counters.append(candidate.ref)
@@ -330,6 +358,8 @@ def _request_findings(snapshot: Snapshot, claim: Mapping[str, Any], key: Key, so
             text = "; ".join(parts)
             if wanted is not None and len(tally.free) < wanted:
                 text += f": not enough for {_plural(wanted, 'device')}"
+            if tally.signals:
+                text += "; " + ", ".join(f"{d} has {t}" for d, t in sorted(tally.signals.items()))
             findings.append(Finding(text + ".", path))
     return findings
 
@@ -448,7 +478,48 @@ def explain_claim(snapshot: Snapshot, namespace: str, name: str) -> list[Finding
         return findings
 
     findings.extend(_binding_findings(claim, source))
+    findings.extend(_allocated_taint_findings(snapshot, claim, source))
     return findings
+
+
+def _allocated_taint_findings(snapshot: Snapshot, claim: Mapping[str, Any], source: str) -> list[Finding]:
+    """What the taints of the allocated devices mean for this claim: a signal blocks nothing, a
+    NoSchedule taint only keeps new claims off, a NoExecute taint the claim does not tolerate evicts
+    its pods."""
+    devices = {device.id: device for device in _devices(snapshot.slices)[0]}
+    rules = parse_rules(snapshot.rules)
+    findings: list[Finding] = []
+    for result in _allocated_results(claim):
+        device_id = DeviceId(str(result.get("driver")), str(result.get("pool")), str(result.get("device")))
+        published = devices.get(device_id)
+        placed = [
+            *(slice_taints(device_id, published.slice_name, published.device) if published else []),
+            *rule_taints(device_id, rules),
+        ]
+        tolerations = [DeviceToleration.model_validate(t) for t in result.get("tolerations") or []]
+        findings.extend(_taint_finding(device_id, taint, tolerations) for taint in placed)
+    return findings
+
+
+def _taint_finding(device: DeviceId, placed: PlacedTaint, tolerations: Sequence[DeviceToleration]) -> Finding:
+    text = f"{device} has {placed.describe()}"
+    if not placed.blocks:
+        return Finding(text + ".", placed.source)
+    if placed.taint.effect != EFFECT_NO_EXECUTE:
+        return Finding(text + ": it takes no new claims; this one keeps it.", placed.source)
+    if not taint_tolerated(tolerations, placed.taint):
+        return Finding(
+            text + ": the claim does not tolerate it, so its pods are evicted.", placed.source, warning=True
+        )
+    deadline = taint_eviction_time(tolerations, placed.taint)
+    if deadline is None:
+        return Finding(text + ": the claim tolerates it.", placed.source)
+    return Finding(
+        text + f": the claim tolerates it until {deadline.strftime('%Y-%m-%dT%H:%M:%SZ')}, then its pods are "
+        "evicted.",
+        placed.source,
+        warning=True,
+    )
 
 
 def _binding_findings(claim: Mapping[str, Any], source: str) -> list[Finding]:
@@ -533,6 +604,7 @@ def explain_pod(snapshot: Snapshot, namespace: str, name: str) -> list[Finding]:
                 )
             )
     recorded = {s.get("name"): s for s in status.get("resourceClaimStatuses") or []}
+    reports = _health_findings(snapshot, pod, source)
     for index, entry in enumerate(spec.get("resourceClaims") or []):
         entry_name = entry.get("name")
         path = f"{source} .spec.resourceClaims[{index}]"
@@ -556,4 +628,42 @@ def explain_pod(snapshot: Snapshot, namespace: str, name: str) -> list[Finding]:
             continue
         findings.append(Finding(f"Claim {entry_name} is ResourceClaim {claim_name}:", path))
         findings.extend(explain_claim(snapshot, namespace, str(claim_name)))
+        findings.extend(reports.pop(str(entry_name), []))
+    # Reports on the claim kube-scheduler made for extended resources: it has no entry of its own.
+    findings.extend(finding for rest in reports.values() for finding in rest)
     return findings
+
+
+# The kubelet says Unknown when the driver has not reported on the device, or not lately.
+_HEALTH_MEANING = {"Unknown": ": the kubelet has no recent report from the driver"}
+
+
+def _health_findings(snapshot: Snapshot, body: Mapping[str, Any], source: str) -> dict[str, list[Finding]]:
+    """The kubelet's health of each device of each container, by pod claim name. A pod without
+    ``allocatedResourcesStatus`` (a kubelet before 1.36, or the gate off) has none, and says nothing."""
+    pod = health.Pod.model_validate(body)
+    if not any(pod.containers_reporting):
+        return {}
+    by_key = {
+        (pod.namespace, name): _ReportedClaim.model_validate(snapshot.claims[(pod.namespace, name)])
+        for name in health.claim_names(pod).values()
+        if (pod.namespace, name) in snapshot.claims
+    }
+    found: dict[str, list[Finding]] = {}
+    for report in health.device_reports(pod, by_key):
+        device = (
+            str(report.device)
+            if report.device is not None
+            else f"{report.resource_id} (no single device of ResourceClaim {report.claim or '?'})"
+        )
+        text = f"Container {report.container}: {device} is {report.health or 'not reported'}"
+        text += f": {report.message}" if report.message else _HEALTH_MEANING.get(report.health, "")
+        found.setdefault(report.pod_claim, []).append(
+            Finding(
+                text + ".",
+                f"{source} .status.containerStatuses[{report.container}].allocatedResourcesStatus"
+                f"[{report.resource}]",
+                warning=report.health != health.HEALTHY,
+            )
+        )
+    return found

@@ -6,6 +6,11 @@ it (the project's operator answers it on every cluster), else on the built-in
 ``resource.k8s.io/v1alpha3`` (alpha: served only where enabled, answered by this project's
 operator or by kube-controller-manager's in-tree controller). ``--api`` forces one. The requests
 are deleted after the answer, or after the time-out, and on Ctrl-C.
+
+Beside the counts, which the operator answers, the plugin reads the taints of each pool's devices
+itself from the slices and DeviceTaintRules (:mod:`.devicetaints`): which device is out of service
+and why, and which only carries a signal. A user who may not list DeviceTaintRules still gets the
+counts and the drivers' own taints.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from typing import Any
 
 from operators.core import PROJECT_GROUP
 from operators.dra.api import GROUP, RESOURCE_SLICES
+from operators.dra.pools import PoolId
+from operators.dra.slices import ResourceSlice, SliceDevice
 
-from .errors import PluginError
+from .devicetaints import PlacedTaint, parse_rules, placed_taints
+from .errors import Forbidden, PluginError
 from .poolview import Answer
 from .session import Session, poll
 
@@ -53,9 +61,19 @@ async def surface(session: Session, choice: str) -> tuple[str, str]:
     raise PluginError(f"this cluster does not serve {PLURAL} in {group}/{version} (--api {choice})")
 
 
-async def published_drivers(session: Session, pool: str | None) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Pools:
+    """What ``kubectl dra pools`` shows: the operator's answers, and the taints of the devices."""
+
+    api_version: str
+    answers: list[Answer]
+    taints: dict[PoolId, list[PlacedTaint]]
+    rules_unread: str = ""
+    """Why the DeviceTaintRules could not be read (their taints are then missing); empty when they were."""
+
+
+def published_drivers(slices: list[dict[str, Any]], pool: str | None) -> tuple[str, ...]:
     """The drivers with ResourceSlices (of ``pool``, when given): asking the others is pointless."""
-    slices = await session.items("listing ResourceSlices", RESOURCE_SLICES.path())
     return tuple(
         sorted(
             {
@@ -100,9 +118,29 @@ async def _ask(session: Session, api_version: str, collection: str, driver: str,
     return answer
 
 
-async def ask(session: Session, query: PoolsQuery) -> tuple[str, list[Answer]]:
+async def _taints(
+    session: Session, slices: list[dict[str, Any]], pools: set[PoolId]
+) -> tuple[dict[PoolId, list[PlacedTaint]], str]:
+    try:
+        rules, unread = parse_rules(await session.device_taint_rules()), ""
+    except Forbidden as err:
+        rules, unread = [], str(err)
+    parsed = [
+        ResourceSlice[SliceDevice].model_validate(s)
+        for s in slices
+        if ((s.get("spec") or {}).get("driver"), ((s.get("spec") or {}).get("pool") or {}).get("name"))
+        in pools
+    ]
+    by_pool: dict[PoolId, list[PlacedTaint]] = {}
+    for device, taints in placed_taints(parsed, rules).items():
+        by_pool.setdefault((device.driver, device.pool), []).extend(taints)
+    return by_pool, unread
+
+
+async def ask(session: Session, query: PoolsQuery) -> Pools:
     api_version, collection = await surface(session, query.api)
-    drivers = query.drivers or await published_drivers(session, query.pool)
+    slices = await session.items("listing ResourceSlices", RESOURCE_SLICES.path())
+    drivers = query.drivers or published_drivers(slices, query.pool)
     # Every request runs to its answer or its time-out (and is deleted) before the first error is raised.
     outcomes = await asyncio.gather(
         *(_ask(session, api_version, collection, d, query) for d in drivers), return_exceptions=True
@@ -112,4 +150,8 @@ async def ask(session: Session, query: PoolsQuery) -> tuple[str, list[Answer]]:
         if isinstance(outcome, BaseException):
             raise outcome
         answers.append(outcome)
-    return api_version, answers
+    shown = {
+        (str(p.get("driver")), str(p.get("poolName"))) for a in answers for p in a.status.get("pools") or []
+    }
+    taints, unread = await _taints(session, slices, shown) if shown else ({}, "")
+    return Pools(api_version, answers, taints, unread)

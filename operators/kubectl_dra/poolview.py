@@ -2,7 +2,8 @@
 (``-o json|yaml``) or as a table per pool. Pure functions over the API's own JSON.
 
 The document keeps every pool exactly as the operator wrote it in the request's status, so that
-scripts read the API's field names; only the requests around them are summarised.
+scripts read the API's field names; only the requests around them are summarised. The taints of the
+pools' devices, which the plugin reads itself, follow as ``deviceTaints`` when there are any.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from operators.dra.pools import PoolId
 from operators.dra.quantity import Quantity, QuantityError
 
+from .devicetaints import PlacedTaint
 from .tables import ALLOCATED, FREE, UNAVAILABLE, bar, percent, table
 
 LEGEND = f"Bars: {ALLOCATED} allocated, {UNAVAILABLE} unavailable (tainted), {FREE} available."
 PARTITION_NOTE = "Partition types are alternative ways to use the same hardware: do not add them up."
+TAINT_NOTE = (
+    "Taints: NoSchedule keeps new claims off a device, NoExecute also evicts the pods using it; "
+    "a None taint is a signal, informational: it blocks nothing."
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,25 @@ class Answer:
         return first
 
 
-def document(api_version: str, answers: Sequence[Answer]) -> dict[str, Any]:
+def _taint_entry(placed: PlacedTaint) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "driver": placed.device.driver,
+        "poolName": placed.device.pool,
+        "device": placed.device.device,
+        "key": placed.taint.key,
+        "value": placed.taint.value,
+        "effect": placed.taint.effect,
+        "source": placed.source,
+    }
+    if placed.policy:
+        entry["deviceHealthPolicy"] = placed.policy
+    return entry
+
+
+def document(
+    api_version: str, answers: Sequence[Answer], taints: Mapping[PoolId, Sequence[PlacedTaint]] | None = None
+) -> dict[str, Any]:
+    placed = [_taint_entry(t) for pool in sorted(taints or {}) for t in (taints or {})[pool]]
     return {
         "apiVersion": api_version,
         "requests": [
@@ -50,6 +75,7 @@ def document(api_version: str, answers: Sequence[Answer]) -> dict[str, Any]:
             for a in answers
         ],
         "pools": [dict(pool) for a in answers for pool in a.status.get("pools") or []],
+        **({"deviceTaints": placed} if placed else {}),
     }
 
 
@@ -116,7 +142,16 @@ def _shareable(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_pool(pool: Mapping[str, Any]) -> list[str]:
+def _effect(placed: PlacedTaint) -> str:
+    return placed.taint.effect if placed.blocks else f"{placed.taint.effect or '-'} (signal)"
+
+
+def _taints(taints: Sequence[PlacedTaint]) -> list[str]:
+    rows = [(t.device.device, t.pair, _effect(t), t.origin) for t in taints]
+    return table(("DEVICE", "TAINT", "EFFECT", "FROM"), rows, indent="  ")
+
+
+def render_pool(pool: Mapping[str, Any], taints: Sequence[PlacedTaint] = ()) -> list[str]:
     lines = [_title(pool)]
     if pool.get("totalDevices") is not None:
         lines += _counts(pool)
@@ -126,6 +161,8 @@ def render_pool(pool: Mapping[str, Any]) -> list[str]:
         lines += _partitions(pool["partitionSummary"])
     if pool.get("shareableSummary"):
         lines += _shareable(pool["shareableSummary"])
+    if taints:
+        lines += _taints(taints)
     return lines
 
 
@@ -142,13 +179,25 @@ def _request_notes(answer: Answer) -> list[str]:
     return []
 
 
-def render(answers: Sequence[Answer]) -> str:
+def render(
+    answers: Sequence[Answer],
+    taints: Mapping[PoolId, Sequence[PlacedTaint]] | None = None,
+    rules_unread: str = "",
+) -> str:
+    taints = taints or {}
     blocks: list[list[str]] = []
     for answer in answers:
-        blocks += [render_pool(pool) for pool in answer.status.get("pools") or []]
+        blocks += [
+            render_pool(pool, taints.get((str(pool.get("driver")), str(pool.get("poolName"))), ()))
+            for pool in answer.status.get("pools") or []
+        ]
     notes = [note for answer in answers for note in _request_notes(answer)]
     if any(line.startswith("  TOTAL") for block in blocks for line in block):
         notes.append(LEGEND)
+    if any(line.startswith("  DEVICE  ") for block in blocks for line in block):
+        notes.append(TAINT_NOTE)
+    if rules_unread:
+        notes.append(f"DeviceTaintRules are not shown: {rules_unread}.")
     if notes:
         blocks.append(notes)
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"

@@ -19,8 +19,11 @@ from operators.core.client import ApiError, KubeClient, load_configuration
 from operators.core.discovery import ServedResource, resources_of
 from operators.core.serverversion import refusal
 from operators.core.settings import ConfigurationError
+from operators.dra.api import GROUP
+from operators.dra.taintrules import PLURAL as RULES_PLURAL
+from operators.dra.taintrules import VERSIONS as RULE_VERSIONS
 
-from .errors import NoAnswer, PluginError
+from .errors import Forbidden, NoAnswer, PluginError
 
 T = TypeVar("T")
 POLL_INTERVAL = 0.25
@@ -32,7 +35,7 @@ def describe(err: ApiError, doing: str, server: str) -> PluginError:
     if err.status == 401:
         return PluginError(f"the API server at {server} rejected the credentials (401 Unauthorized)")
     if err.status == 403:
-        return PluginError(f"forbidden while {doing}: {err.message}")
+        return Forbidden(f"forbidden while {doing}: {err.message}")
     status = f"{err.status} {err.reason}".strip()
     return PluginError(f"{doing} failed: {status}: {err.message}")
 
@@ -96,6 +99,14 @@ class Session:
             return (await resources_of(self.client, group, version)).get(plural)
         except ApiError as err:
             raise describe(err, f"discovering {group}/{version}", self.client.server) from err
+
+    async def device_taint_rules(self) -> list[dict[str, Any]]:
+        """Every DeviceTaintRule, read in the newest version served; none where no version is."""
+        for version in RULE_VERSIONS:
+            served = await self.served(GROUP, version, RULES_PLURAL)
+            if served is not None:
+                return await self.items("listing devicetaintrules", served.path())
+        return []
 
     async def first_served(
         self, group: str, plural: str, versions: Sequence[str], subresource: str = "status"
