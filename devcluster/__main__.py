@@ -60,6 +60,19 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("down", "env"):
         p = sub.add_parser(name)
         p.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
+    h = sub.add_parser(
+        "device-health",
+        help="the real node's test driver reports DEVICE as HEALTH to the kubelet and taints it in its slice",
+    )
+    h.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
+    h.add_argument("device", nargs="?", help="gpu-0, gpu-1, ...")
+    h.add_argument("health", nargs="?", choices=realnode.DEVICE_HEALTH)
+    h.add_argument(
+        "--taint", metavar="KEY[=VALUE]:EFFECT", help="as kubectl taint writes it; EFFECT may be None"
+    )
+    h.add_argument(
+        "--clear", action="store_true", help="DEVICE (every device without one) Healthy and untainted"
+    )
     st = sub.add_parser("status")
     st.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
     st.add_argument("--json", action="store_true")
@@ -94,6 +107,30 @@ def _extra_args(values: list[str]) -> dict[str, list[str]]:
             )
         result.setdefault(component, []).append(flag)
     return result
+
+
+def _device_health(args: argparse.Namespace, directory: Path) -> int:
+    node = realnode.NodeLayout.of(directory)
+    if not node.disk.is_dir():
+        raise realnode.NodeError(f"no real node in {directory}")
+    if args.clear:
+        realnode.clear_device_health(node, args.device)
+    elif args.device and args.health:
+        taint = None
+        if args.taint:
+            key_value, _, effect = args.taint.rpartition(":")
+            key, _, value = key_value.partition("=")
+            taint = {"key": key, "value": value, "effect": effect}
+        try:
+            realnode.set_device_health(node, args.device, args.health, taint)
+        except ValueError as err:
+            raise SystemExit(f"error: {err}") from err
+    else:
+        raise SystemExit("error: DEVICE and HEALTH, or --clear")
+    print(
+        node.device_health.read_text() if node.device_health.exists() else "every device Healthy, no taints"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"port={comp['port']}"
                     )
             return code
+        if args.command == "device-health":
+            return _device_health(args, directory)
         if args.command == "env":
             print(f"export KUBECONFIG={directory / 'kubeconfig'}")
             print(f'export PATH="{directory / "bin"}:$PATH"')

@@ -121,6 +121,11 @@ class NodeLayout:
         return self.disk / "host-cdi-before.json"
 
     @property
+    def device_health(self) -> Path:
+        """The test driver's control file (``set_device_health``); absent: every device Healthy."""
+        return self.disk / "device-health.json"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.disk / "cni" / "net.d"
 
@@ -542,6 +547,54 @@ def stop_containers(layout: NodeLayout) -> None:
         time.sleep(0.1)
 
 
+# -- device health ----------------------------------------------------------------------------
+
+DEVICE_HEALTH = ("Healthy", "Unhealthy", "Unknown")
+TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+
+
+def set_device_health(
+    node: NodeLayout, device: str, health: str, taint: dict[str, str] | None = None
+) -> None:
+    """Make the test driver report ``device`` (``gpu-0``...) as ``health`` to the kubelet, which
+    shows it in the pods' ``allocatedResourcesStatus``, and publish ``taint`` (key, value,
+    effect) on the device in its ResourceSlice; without ``taint`` the device has none. The driver
+    re-reads the file within a fraction of a second; what it refuses it names in its log."""
+    if health not in DEVICE_HEALTH:
+        raise ValueError(f"health {health!r} is not one of {', '.join(DEVICE_HEALTH)}")
+    if taint is not None and taint.get("effect") not in TAINT_EFFECTS:
+        raise ValueError(f"taint effect {taint.get('effect')!r} is not one of {', '.join(TAINT_EFFECTS)}")
+    states = _device_health(node)
+    states[device] = {"health": health, **({"taint": dict(taint)} if taint else {})}
+    _write_device_health(node, states)
+
+
+def clear_device_health(node: NodeLayout, device: str | None = None) -> None:
+    """``device`` (every device when None) Healthy and untainted again, as when the driver starts."""
+    states = _device_health(node)
+    for name in [device] if device else list(states):
+        states.pop(name, None)
+    _write_device_health(node, states)
+
+
+def _device_health(node: NodeLayout) -> dict[str, Any]:
+    try:
+        states: dict[str, Any] = json.loads(node.device_health.read_text())
+    except FileNotFoundError:
+        return {}
+    return states
+
+
+def _write_device_health(node: NodeLayout, states: dict[str, Any]) -> None:
+    if not states:
+        node.device_health.unlink(missing_ok=True)
+        return
+    # Replaced by rename: the driver never reads half a file.
+    staged = node.device_health.with_name(f".{node.device_health.name}.tmp-{os.getpid()}")
+    staged.write_text(json.dumps(states, indent=2, sort_keys=True) + "\n")
+    staged.replace(node.device_health)
+
+
 # -- the sequence -----------------------------------------------------------------------------
 
 
@@ -708,6 +761,8 @@ def start(
     )
     node_url = f"{server}/api/v1/nodes/{NODE_NAME}"
     launcher._wait("kubelet", lambda: _node_ready(node_url, admin_ctx), 120, deadline, node_url)
+    # A new cluster's devices start Healthy, whatever a test left from the last one.
+    layout.device_health.unlink(missing_ok=True)
     launcher._spawn(
         "dra-test-driver",
         [
@@ -717,6 +772,7 @@ def start(
             f"--devices={options.devices}",
             f"--kubelet-root={layout.kubelet_root}",
             f"--cdi-dir={layout.cdi_dir}",
+            f"--health-file={layout.device_health}",
         ],
         0,
         loopback=False,

@@ -8,6 +8,7 @@ name into the container) and unprepared when the container stops.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from e2e.product.support import (
     pod_body,
     template,
 )
+from e2e.support import ARTIFACTS
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
 
@@ -149,6 +151,91 @@ def test_noexecute_rule_evicts_the_running_pod(
             assert gone_at is not None, "the pod went and Completed came in the same poll"
         finally:
             api.delete(f"{rules}/{rule}")
+
+
+def _resource_health(api: Kube, namespace: str, pod: str, resource_id: str) -> str | None:
+    """The health the kubelet reports for ``resource_id`` in the pod's container status."""
+    obj = api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod}") or {}
+    for container in obj.get("status", {}).get("containerStatuses") or []:
+        for status in container.get("allocatedResourcesStatus") or []:
+            for resource in status.get("resources") or []:
+                if resource.get("resourceID") == resource_id:
+                    return str(resource.get("health"))
+    return None
+
+
+def _slice_taints(api: Kube) -> dict[str, list[dict[str, Any]]]:
+    """The taints of every device of the test driver's slices, by device name."""
+    slices = api.list(
+        f"{RESOURCE}/resourceslices",
+        fieldSelector=f"spec.nodeName={realnode.NODE_NAME},spec.driver={realnode.DRIVER_NAME}",
+    )
+    return {d["name"]: d.get("taints") or [] for s in slices for d in s["spec"].get("devices") or []}
+
+
+def test_device_health_reaches_the_pod_status_and_the_slice(
+    api: Kube,
+    namespace: str,
+    node: realnode.NodeLayout,
+    gpu_class: str,
+    resourceclaim: harness.RunningOperator,
+) -> None:
+    """The test driver reports a device Unhealthy and taints it; the kubelet shows the health in the
+    pod's allocatedResourcesStatus and the slice carries the taint, and both go back."""
+    api.create(
+        f"/api/v1/namespaces/{namespace}/pods", pod_body("patient", template(api, namespace), "sleep 3600")
+    )
+    claim = generated_claim(api, namespace, "patient")
+    device = allocated_device(api, namespace, claim["metadata"]["name"])
+    # The kubelet names a device by the first CDI device ID its driver returned for it.
+    resource_id = f"{realnode.DRIVER_NAME}/gpu={claim['metadata']['uid']}-{device}"
+    wait_for(lambda: phase(api, namespace, "patient") == "Running", 120, "patient to run")
+    wait_for(
+        lambda: _resource_health(api, namespace, "patient", resource_id) == "Healthy",
+        60,
+        f"the kubelet to report {device} Healthy before any change",
+    )
+    assert all(not taints for taints in _slice_taints(api).values())
+    taint = {"key": "dra-operators.test/unhealthy", "value": "ecc", "effect": "None"}
+    seconds: dict[str, float] = {}
+
+    def observe(health: str, taints: list[dict[str, Any]], written: float, label: str) -> bool:
+        """Record the first poll at which the pod status, and the slice, show what was written."""
+        status, published = f"{label}_status", f"{label}_slice"
+        if status not in seconds and _resource_health(api, namespace, "patient", resource_id) == health:
+            seconds[status] = round(time.monotonic() - written, 2)
+        current = [{k: t.get(k) for k in ("key", "value", "effect")} for t in _slice_taints(api)[device]]
+        if published not in seconds and current == taints:
+            seconds[published] = round(time.monotonic() - written, 2)
+        return status in seconds and published in seconds
+
+    try:
+        written = time.monotonic()
+        realnode.set_device_health(node, device, "Unhealthy", taint)
+        wait_for(
+            lambda: observe("Unhealthy", [taint], written, "unhealthy"),
+            60,
+            f"{device} Unhealthy in the pod status and tainted in the slice; seen so far {seconds}",
+        )
+        others = {name: t for name, t in _slice_taints(api).items() if name != device}
+        assert all(not t for t in others.values()), f"devices other than {device} got taints: {others}"
+        assert api.get(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim['metadata']['name']}")[
+            "status"
+        ]["allocation"], "a None taint must leave the allocation alone"
+        assert phase(api, namespace, "patient") == "Running", "a None taint must not evict the pod"
+
+        written = time.monotonic()
+        realnode.set_device_health(node, device, "Healthy")
+        wait_for(
+            lambda: observe("Healthy", [], written, "healthy"),
+            60,
+            f"{device} Healthy in the pod status and untainted in the slice; seen so far {seconds}",
+        )
+    finally:
+        realnode.clear_device_health(node)
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "device-health.json").write_text(json.dumps(seconds, indent=2) + "\n")
+        print(f"device health, seconds from the control write: {json.dumps(seconds)}")
 
 
 def _own_processes(node: realnode.NodeLayout) -> list[str]:

@@ -42,13 +42,15 @@ type cdiEdits struct {
 	Env []string `json:"env,omitempty"`
 }
 
-// driver keeps no state: a claim is prepared exactly when its CDI spec file
-// exists, so restarts and repeated kubelet calls need no bookkeeping.
+// driver keeps no claim state: a claim is prepared exactly when its CDI spec
+// file exists, so restarts and repeated kubelet calls need no bookkeeping.
+// Device health likewise lives in the control file, not in the process.
 type driver struct {
 	name   string
 	pool   string
 	cdiDir string
 	fail   context.CancelCauseFunc
+	health *healthControl
 }
 
 var _ kubeletplugin.DRAPlugin = (*driver)(nil)
@@ -151,10 +153,6 @@ func (d *driver) HandleError(ctx context.Context, err error, msg string) {
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
 		d.fail(fmt.Errorf("%s: %w", msg, err))
 	}
-}
-
-func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
 }
 
 // writeFileAtomic makes sure the runtime never reads a partial spec. Identical

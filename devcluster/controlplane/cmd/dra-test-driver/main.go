@@ -32,6 +32,7 @@ type config struct {
 	devices     int
 	kubeletRoot string
 	cdiDir      string
+	healthFile  string
 }
 
 // cdiVendorRE is the CDI vendor syntax; the driver name doubles as the
@@ -52,6 +53,7 @@ func main() {
 	flag.IntVar(&cfg.devices, "devices", 4, "number of devices gpu-0..gpu-N-1 to publish")
 	flag.StringVar(&cfg.kubeletRoot, "kubelet-root", "/var/lib/kubelet", "the kubelet's --root-dir")
 	flag.StringVar(&cfg.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI spec files; the container runtime must read it")
+	flag.StringVar(&cfg.healthFile, "health-file", "", "JSON file of device health and taints, re-read while running; absent or empty: every device Healthy and untainted")
 	flag.Parse()
 
 	if err := run(cfg); err != nil {
@@ -108,27 +110,44 @@ func run(cfg config) error {
 	ctx, fail := context.WithCancelCause(sigCtx)
 	defer fail(nil)
 
-	d := &driver{name: cfg.driverName, pool: cfg.nodeName, cdiDir: cfg.cdiDir, fail: fail}
+	health := newHealthControl(cfg.healthFile, cfg.nodeName, deviceNames(cfg.devices))
+	// A restarted driver publishes the taints already asked for, rather than
+	// an untainted slice first.
+	if _, err := health.reload(); err != nil {
+		klog.ErrorS(err, "device health control file refused, every device starts Healthy")
+	}
+	d := &driver{name: cfg.driverName, pool: cfg.nodeName, cdiDir: cfg.cdiDir, fail: fail, health: health}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(cfg.driverName),
 		kubeletplugin.NodeName(cfg.nodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
 		kubeletplugin.RegistrarDirectoryPath(registryDir),
-		// Without this the kubelet would subscribe to a health stream
-		// that can only ever answer Unimplemented.
-		kubeletplugin.HealthService(false),
+		// The kubelet subscribes to the device health stream when the
+		// plugin registers and fills the pods' allocatedResourcesStatus
+		// from it.
+		kubeletplugin.HealthService(true),
 	)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	klog.InfoS("driver started", "driver", cfg.driverName, "node", cfg.nodeName, "devices", cfg.devices,
-		"pluginDir", pluginDir, "registryDir", registryDir, "cdiDir", cfg.cdiDir)
+		"pluginDir", pluginDir, "registryDir", registryDir, "cdiDir", cfg.cdiDir, "healthFile", cfg.healthFile)
 
 	// PublishResources waits until it can list ResourceSlices, so an
 	// unreachable API server keeps us here until a signal arrives.
-	err = helper.PublishResources(ctx, driverResources(cfg.nodeName, cfg.devices))
+	err = helper.PublishResources(ctx, driverResources(cfg.nodeName, cfg.devices, health.taints()))
 	if err == nil {
+		if cfg.healthFile != "" {
+			go health.poll(ctx, func(taints map[string][]resourceapi.DeviceTaint) {
+				// Later calls only hand the slice controller its new
+				// target; they return at once and fail only without a
+				// node name, which was checked above.
+				if err := helper.PublishResources(ctx, driverResources(cfg.nodeName, cfg.devices, taints)); err != nil {
+					fail(fmt.Errorf("republish resources: %w", err))
+				}
+			})
+		}
 		<-ctx.Done()
 	}
 	// A second signal during a stuck shutdown should kill the process.
@@ -144,11 +163,22 @@ func run(cfg config) error {
 	return context.Cause(ctx)
 }
 
-func driverResources(nodeName string, n int) resourceslice.DriverResources {
+func deviceNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("gpu-%d", i)
+	}
+	return names
+}
+
+// driverResources is the driver's one slice; taints holds the devices'
+// taints by device name.
+func driverResources(nodeName string, n int, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
 	devices := make([]resourceapi.Device, n)
-	for i := range devices {
+	for i, name := range deviceNames(n) {
 		devices[i] = resourceapi.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
+			Name:   name,
+			Taints: taints[name],
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"index": {IntValue: new(int64(i))},
 				"model": {StringValue: new("dra-test-gpu")},
