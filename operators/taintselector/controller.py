@@ -24,15 +24,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
 from operators.core.conditions import TRUE, find
-from operators.core.discovery import ServedResource, resources_of
+from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
 from operators.core.keys import Key
 from operators.core.models import UnparsableObject, log_skipped
 from operators.core.reconcile import Done, Result
-from operators.dra import api, taintrules
+from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.taints import EFFECT_NONE
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -40,7 +39,7 @@ from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from . import metrics
 from .cache import ClusterCache
 from .dryrun import DryRun, dry_run
-from .models import API_VERSION, KIND, PLURAL, SELECTORS, VERSION, TaintSelector
+from .models import API_VERSION, KIND, SELECTORS, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
 from .selection import Invalid, Selection, evaluate
 from .status import INVALID, REASON_DEVICE_TAINT_RULE_UNAVAILABLE, needs_write, selector_status
@@ -81,12 +80,8 @@ class TaintSelectorController:
     # --- Start -----------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        client = self.runtime.client
-        core = await resources_of(client, GROUP, api.VERSION)
-        own = await resources_of(client, PROJECT_GROUP, VERSION)
-        if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
-            log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
-            return False
+        # Selectors, slices and classes are required watches: the runtime calls this only once
+        # they are served.
         if not self._prepared:
             self._prepared = True
             # The version the runtime watches (the rule watch names taintrules.VERSIONS); a change
