@@ -184,6 +184,7 @@ class Discovered:
     # Asked once the controller is prepared: False leaves the kind unfollowed (e.g. PodGroups
     # with --workload-claims=off, whose API appearing later must not restart anyone).
     when: Callable[[Any], bool] | None = None
+    # As Watch.required: prepare() waits until it is served.
     required: bool = False
 
     @property
@@ -288,7 +289,7 @@ class Runtime:
     async def discover(self) -> list[str]:
         """Find what is served of every declared kind, for served_resource; the required kinds
         that are not served, in the words of :func:`describe`."""
-        self.served.update(await self.ask_served())
+        self.served = await self.ask_served()
         return [
             describe(kind)
             for kind in self.kinds
