@@ -11,9 +11,10 @@ Work items (all on the shared work queue, so nothing runs before the initial lis
   a change of what should be served ends the process with status 3 so that its Deployment
   restarts it with watches that match (kopf sets its watches up once). This is not the
   runtime's follower of served versions (``follow_served_version``), which compares versions
-  only, of kinds the operator watches, every 60 s, and stops with status 0 after a second
-  sighting: availability here also means the status subresource, a surface not served at start
-  is followed too (``auto``), and ``--discovery-interval`` and status 3 are documented options.
+  only, of the kinds with ``versions`` the operator still wants, every 60 s, and stops with
+  status 0 after a second sighting: availability here also means the status subresource, a
+  surface not served at start is followed too (``auto``), and ``--discovery-interval`` and
+  status 3 are documented options.
 
 Concurrency contract: watch callbacks and the evaluation run on one event loop. An
 evaluation reads the caches (mostly answers they kept per pool) and computes without
