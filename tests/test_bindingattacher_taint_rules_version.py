@@ -54,11 +54,16 @@ class DiscoveryClient:
         return body
 
 
-async def prepared(client: DiscoveryClient) -> BindingAttacherController:
+def declared(client: DiscoveryClient) -> BindingAttacherController:
     controller = attacher(client, Presence.PRESENT)
-    # What the runtime does before prepare().
-    await controller.runtime.discover(DEFINITION.discovered)
-    assert await controller.prepare()
+    controller.runtime.kinds = DEFINITION.kinds
+    return controller
+
+
+async def prepared(client: DiscoveryClient) -> BindingAttacherController:
+    controller = declared(client)
+    # What the runtime does before the watches: discovery, then prepare().
+    assert await controller.runtime.prepare()
     return controller
 
 
@@ -93,3 +98,17 @@ async def test_without_any_version_nothing_is_tainted_and_policies_are_told(
     await controller.shared.kube.taints.taint(DEVICE, "AttachFailed", "fabric", timedelta(minutes=10))
     await controller.shared.kube.taints.sweep()
     assert (client.created, client.listed) == ([], [])
+
+
+async def test_claims_policies_and_records_are_required(caplog: pytest.LogCaptureFixture) -> None:
+    client = DiscoveryClient("v1")
+    client.documents["/apis/dra-operators.io/v1alpha1"] = OWN[:1]
+    controller = declared(client)
+    assert not await controller.runtime.prepare()
+    assert "required APIs are not served: deviceattachments in dra-operators.io/v1alpha1; not ready" in (
+        caplog.text
+    )
+    assert not controller.shared.taint_rules_served(), "prepare() waits for the required kinds"
+    client.documents["/apis/dra-operators.io/v1alpha1"] = OWN
+    assert await controller.runtime.prepare()
+    assert controller.shared.taint_rules_served()

@@ -23,7 +23,7 @@ from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
 from operators.core.workqueue import WorkQueue
-from operators.devicetaint.apis import discover
+from operators.devicetaint.apis import served_apis
 from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.operator import DEFINITION
 from operators.devicetaint.podeviction import BudgetRefusal, PodEvict, blocking_budget, budget_retry_delay
@@ -72,6 +72,8 @@ CLUSTER_ALPHA_WITHOUT_STATUS = {
 class FakeClient:
     def __init__(self, versions: dict[str, dict[str, Any]]) -> None:
         self.versions = versions
+        # Other group versions' discovery documents, by path.
+        self.documents: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self.failures: dict[str, list[ApiError]] = defaultdict(list)
 
@@ -79,6 +81,8 @@ class FakeClient:
         version = path.rsplit("/", 1)[-1]
         if path.startswith("/apis/resource.k8s.io/") and version in self.versions:
             return self.versions[version]
+        if path in self.documents:
+            return self.documents[path]
         raise ApiError(404, "NotFound", path)
 
     async def request(self, method: str, path: str, *, body: Any = None, **kwargs: Any) -> Any:
@@ -118,6 +122,7 @@ def make_controller(
         health=Health(),
         queue=WorkQueue("devicetaint-unit"),
         field_manager="dra-operators-devicetaint",
+        kinds=DEFINITION.kinds,
     )
     controller = DeviceTaintController(runtime)
     runtime.controller = controller
@@ -128,9 +133,9 @@ RULES = next(watch for watch in DEFINITION.watches if watch.plural == "devicetai
 
 
 async def start(controller: DeviceTaintController) -> bool:
-    """What the runtime does around prepare(): the rule watch's version is discovered first."""
-    await controller.runtime.discover(DEFINITION.watches)
-    return await controller.prepare()
+    """What the runtime does before the watches: discovery of every declared kind (the rule
+    watch's version among them), then prepare() if the required kinds are served."""
+    return await controller.runtime.prepare()
 
 
 def watched_rule_versions(controller: DeviceTaintController) -> list[str]:
@@ -180,9 +185,8 @@ def fixture_f(controller: DeviceTaintController, taints: list[dict[str, Any]]) -
 
 async def test_1_37_watches_v1_rules_with_status() -> None:
     controller, _ = make_controller(CLUSTER_1_37)
-    await controller.runtime.discover(DEFINITION.watches)
-    apis = await discover(controller.runtime)
-    assert apis.claims_and_slices
+    assert await controller.runtime.discover() == [], "claims and slices are served"
+    apis = served_apis(controller.runtime)
     assert apis.rules is not None
     assert apis.rules.api_version == "resource.k8s.io/v1"
     assert apis.rule_status_writable
@@ -233,9 +237,42 @@ async def test_rule_status_not_written_without_status_subresource() -> None:
     assert client.writes("APPLY") == []
 
 
-async def test_not_ready_without_claims_and_slices() -> None:
+async def test_not_ready_without_claims_and_slices(caplog: pytest.LogCaptureFixture) -> None:
     controller, _ = make_controller({"v1alpha3": document("v1alpha3", RESOURCES_V1ALPHA3)})
     assert not await start(controller)
+    assert (
+        "required APIs are not served: resourceclaims in resource.k8s.io/v1, resourceslices in "
+        "resource.k8s.io/v1; not ready" in caplog.text
+    )
+    assert "DeviceTaintRules are" not in caplog.text, "prepare() is not called"
+
+
+PODGROUPS_V1ALPHA2 = {
+    "/apis/scheduling.k8s.io/v1alpha2": {
+        "groupVersion": "scheduling.k8s.io/v1alpha2",
+        "resources": [{"name": "podgroups", "kind": "PodGroup", "namespaced": True}],
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("mode", "documents", "ready", "enabled"),
+    [
+        ("auto", PODGROUPS_V1ALPHA2, True, True),
+        ("auto", {}, True, False),
+        ("on", {}, False, False),
+        ("off", PODGROUPS_V1ALPHA2, True, False),
+    ],
+)
+async def test_podgroup_claims_follow_what_the_runtime_found(
+    mode: str, documents: dict[str, Any], ready: bool, enabled: bool
+) -> None:
+    controller, client = make_controller(CLUSTER_1_37, Settings.model_validate({"workload_claims": mode}))
+    client.documents.update(documents)
+    assert await start(controller) is ready
+    assert controller.cache.workload_claims is enabled
+    followed = runtime_mod.followed_watches(DEFINITION.kinds, controller.runtime)
+    assert ("podgroups" in [kind.plural for kind in followed]) is (mode != "off")
 
 
 async def test_changed_rule_api_stops_the_process_after_two_sightings(

@@ -11,7 +11,8 @@ import pytest
 from poolstatus_builders import REQUEST_RESOURCES, requests_served_on_both_surfaces, served_doc
 from prometheus_client import REGISTRY
 
-from operators.core.client import ApiError
+from operators.core.client import ApiError, KubeClient
+from operators.core.health import Health
 from operators.core.keys import CLAIM, Key
 from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime
@@ -81,17 +82,6 @@ class FakeClient:
         return [(path, body) for verb, path, body in self.calls if verb == "patch"]
 
 
-@dataclass
-class FakeRuntime:
-    settings: Settings
-    client: FakeClient
-    queue: WorkQueue[Any] = field(default_factory=lambda: WorkQueue("poolstatus-unit"))
-    stopped_with: int | None = None
-
-    def request_stop(self, exit_code: int = 0) -> None:
-        self.stopped_with = exit_code
-
-
 def value(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
@@ -127,14 +117,27 @@ def client() -> FakeClient:
     return FakeClient()
 
 
-def make(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, FakeRuntime]:
-    runtime = FakeRuntime(Settings(**settings), client)
-    return PoolStatusController(cast(Runtime, runtime)), runtime
+def make(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, Runtime]:
+    """A controller on the runtime that discovers what ``client`` serves of the definition's kinds."""
+    kube = cast(KubeClient, client)
+    runtime = Runtime(
+        name="poolstatus",
+        settings=Settings(**settings),
+        client=kube,
+        reader=kube,
+        events=cast(Any, None),
+        health=Health(),
+        queue=WorkQueue("poolstatus-unit"),
+        kinds=DEFINITION.kinds,
+    )
+    runtime.controller = PoolStatusController(runtime)
+    return runtime.controller, runtime
 
 
-async def prepared(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, FakeRuntime]:
+async def prepared(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, Runtime]:
     controller, runtime = make(client, **settings)
-    assert await controller.prepare()
+    # What the runtime does before the watches: discovery, then prepare().
+    assert await runtime.prepare()
     return controller, runtime
 
 
@@ -165,28 +168,28 @@ async def test_discovery_serves_what_is_available(client: FakeClient) -> None:
 
 
 async def test_nothing_served_is_not_ready_without_exit(client: FakeClient) -> None:
-    controller, runtime = make(client, builtin_api="off", crd_api="off")
-    assert not await controller.prepare()
-    assert runtime.stopped_with is None
+    _, runtime = make(client, builtin_api="off", crd_api="off")
+    assert not await runtime.prepare()
+    assert not runtime._stop.is_set()
 
 
 async def test_required_surface_missing_exits_2(client: FakeClient) -> None:
     client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(
         "resourcepoolstatusrequests"
     )  # no status
-    controller, runtime = make(client, crd_api="on")
-    assert not await controller.prepare()
-    assert runtime.stopped_with == 2
+    _, runtime = make(client, crd_api="on")
+    assert not await runtime.prepare()
+    assert runtime.exit_code == 2
 
 
 async def test_availability_change_exits_3(client: FakeClient) -> None:
     del client.discovery["/apis/dra-operators.io/v1alpha1"]
     controller, runtime = await prepared(client)
     await controller.sync(DISCOVERY_KEY)
-    assert runtime.stopped_with is None
+    assert not runtime._stop.is_set()
     client.discovery["/apis/dra-operators.io/v1alpha1"] = served_doc(*REQUEST_RESOURCES)
     await controller.sync(DISCOVERY_KEY)
-    assert runtime.stopped_with == 3
+    assert runtime.exit_code == 3
 
 
 async def test_rules_off(client: FakeClient) -> None:
@@ -494,4 +497,4 @@ async def test_rules_not_served_in_any_version_are_not_watched(client: FakeClien
     assert not rules.when(controller)
     client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUEST_RESOURCES, "devicetaintrules")
     await controller.sync(DISCOVERY_KEY)
-    assert runtime.stopped_with == 3, "rules served as v1alpha3 at last: restart to watch them"
+    assert runtime.exit_code == 3, "rules served as v1alpha3 at last: restart to watch them"

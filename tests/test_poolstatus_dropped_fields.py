@@ -12,16 +12,16 @@ from typing import Any, cast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from poolstatus_builders import requests_served_on_both_surfaces
 from prometheus_client import REGISTRY
 
+from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
 from operators.core.runtime import Runtime
 from operators.core.workqueue import WorkQueue
 from operators.poolstatus import messages
 from operators.poolstatus.controller import PoolStatusController, request_key
 from operators.poolstatus.settings import Settings
-from operators.poolstatus.surfaces import BUILTIN, PROJECT, Surface
+from operators.poolstatus.surfaces import BUILTIN, PROJECT, SURFACES, Surface
 from operators.poolstatus.writes import dropped_fields
 
 pytestmark = pytest.mark.unit
@@ -160,11 +160,7 @@ def test_the_message_names_the_fields_the_cause_and_the_remedy() -> None:
 class ForgetfulServer:
     """Answers every status patch as 1.36's built-in API does: without the summaries."""
 
-    discovery: dict[str, dict[str, Any]] = field(default_factory=requests_served_on_both_surfaces)
     writes: list[dict[str, Any]] = field(default_factory=list)
-
-    async def get(self, path: str, **_: str) -> Any:
-        return self.discovery.get(path, {"resources": []})
 
     async def patch(self, path: str, body: Any, content_type: str = "", **_: str) -> Any:
         self.writes.append(body)
@@ -185,12 +181,23 @@ class RecordedEvents:
         self.recorded.append((obj, type_, reason, message))
 
 
+def both_surfaces() -> dict[tuple[str, str], ServedResource | None]:
+    """What the runtime finds where both surfaces serve requests and their status."""
+    return {
+        (s.group, s.plural): ServedResource(
+            s.group, s.version, s.plural, False, subresources=frozenset({"status"})
+        )
+        for s in SURFACES
+    }
+
+
 @dataclass
 class FakeRuntime:
     settings: Settings
     client: ForgetfulServer
     events: RecordedEvents = field(default_factory=RecordedEvents)
     queue: WorkQueue[Any] = field(default_factory=lambda: WorkQueue("poolstatus-dropped-unit"))
+    served: dict[tuple[str, str], ServedResource | None] = field(default_factory=both_surfaces)
 
     def request_stop(self, exit_code: int = 0) -> None:
         raise AssertionError(f"unexpected stop {exit_code}")

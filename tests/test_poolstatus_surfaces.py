@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from operators.core.discovery import ServedResource
 from operators.poolstatus.surfaces import (
     BUILTIN,
     PROJECT,
@@ -28,9 +31,10 @@ def test_paths() -> None:
 
 
 def test_available_needs_the_status_subresource() -> None:
-    assert available({"resourcepoolstatusrequests": frozenset({"status"})})
-    assert not available({"resourcepoolstatusrequests": frozenset()})
-    assert not available({"devicetaintrules": frozenset({"status"})})
+    requests = ServedResource(BUILTIN.group, BUILTIN.version, BUILTIN.plural, False)
+    assert available(replace(requests, subresources=frozenset({"status"})))
+    assert not available(requests)
+    assert not available(None)
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from resourceclaim_builders import (
 )
 
 from operators.core.client import ApiError
-from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
+from operators.core.health import Health
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Retry
 from operators.core.runtime import Runtime
@@ -32,7 +32,7 @@ from operators.dra.podgroups import WORKLOAD_CLAIMS_NOT_SERVED
 from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
-from operators.resourceclaim.operator import API_CALLS
+from operators.resourceclaim.operator import API_CALLS, DEFINITION
 from operators.resourceclaim.resolution import POD_GROUP
 from operators.resourceclaim.settings import Settings
 
@@ -116,12 +116,13 @@ class Harness:
             client=cast(Any, self.client),
             reader=cast(Any, self.client),
             events=cast(Any, self.events),
-            health=cast(Any, None),
+            health=Health(),
             queue=cast(Any, self.queue),
             field_manager=MANAGER,
+            kinds=DEFINITION.kinds,
         )
         self.runtime = runtime
-        self.controller = ResourceClaimController(runtime)
+        self.controller = runtime.controller = ResourceClaimController(runtime)
         self.clock = FakeClock()
         self.controller.cache = ClusterCache(clock=self.clock)
         metrics.state.observe(self.controller.cache)
@@ -343,7 +344,26 @@ def test_a_claim_version_already_held_is_not_parsed_again() -> None:
     assert updated.is_allocated
 
 
-POD_GROUPS_SERVED = ServedResource("scheduling.k8s.io", "v1beta1", "podgroups", kind="PodGroup")
+CLAIMS_AND_TEMPLATES = {"resources": [{"name": "resourceclaims"}, {"name": "resourceclaimtemplates"}]}
+
+
+PODGROUPS = {"resources": [{"name": "podgroups", "kind": "PodGroup", "namespaced": True}]}
+"""The discovery document of a scheduling.k8s.io version that serves PodGroups."""
+
+
+async def test_not_ready_until_claims_and_templates_are_served(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness()
+    h.client.objects["/apis/resource.k8s.io/v1"] = {"resources": [{"name": "resourceclaims"}]}
+    assert not await h.runtime.prepare()
+    assert (
+        "required APIs are not served: resourceclaimtemplates in resource.k8s.io/v1; not ready" in caplog.text
+    )
+    assert WORKLOAD_CLAIMS_NOT_SERVED not in caplog.text
+    h.client.objects["/apis/resource.k8s.io/v1"] = CLAIMS_AND_TEMPLATES
+    assert await h.runtime.prepare()
+    # One discovery request per group version, each time: claims and templates share theirs.
+    asked = [path for method, path, _, _ in h.client.calls if method == "GET"]
+    assert asked.count("/apis/resource.k8s.io/v1") == 2
 
 
 @pytest.mark.parametrize(
@@ -360,11 +380,10 @@ async def test_podgroup_claims_follow_the_option_and_discovery(
     mode: str, served: bool, ready: bool, enabled: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     h = Harness(Settings.model_validate({"workload_claims": mode}))
-    h.client.objects["/apis/resource.k8s.io/v1"] = {
-        "resources": [{"name": "resourceclaims"}, {"name": "resourceclaimtemplates"}]
-    }
-    h.runtime.served[("scheduling.k8s.io", "podgroups")] = POD_GROUPS_SERVED if served else None
-    assert await h.controller.prepare() is ready
+    h.client.objects["/apis/resource.k8s.io/v1"] = CLAIMS_AND_TEMPLATES
+    if served:
+        h.client.objects["/apis/scheduling.k8s.io/v1beta1"] = PODGROUPS
+    assert await h.runtime.prepare() is ready
     assert h.controller.cache.workload_claims is enabled
     # The words devicetaint logs too, in the same case.
     assert (WORKLOAD_CLAIMS_NOT_SERVED in caplog.messages) is not ready
@@ -449,13 +468,9 @@ def test_podgroups_are_discovered_newest_first_and_never_as_v1alpha1() -> None:
 
 async def test_podgroups_served_as_v1alpha2_are_read_and_written_in_it() -> None:
     h = Harness()
-    h.client.objects["/apis/resource.k8s.io/v1"] = {
-        "resources": [{"name": "resourceclaims"}, {"name": "resourceclaimtemplates"}]
-    }
-    h.runtime.served[("scheduling.k8s.io", "podgroups")] = ServedResource(
-        "scheduling.k8s.io", "v1alpha2", "podgroups", kind="PodGroup"
-    )
-    assert await h.controller.prepare()
+    h.client.objects["/apis/resource.k8s.io/v1"] = CLAIMS_AND_TEMPLATES
+    h.client.objects["/apis/scheduling.k8s.io/v1alpha2"] = PODGROUPS
+    assert await h.runtime.prepare()
     assert h.controller.cache.workload_claims
     h.client.calls.clear()
     h.controller.upsert_template(template_body())

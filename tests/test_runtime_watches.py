@@ -1,11 +1,14 @@
-"""Declared watches: which kinds the runtime watches and at which version, how it follows a
-served version that changes, and the background tasks it owns."""
+"""Declared watches: what the runtime finds served of every declared kind before prepare(), which
+kinds it watches and at which version, how it follows a served version that changes, and the
+background tasks it owns."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -31,10 +34,12 @@ class DiscoveryClient:
     def __init__(self, served: dict[str, list[str]]) -> None:
         self.served = served
         self.asked = 0
+        self.paths: list[str] = []
         self.asked_often = asyncio.Event()
 
     async def get(self, path: str, **params: str) -> Any:
         self.asked += 1
+        self.paths.append(path)
         if self.asked > 10:
             self.asked_often.set()
         version = path.rsplit("/", 1)[-1]
@@ -47,6 +52,11 @@ class Widgets:
     def __init__(self, serve_gadgets: bool) -> None:
         self.serve_gadgets = serve_gadgets
         self.seen: list[str] = []
+        self.prepared = 0
+
+    async def prepare(self) -> bool:
+        self.prepared += 1
+        return True
 
     def upsert(self, body: Mapping[str, Any]) -> None:
         self.seen.append(str(body["metadata"]["name"]))
@@ -62,7 +72,9 @@ WATCHES: tuple[runtime.Watch[Widgets], ...] = (
 )
 
 
-def make_runtime(client: DiscoveryClient, controller: Widgets) -> runtime.Runtime:
+def make_runtime(
+    client: DiscoveryClient, controller: Widgets, kinds: tuple[runtime.Kind, ...] = WATCHES
+) -> runtime.Runtime:
     kube = cast(KubeClient, client)
     made = runtime.Runtime(
         name="watches",
@@ -72,6 +84,7 @@ def make_runtime(client: DiscoveryClient, controller: Widgets) -> runtime.Runtim
         events=EventRecorder(kube, "watches"),
         health=Health(),
         queue=WorkQueue("watches-unit"),
+        kinds=kinds,
     )
     made.controller = controller
     return made
@@ -79,7 +92,7 @@ def make_runtime(client: DiscoveryClient, controller: Widgets) -> runtime.Runtim
 
 async def test_each_declared_kind_is_watched_at_its_version() -> None:
     made = make_runtime(DiscoveryClient({"v1": ["widgets"], "v2": ["widgets"]}), Widgets(serve_gadgets=True))
-    await made.discover(WATCHES)
+    await made.discover()
     kinds = runtime.watched_kinds(WATCHES, made)
     assert [(k.group, k.version, k.plural) for k in kinds] == [
         (GROUP, "v2", "widgets"),
@@ -97,7 +110,7 @@ async def test_each_declared_kind_is_watched_at_its_version() -> None:
 
 async def test_a_kind_not_served_or_not_wanted_is_not_watched(caplog: pytest.LogCaptureFixture) -> None:
     made = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False))
-    await made.discover(WATCHES)
+    await made.discover()
     assert made.served_resource(GROUP, "widgets") is None
     assert [k.plural for k in runtime.watched_kinds(WATCHES, made)] == ["pods"]
     assert "no version of example.io serves widgets (asked for v2, v1): not watched" in caplog.text
@@ -114,7 +127,7 @@ async def test_a_newly_served_version_stops_the_process(monkeypatch: pytest.Monk
     monkeypatch.setattr(runtime, "REDISCOVERY_SECONDS", 0.0)
     client = DiscoveryClient({"v1": ["widgets"]})
     made = make_runtime(client, Widgets(serve_gadgets=False))
-    await made.discover(WATCHES)
+    await made.discover()
     follow = asyncio.ensure_future(runtime.follow_served_version(made, WATCHES[0]))
     await asyncio.wait_for(client.asked_often.wait(), 5)
     assert not follow.done(), "an unchanged version is followed for ever"
@@ -161,11 +174,11 @@ async def test_a_kind_used_without_a_watch_is_discovered_and_followed(
     monkeypatch.setattr(runtime, "REDISCOVERY_SECONDS", 0.0)
     used = runtime.Discovered(GROUP, "widgets", ("v2", "v1"))
     client = DiscoveryClient({})
-    made = make_runtime(client, Widgets(serve_gadgets=False))
-    await made.discover([used])
+    made = make_runtime(client, Widgets(serve_gadgets=False), (used,))
+    await made.discover()
     assert made.served_resource(GROUP, "widgets") is None
     client.served["v1"] = ["widgets"]
-    await made.discover([used])
+    await made.discover()
     served = made.served_resource(GROUP, "widgets")
     assert served is not None
     assert served.version == "v1"
@@ -174,3 +187,85 @@ async def test_a_kind_used_without_a_watch_is_discovered_and_followed(
     client.served["v2"] = ["widgets"]
     await asyncio.wait_for(follow, 5)
     assert made._stop.is_set()
+
+
+async def test_every_declared_kind_is_found_served_once_per_group_version() -> None:
+    """Single-version watches too: a controller reads whether its kind is served from the runtime,
+    and the runtime asks each group version once, however many kinds it serves."""
+    client = DiscoveryClient({"v1": ["gadgets", "doodads"], "v2": ["widgets"]})
+    doodads = runtime.Watch(GROUP, "doodads", Widgets.upsert, Widgets.delete)
+    tools = runtime.Discovered(GROUP, "tools", ("v2", "v1"))
+    made = make_runtime(client, Widgets(serve_gadgets=True), (*WATCHES, doodads, tools))
+    assert await made.discover() == []
+    widgets, gadgets = made.served_resource(GROUP, "widgets"), made.served_resource(GROUP, "gadgets")
+    assert widgets is not None
+    assert widgets.version == "v2"
+    assert gadgets is not None
+    assert (gadgets.version, gadgets.kind) == ("v1", "Gadgets")
+    assert made.served_resource(GROUP, "doodads") is not None
+    assert made.served_resource(GROUP, "tools") is None, "served in neither version"
+    assert made.served_resource("", "pods") is None, "the fake serves no core group"
+    assert sorted(client.paths) == ["/api/v1", f"/apis/{GROUP}/v1", f"/apis/{GROUP}/v2"]
+
+
+async def test_a_single_version_watch_is_served_only_in_its_version() -> None:
+    made = make_runtime(DiscoveryClient({"v2": ["widgets", "gadgets"]}), Widgets(serve_gadgets=True))
+    await made.discover()
+    assert made.served_resource(GROUP, "gadgets") is None, "gadgets are watched as v1 only"
+    assert [k.version for k in runtime.watched_kinds(WATCHES, made) if k.plural == "gadgets"] == ["v1"]
+
+
+REQUIRED = (
+    runtime.Watch(GROUP, "widgets", Widgets.upsert, Widgets.delete, versions=("v2", "v1"), required=True),
+    runtime.Watch(GROUP, "gadgets", Widgets.upsert, Widgets.delete, required=True),
+    runtime.Watch(GROUP, "extras", Widgets.upsert, Widgets.delete),
+)
+
+
+async def test_a_required_kind_not_served_is_one_reason_and_no_prepare(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = DiscoveryClient({"v1": ["gadgets"]})
+    controller = Widgets(serve_gadgets=True)
+    made = make_runtime(client, controller, REQUIRED)
+    assert not await made.prepare()
+    assert controller.prepared == 0, "prepare() waits for the required kinds"
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert line == (
+        "required APIs are not served: widgets in example.io/v2 or example.io/v1; "
+        "not ready, checking again in 30s"
+    )
+    assert made.health.ready() == (
+        False,
+        "waiting for: apis-served (not served: widgets in example.io/v2 or example.io/v1)",
+    )
+    # Not served either, but not required: the controller decides what that means.
+    assert made.served_resource(GROUP, "extras") is None
+
+    client.served["v1"].append("widgets")
+    assert await made.prepare()
+    assert controller.prepared == 1
+    assert made.health.gates["apis-served"] is True
+    assert made.health.ready() == (True, "ok")
+
+
+async def test_a_discovered_kind_the_controller_declines_is_not_followed() -> None:
+    """devicetaint's PodGroups with --workload-claims=off: discovered, but never a restart."""
+    used = runtime.Discovered(GROUP, "widgets", ("v1",), when=lambda c: c.serve_gadgets)
+    kinds: tuple[runtime.Kind, ...] = (*WATCHES, used)
+    wanting = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=True), kinds)
+    assert [k.plural for k in runtime.followed_watches(kinds, wanting)] == ["widgets", "widgets"]
+    declining = make_runtime(DiscoveryClient({}), Widgets(serve_gadgets=False), kinds)
+    assert runtime.followed_watches(kinds, declining) == [WATCHES[0]]
+
+
+def test_no_operator_asks_discovery_itself() -> None:
+    """Is it served is the runtime's question (Runtime.discover); kubectl dra, a CLI, may ask."""
+    package = Path(runtime.__file__).parents[1]
+    askers = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.parent.name not in ("core", "kubectl_dra")
+        and re.search(r"\b(find_served|resources_of|served_version_change)\b", path.read_text())
+    ]
+    assert askers == []

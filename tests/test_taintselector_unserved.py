@@ -13,9 +13,12 @@ from typing import Any, cast
 
 import pytest
 
+from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource
+from operators.core.health import Health
 from operators.core.keys import Key
 from operators.core.runtime import Runtime
+from operators.core.workqueue import WorkQueue
 from operators.dra.taints import DeviceTaintSelector
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.kubectl_dra import commands, maintain
@@ -24,6 +27,8 @@ from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import PluginError
 from operators.kubectl_dra.session import Session
 from operators.taintselector.controller import SELECTOR, TaintSelectorController
+from operators.taintselector.operator import DEFINITION
+from operators.taintselector.settings import Settings
 from operators.taintselector.status import READY, REASON_DEVICE_TAINT_RULE_UNAVAILABLE
 
 pytestmark = pytest.mark.unit
@@ -69,23 +74,22 @@ class FakeClient:
         return body
 
 
-@dataclass
-class FakeQueue:
-    added: list[tuple[Key, float]] = field(default_factory=list)
-
-    def add_after(self, key: Key, delay: float) -> None:
-        self.added.append((key, delay))
-
-
-@dataclass
-class FakeRuntime:
-    client: FakeClient = field(default_factory=FakeClient)
-    queue: FakeQueue = field(default_factory=FakeQueue)
-    field_manager: str = "dra-operators-taintselector"
-    served: dict[tuple[str, str], ServedResource | None] = field(default_factory=dict)
-
-    def served_resource(self, group: str, plural: str) -> ServedResource | None:
-        return self.served.get((group, plural))
+def make_runtime(client: FakeClient) -> Runtime:
+    """The runtime that discovers what ``client`` serves of the definition's kinds, with its controller."""
+    kube = cast(KubeClient, client)
+    runtime = Runtime(
+        name="taintselector",
+        settings=Settings(),
+        client=kube,
+        reader=kube,
+        events=cast(Any, None),
+        health=Health(),
+        queue=WorkQueue("taintselector-unit"),
+        field_manager="dra-operators-taintselector",
+        kinds=DEFINITION.kinds,
+    )
+    runtime.controller = TaintSelectorController(runtime)
+    return runtime
 
 
 def selector_body() -> dict[str, Any]:
@@ -114,23 +118,36 @@ def slice_body() -> dict[str, Any]:
 async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_ready(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    runtime = FakeRuntime()
-    controller = TaintSelectorController(cast(Runtime, runtime))
+    client = FakeClient()
+    runtime = make_runtime(client)
+    controller: TaintSelectorController = runtime.controller
     with caplog.at_level(logging.WARNING, logger="operators.taintselector.controller"):
-        assert await controller.prepare()
+        assert await runtime.prepare(), "the rules are not required"
     assert any(DEVICE_TAINT_RULES_UNSERVED in r.getMessage() for r in caplog.records)
+    assert controller.rules_api is None
 
     controller.upsert_slice(slice_body())
     controller.upsert_selector(selector_body())
     await controller.sync(Key(SELECTOR, "", "broken-gpu"))
 
-    assert runtime.client.created == []
-    [(path, body)] = runtime.client.applied
+    assert client.created == []
+    [(path, body)] = client.applied
     assert path == "/apis/dra-operators.io/v1alpha1/devicetaintselectors/broken-gpu/status"
     [ready] = [c for c in body["status"]["conditions"] if c["type"] == READY]
     assert (ready["status"], ready["reason"]) == ("False", REASON_DEVICE_TAINT_RULE_UNAVAILABLE)
     assert ready["message"] == f"The 2 devices selected cannot be tainted: {DEVICE_TAINT_RULES_UNSERVED}."
     assert body["status"]["selectedDevices"] == 2
+
+
+async def test_without_the_selector_crd_the_runtime_says_so_and_prepare_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = FakeClient()
+    del client.discovery["/apis/dra-operators.io/v1alpha1"]
+    runtime = make_runtime(client)
+    assert not await runtime.prepare()
+    assert "required APIs are not served: devicetaintselectors in dra-operators.io/v1alpha1;" in caplog.text
+    assert DEVICE_TAINT_RULES_UNSERVED not in caplog.text, "prepare() is not called"
 
 
 # -- kubectl dra taint, taint-preview and drain: the same text, before anything is created -------

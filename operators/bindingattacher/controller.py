@@ -22,13 +22,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.core import PROJECT_GROUP
-from operators.core.discovery import find_served
 from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
-from operators.dra.attachments import POLICIES, RECORDS, VERSION
 
 from . import metrics
 from .actions import close_action
@@ -75,17 +72,9 @@ class BindingAttacherController:
     # -- start -------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        client = self.runtime.client
-        needed = [
-            (api.GROUP, "resourceclaims", api.VERSION),
-            (PROJECT_GROUP, POLICIES.plural, VERSION),
-            (PROJECT_GROUP, RECORDS.plural, VERSION),
-        ]
-        for group, plural, version in needed:
-            if await find_served(client, group, plural, [version]) is None:
-                log.warning("%s/%s does not serve %s", group, version, plural)
-                return False
-        # Found by the runtime before this (OperatorDefinition.discovered), in any of the versions.
+        # Claims, policies and records are required watches: the runtime calls this only once
+        # they are served. The rules were found by it too (OperatorDefinition.discovered), in any
+        # of their versions.
         rules = self.runtime.served_resource(api.GROUP, taintrules.PLURAL)
         if rules is None:
             log.warning(

@@ -83,6 +83,7 @@ DEFINITION = OperatorDefinition(
             "resourceclaims",
             BindingAttacherController.upsert_claim,
             BindingAttacherController.delete_claim,
+            required=True,
         ),
         Watch(
             PROJECT_GROUP,
@@ -90,6 +91,7 @@ DEFINITION = OperatorDefinition(
             BindingAttacherController.upsert_policy,
             BindingAttacherController.delete_policy,
             VERSION,
+            required=True,
         ),
         Watch(
             PROJECT_GROUP,
@@ -97,6 +99,7 @@ DEFINITION = OperatorDefinition(
             BindingAttacherController.upsert_record,
             BindingAttacherController.delete_record,
             VERSION,
+            required=True,
         ),
     ),
     # Failure taints are written as whichever DeviceTaintRule version the cluster serves; a change

@@ -3,6 +3,11 @@
 Operators name the versions they understand in order of preference; the first one whose
 discovery document lists the resource wins. Sub-resources (``status``) are reported too, so
 an operator can tell whether it may write status through that version.
+
+The runtime asks for every kind an operator declares, before each ``prepare()``
+(:meth:`~.runtime.Runtime.discover`); operators read its answer and never ask themselves. One
+round of questions shares its documents (:data:`Documents`): each group version is fetched once,
+however many kinds it serves.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ log = logging.getLogger(__name__)
 class ServedResource(ApiResource):
     kind: str = ""
     subresources: frozenset[str] = frozenset()
+
+
+Documents = dict[tuple[str, str], dict[str, ServedResource]]
+"""The group versions asked in one round: (group, version) -> :func:`resources_of`'s answer."""
 
 
 async def resources_of(client: KubeClient, group: str, version: str) -> dict[str, ServedResource]:
@@ -53,11 +62,17 @@ async def resources_of(client: KubeClient, group: str, version: str) -> dict[str
 
 
 async def find_served(
-    client: KubeClient, group: str, plural: str, versions: Sequence[str]
+    client: KubeClient, group: str, plural: str, versions: Sequence[str], asked: Documents | None = None
 ) -> ServedResource | None:
-    """The first of ``versions`` (in order of preference) that serves ``plural``."""
+    """The first of ``versions`` (in order of preference) that serves ``plural``; a group version
+    already in ``asked`` is not fetched again, and one fetched is added to it."""
     for version in versions:
-        resource = (await resources_of(client, group, version)).get(plural)
+        resources = asked.get((group, version)) if asked is not None else None
+        if resources is None:
+            resources = await resources_of(client, group, version)
+            if asked is not None:
+                asked[(group, version)] = resources
+        resource = resources.get(plural)
         if resource is not None:
             return resource
     return None

@@ -5,12 +5,12 @@
   that is away (restarting then would turn an outage into a crash loop, and every watch would
   have to list again once it is back).
 - ``/readyz`` (readiness): the API server has answered within ``api_unreachable_timeout``
-  seconds, and every readiness gate is true: the informers' initial listing is
-  complete, the APIs the operator needs are served (discovery), and this replica holds the
-  leader Lease (or leader election is off). A standby that waits for the Lease is ready too,
-  once its own namespace exists ("ok: standby"): a Deployment counts only ready pods as
-  available, so a standby that never became ready would stop every rolling update of the ha
-  overlay (the new pod waits for the Lease, the old one waits for the new one). The
+  seconds, and every readiness gate is true: the informers' initial listing is complete, the
+  APIs the operator needs are served (discovery; the answer names the kinds that are not), and
+  this replica holds the leader Lease (or leader election is off). A standby that waits for the
+  Lease is ready too, once its own namespace exists ("ok: standby"): a Deployment counts only
+  ready pods as available, so a standby that never became ready would stop every rolling update
+  of the ha overlay (the new pod waits for the Lease, the old one waits for the new one). The
   coexistence guard makes an operator not ready for good (:meth:`Health.refuse`), with its
   reason as the answer; liveness is unaffected.
 - ``/metrics``: Prometheus text format; by default over HTTPS, for clients allowed to get it
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 
 LEADER = "leader"
+APIS_SERVED = "apis-served"
+"""The gate the runtime closes while a required kind is not served or prepare() says not ready."""
 STANDBY_GATES = frozenset({"namespace"})
 """What a standby must have to be ready: the namespace its Lease lives in."""
 
@@ -45,6 +47,8 @@ STANDBY_GATES = frozenset({"namespace"})
 class Health:
     api_unreachable_timeout: float = 60.0
     gates: dict[str, bool] = field(default_factory=dict)
+    # Why a closed gate is closed, where its owner says: part of the readiness answer.
+    reasons: dict[str, str] = field(default_factory=dict)
     last_api_success: float = field(default_factory=time.monotonic)
     # Not ready for a reason no gate will clear, e.g. the coexistence guard; live all the same,
     # so that the kubelet does not restart the process into the same state over and over.
@@ -53,10 +57,11 @@ class Health:
     def api_ok(self) -> None:
         self.last_api_success = time.monotonic()
 
-    def set_gate(self, name: str, value: bool) -> None:
+    def set_gate(self, name: str, value: bool, reason: str = "") -> None:
         if self.gates.get(name) != value:
             log.info("readiness gate %s is now %s", name, value)
         self.gates[name] = value
+        self.reasons[name] = "" if value else reason
 
     def alive(self) -> tuple[bool, str]:
         # Answering at all is the proof: the handler runs on the loop every sync runs on.
@@ -75,8 +80,12 @@ class Health:
         gates = {n: v for n, v in self.gates.items() if n in STANDBY_GATES} if standby else self.gates
         waiting = sorted(name for name, value in gates.items() if not value)
         if waiting:
-            return False, "waiting for: " + ", ".join(waiting)
+            return False, "waiting for: " + ", ".join(self._why(name) for name in waiting)
         return True, "ok: standby, waiting for the Lease" if standby else "ok"
+
+    def _why(self, gate: str) -> str:
+        reason = self.reasons.get(gate)
+        return f"{gate} ({reason})" if reason else gate
 
 
 def _probe(check: tuple[bool, str]) -> web.Response:

@@ -12,10 +12,14 @@ This is the only core module that imports kopf. The division of labour:
   cluster (docs/architecture.md).
 - **Watches are declared** in the operator's definition (:class:`Watch`), as
   controller-runtime's ``SetupWithManager`` does: the runtime registers them, logs what cannot
-  be processed, discovers the version of a kind served under several, and restarts the process
-  when that version changes; a kind the operator only reads or writes under a discovered version
-  is declared as :class:`Discovered` and followed alike. Background tasks go through
-  :meth:`Runtime.spawn` and are cancelled at shutdown.
+  be processed, and restarts the process when the version of a kind served under several
+  changes; a kind the operator only reads or writes is declared as :class:`Discovered`.
+- **Is it served is the runtime's question.** Before every ``prepare()`` it asks discovery, one
+  request per group version, for every declared kind, and keeps the answer where the controller
+  reads it (:meth:`Runtime.served_resource`); no controller asks discovery itself. While a kind
+  declared ``required`` is not served, ``prepare()`` is not called: one line and the readiness
+  answer name what is missing, and the runtime asks again every 30 s.
+- Background tasks go through :meth:`Runtime.spawn` and are cancelled at shutdown.
 - **kopf watches the project's own kinds** (:data:`KOPF_GROUPS`): each gets one
   ``@kopf.on.event`` handler, registered in a registry of the run's own, which stores nothing
   on the objects. kopf's
@@ -72,9 +76,9 @@ from . import health as health_server
 from . import namespace as namespace_check
 from .client import ApiError, KubeClient
 from .coexistence import Evidence, Guard, InTreeController
-from .discovery import ServedResource, find_served, served_version_change
+from .discovery import Documents, ServedResource, find_served, served_version_change
 from .events import EventRecorder, ObjectRef
-from .health import Health
+from .health import APIS_SERVED, Health
 from .informer import Informer
 from .keys import Key
 from .metrics import in_tree_controller, leading, watch_event
@@ -123,7 +127,9 @@ class Controller(Protocol):
     """What an operator implements; kopf never appears in it."""
 
     async def prepare(self) -> bool:
-        """Discovery and other start checks; False means 'not ready, ask again later'."""
+        """Start checks, once every required kind is served: what the runtime found for each
+        declared kind is read through :meth:`Runtime.served_resource`. False means 'not ready, ask
+        again later'."""
 
     async def sync(self, key: Key) -> Result | None:
         """Reconcile one work-queue key from the cache, dispatching on ``key.kind``; ``None`` is
@@ -147,25 +153,55 @@ class Watch(Generic[ControllerT]):
     delete: Callable[[ControllerT, Mapping[str, Any]], None]
     version: str = "v1"
     # A kind served under several versions (in order of preference): the first one the cluster
-    # serves is watched, found before prepare() and readable there through Runtime.served_resource.
-    # None served: the kind is not watched. The runtime keeps asking, and a change of the served
-    # version stops the process, for a restart that watches it (a watch cannot be added later).
+    # serves is watched. None served: the kind is not watched. The runtime keeps asking, and a
+    # change of the served version stops the process, for a restart that watches it (a watch
+    # cannot be added later). Whatever the versions, what is served is found before prepare() and
+    # readable there through Runtime.served_resource.
     versions: tuple[str, ...] = ()
     # Asked once the controller is prepared: False leaves the kind unwatched (e.g. an API
     # surface the operator decided not to serve).
     when: Callable[[ControllerT], bool] | None = None
+    # The operator cannot start without it: while it is not served, prepare() is not called, the
+    # runtime says what is missing and asks again. False (the default): the controller decides
+    # what an unserved kind means, if anything.
+    required: bool = False
+
+    @property
+    def preferred_versions(self) -> tuple[str, ...]:
+        return self.versions or (self.version,)
 
 
 @dataclass(frozen=True)
 class Discovered:
     """A kind the operator reads or writes without watching it, served under several versions (in
-    order of preference). Its version is found as a discovered watch's is, before prepare() and
-    readable there through Runtime.served_resource (None: no version is served), and followed the
-    same way: once another version is served, the process stops for a restart that uses it."""
+    order of preference). Its version is found as a watch's is, before prepare() and readable there
+    through Runtime.served_resource (None: no version is served), and followed as a watch's with
+    ``versions`` is: once another version is served, the process stops for a restart that uses it."""
 
     group: str
     plural: str
     versions: tuple[str, ...]
+    # Asked once the controller is prepared: False leaves the kind unfollowed (e.g. PodGroups
+    # with --workload-claims=off, whose API appearing later must not restart anyone).
+    when: Callable[[Any], bool] | None = None
+    # As Watch.required: prepare() waits until it is served.
+    required: bool = False
+
+    @property
+    def preferred_versions(self) -> tuple[str, ...]:
+        return self.versions
+
+
+Kind = Watch[Any] | Discovered
+"""A declared kind: what the runtime asks discovery about."""
+
+
+def describe(kind: Kind) -> str:
+    """``resourceclaims in resource.k8s.io/v1``, the words of the not-ready answer."""
+    versions = (
+        ApiResource(kind.group, version, kind.plural).api_version for version in kind.preferred_versions
+    )
+    return f"{kind.plural} in {' or '.join(versions)}"
 
 
 @dataclass(frozen=True)
@@ -192,6 +228,11 @@ class OperatorDefinition:
     def component_name(self) -> str:
         return self.component or f"dra-operators-{self.name}"
 
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        """Every kind it declares, watched or not: what the runtime asks discovery about."""
+        return (*self.watches, *self.discovered)
+
 
 @dataclass
 class Runtime:
@@ -213,8 +254,9 @@ class Runtime:
     # e.g. "restart me, the served APIs changed".
     exit_code: int = 0
     guard: Guard = field(default_factory=lambda: Guard(None, datetime.now(UTC), lambda _: None))
-    # The versions discovered for the watches that name several (Watch.versions) and for the
-    # definition's Discovered kinds.
+    # The definition's kinds (OperatorDefinition.kinds): what discover() asks about.
+    kinds: tuple[Kind, ...] = ()
+    # What discover() found for each of them, by (group, plural): the served version, or None.
     served: dict[tuple[str, str], ServedResource | None] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -229,14 +271,49 @@ class Runtime:
         self._stop.set()
 
     def served_resource(self, group: str, plural: str) -> ServedResource | None:
-        """The version found for a discovered watch; None when no version is served."""
+        """The version found served for a declared kind (with its subresources); None when none
+        of its versions is served."""
         return self.served.get((group, plural))
 
-    async def discover(self, watches: Sequence[Watch[Any] | Discovered]) -> None:
-        for watch in watches:
-            if watch.versions:
-                key = (watch.group, watch.plural)
-                self.served[key] = await find_served(self.client, watch.group, watch.plural, watch.versions)
+    async def ask_served(self) -> dict[tuple[str, str], ServedResource | None]:
+        """What the API server serves now of every declared kind, one discovery request per group
+        version. Not kept: what served_resource answers is what the process started with."""
+        asked: Documents = {}
+        return {
+            (kind.group, kind.plural): await find_served(
+                self.client, kind.group, kind.plural, kind.preferred_versions, asked
+            )
+            for kind in self.kinds
+        }
+
+    async def discover(self) -> list[str]:
+        """Find what is served of every declared kind, for served_resource; the required kinds
+        that are not served, in the words of :func:`describe`."""
+        self.served = await self.ask_served()
+        return [
+            describe(kind)
+            for kind in self.kinds
+            if kind.required and self.served_resource(kind.group, kind.plural) is None
+        ]
+
+    async def prepare(self) -> bool:
+        """What comes before the watches: discovery, then the controller's prepare() once every
+        required kind is served. False: not ready (said once, in the log and the readiness
+        answer), to be asked again."""
+        missing = await self.discover()
+        if missing:
+            reason = "not served: " + ", ".join(missing)
+            log.warning(
+                "required APIs are %s; not ready, checking again in %.0fs", reason, DISCOVERY_RETRY_SECONDS
+            )
+            self.health.set_gate(APIS_SERVED, False, reason)
+            return False
+        if not await self.controller.prepare():
+            log.warning("required APIs are not served yet; checking again in %.0fs", DISCOVERY_RETRY_SECONDS)
+            self.health.set_gate(APIS_SERVED, False)
+            return False
+        self.health.set_gate(APIS_SERVED, True)
+        return True
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run a background task of the operator: referenced until done, its failure logged,
@@ -325,13 +402,13 @@ def watched_kinds(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[Watch
     return kinds
 
 
-def followed_watches(watches: Sequence[Watch[Any]], runtime: Runtime) -> list[Watch[Any]]:
-    """The discovered watches whose served version is followed: not those the controller decided
-    not to watch, whatever the cluster serves."""
-    return [w for w in watches if w.versions and (w.when is None or w.when(runtime.controller))]
+def followed_watches(kinds: Sequence[Kind], runtime: Runtime) -> list[Kind]:
+    """The kinds whose served version is followed: those named with several versions (every
+    Discovered kind), but not those the controller declined, whatever the cluster serves."""
+    return [k for k in kinds if k.versions and (k.when is None or k.when(runtime.controller))]
 
 
-async def follow_served_version(runtime: Runtime, watch: Watch[Any] | Discovered) -> None:
+async def follow_served_version(runtime: Runtime, watch: Kind) -> None:
     """Stop the process (for a restart that watches or uses it) once another version of a
     discovered kind is served, or one is served at last."""
     served = runtime.served_resource(watch.group, watch.plural)
@@ -555,18 +632,13 @@ def kopf_settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def _until_prepared(
-    runtime: Runtime, watches: Sequence[Watch[Any] | Discovered], health: Health, stop: asyncio.Event
-) -> bool:
+async def _until_prepared(runtime: Runtime, stop: asyncio.Event) -> bool:
     while not stop.is_set():
         try:
-            await runtime.discover(watches)
-            if await runtime.controller.prepare():
-                health.set_gate("apis-served", True)
+            if await runtime.prepare():
                 return True
         except ApiError as err:
-            log.warning("start checks failed: %s", err)
-        log.warning("required APIs are not served yet; checking again in %.0fs", DISCOVERY_RETRY_SECONDS)
+            log.warning("start checks failed: %s; checking again in %.0fs", err, DISCOVERY_RETRY_SECONDS)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), DISCOVERY_RETRY_SECONDS)
     return False
@@ -678,7 +750,7 @@ async def run(
         user_agent=f"{definition.component_name}/{settings.identity}",
         on_success=health.api_ok,
     )
-    health.set_gate("apis-served", False)
+    health.set_gate(APIS_SERVED, False)
     health.set_gate("initial-listing", False)
     health.set_gate("leader", not settings.leader_elect)
     leading(definition.name, not settings.leader_elect)
@@ -717,6 +789,7 @@ async def run(
         health=health,
         queue=queue,
         field_manager=definition.component_name,
+        kinds=definition.kinds,
         _stop=stop,
     )
     if definition.in_tree is not None:
@@ -782,8 +855,7 @@ async def run(
             leading(definition.name, True)
             is_leader = True
         runtime.controller = definition.make_controller(runtime)
-        discovered: list[Watch[Any] | Discovered] = [*definition.watches, *definition.discovered]
-        if not await _until_prepared(runtime, discovered, health, stop):
+        if not await _until_prepared(runtime, stop):
             return runtime.exit_code
         if asking is not None:
             # Before the first write: the guard must not learn of the in-tree controller from a
@@ -792,11 +864,7 @@ async def run(
             if evidence is not None:
                 runtime.guard.found(evidence)
         kinds = watched_kinds(definition.watches, runtime)
-        followed_kinds: list[Watch[Any] | Discovered] = [
-            *followed_watches(definition.watches, runtime),
-            *definition.discovered,
-        ]
-        for followed in followed_kinds:
+        for followed in followed_watches(definition.kinds, runtime):
             runtime.spawn(follow_served_version(runtime, followed), f"follow-{followed.plural}")
         informers = {kind: _informer(runtime, kind) for kind in kinds if not kind.by_kopf}
         listed = await _initial_listing(runtime, kinds, informers)

@@ -23,13 +23,12 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from operators.core import PROJECT_GROUP
-from operators.core.discovery import ServedResource, resources_of
+from operators.core.discovery import ServedResource
 from operators.core.keys import Key
 from operators.core.models import UnparsableObject, log_skipped
 from operators.core.plan import Create, Delete, Patch, Write, execute
 from operators.core.reconcile import Done, Result
-from operators.dra import api, taintrules
+from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
 from operators.dra.selection import Invalid, Selection, select_devices
@@ -38,7 +37,7 @@ from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from . import metrics
 from .cache import ClusterCache
 from .decide import Decision, View, decide
-from .models import API_VERSION, PLURAL, VERSION, DeviceId, HealthPolicy
+from .models import DeviceId, HealthPolicy
 from .signals import Track
 from .status import Counts
 
@@ -76,15 +75,8 @@ class DeviceHealthController:
     # --- Start -----------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        client = self.runtime.client
-        core = await resources_of(client, GROUP, api.VERSION)
-        own = await resources_of(client, PROJECT_GROUP, VERSION)
-        if not {"resourceslices", "deviceclasses", "resourceclaims"} <= core.keys() or PLURAL not in own:
-            log.warning(
-                "resource.k8s.io/v1 resourceslices/deviceclasses/resourceclaims or %s are not served",
-                API_VERSION,
-            )
-            return False
+        # Policies, slices, classes and claims are required watches: the runtime calls this only
+        # once they are served.
         if not self._prepared:
             self._prepared = True
             # The version the runtime watches; a change of it restarts the process, so the rules

@@ -53,6 +53,7 @@ DEFINITION = OperatorDefinition(
             DeviceHealthController.upsert_policy,
             DeviceHealthController.delete_policy,
             VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -60,6 +61,7 @@ DEFINITION = OperatorDefinition(
             DeviceHealthController.upsert_slice,
             DeviceHealthController.delete_slice,
             api.VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -67,6 +69,7 @@ DEFINITION = OperatorDefinition(
             DeviceHealthController.upsert_class,
             DeviceHealthController.delete_class,
             api.VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -74,6 +77,7 @@ DEFINITION = OperatorDefinition(
             DeviceHealthController.upsert_claim,
             DeviceHealthController.delete_claim,
             api.VERSION,
+            required=True,
         ),
         Watch("", "pods", DeviceHealthController.upsert_pod, DeviceHealthController.delete_pod),
         Watch(

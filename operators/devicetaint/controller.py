@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
-from operators.core.discovery import find_served
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.keys import POD, Key
 from operators.core.models import KubeModel, parse_or_skip
@@ -34,7 +33,6 @@ from operators.core.plan import Patch, Write, execute
 from operators.core.reconcile import Done, Result
 from operators.dra import taintrules
 from operators.dra.podgroups import (
-    POD_GROUP_VERSIONS,
     POD_GROUPS,
     SCHEDULING_GROUP,
     WORKLOAD_CLAIMS_NOT_SERVED,
@@ -44,7 +42,7 @@ from operators.dra.pods import pod_event_matters
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
-from .apis import ServedApis, discover
+from .apis import ServedApis, served_apis
 from .cache import ClusterCache, Effects
 from .evaluation import describe_reasons
 from .messages import RuleWrite, rule_plan
@@ -91,13 +89,9 @@ class DeviceTaintController:
     # --- Start -----------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        apis = await discover(self.runtime)
-        if not apis.claims_and_slices:
-            log.warning("resource.k8s.io/v1 does not serve both resourceclaims and resourceslices")
-            return False
-        served = await find_served(
-            self.runtime.client, SCHEDULING_GROUP, POD_GROUPS.plural, POD_GROUP_VERSIONS
-        )
+        # Claims and slices are required watches: the runtime calls this only once both are served.
+        apis = served_apis(self.runtime)
+        served = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
         enabled = workload_claims_on(self.workload_claims_mode, served is not None)
         if enabled is None:
             log.warning(WORKLOAD_CLAIMS_NOT_SERVED)

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.core.coexistence import KUBE_CONTROLLER_MANAGER, InTreeController, Signature
-from operators.core.runtime import RUNTIME_API_CALLS, OperatorDefinition, Watch
+from operators.core.runtime import RUNTIME_API_CALLS, Discovered, OperatorDefinition, Watch
 from operators.dra import taintrules
 from operators.dra.api import GROUP, VERSION
+from operators.dra.podgroups import POD_GROUP_VERSIONS, POD_GROUPS, SCHEDULING_GROUP
 
 from .controller import DEFAULT_WORKERS, DeviceTaintController
 from .podeviction import DISRUPTION_REASON
@@ -83,12 +84,14 @@ DEFINITION = OperatorDefinition(
     # Nothing is written onto these objects by watching them: no kopf annotation or finalizer (spec §15).
     watches=(
         Watch("", "pods", DeviceTaintController.upsert_pod, DeviceTaintController.delete_pod),
+        # Spec §3: not ready until resource.k8s.io/v1 serves both.
         Watch(
             GROUP,
             "resourceclaims",
             DeviceTaintController.upsert_claim,
             DeviceTaintController.delete_claim,
             VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -96,6 +99,7 @@ DEFINITION = OperatorDefinition(
             DeviceTaintController.upsert_slice,
             DeviceTaintController.delete_slice,
             VERSION,
+            required=True,
         ),
         # Optional: without a served version, ResourceSlice taints still evict.
         Watch(
@@ -104,6 +108,17 @@ DEFINITION = OperatorDefinition(
             DeviceTaintController.upsert_rule,
             DeviceTaintController.delete_rule,
             versions=taintrules.VERSIONS,
+        ),
+    ),
+    # Whether PodGroups are served decides --workload-claims=auto (their members are evicted for the
+    # claims reserved for their group); they are not watched. As resourceclaim's PodGroup watch, a
+    # change of what is served restarts the process, unless --workload-claims=off.
+    discovered=(
+        Discovered(
+            SCHEDULING_GROUP,
+            POD_GROUPS.plural,
+            POD_GROUP_VERSIONS,
+            when=lambda controller: controller.workload_claims_mode != "off",
         ),
     ),
     in_tree=IN_TREE,

@@ -6,9 +6,15 @@ Work items (all on the shared work queue, so nothing runs before the initial lis
   surface served in ``<group>`` and write its status once;
 * :data:`TTL_KEY`: the TTL sweep, periodic work (``WorkQueue.every``) that runs when the queue
   opens, then every ``cleanupInterval`` after the previous sweep;
-* :data:`DISCOVERY_KEY`: re-read discovery every ``discoveryInterval`` (the first time one
-  interval after start); a change of what should be served ends the process with status 3 so
-  that its Deployment restarts it with watches that match (kopf sets its watches up once).
+* :data:`DISCOVERY_KEY`: ask the runtime every ``discoveryInterval`` (the first time one
+  interval after start) what is served now (:meth:`~operators.core.runtime.Runtime.ask_served`);
+  a change of what should be served ends the process with status 3 so that its Deployment
+  restarts it with watches that match (kopf sets its watches up once). This is not the
+  runtime's follower of served versions (``follow_served_version``), which compares versions
+  only, of the kinds with ``versions`` the operator still wants, every 60 s, and stops with
+  status 0 after a second sighting: availability here also means the status subresource, a
+  surface not served at start is followed too (``auto``), and ``--discovery-interval`` and
+  status 3 are documented options.
 
 Concurrency contract: watch callbacks and the evaluation run on one event loop. An
 evaluation reads the caches (mostly answers they kept per pool) and computes without
@@ -30,7 +36,7 @@ from typing import Any, cast
 
 from operators.core.client import ApiError
 from operators.core.conditions import parse_time
-from operators.core.discovery import find_served, resources_of
+from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
 from operators.core.keys import CLAIM, Key
 from operators.core.models import parse_or_skip
@@ -88,17 +94,18 @@ class PoolStatusController:
 
     # -- start-up and discovery -------------------------------------------------------------
 
-    async def _discover(self) -> tuple[dict[Surface, bool], bool]:
-        availability = {}
-        for surface in surfaces.SURFACES:
-            resources = await resources_of(self.runtime.client, surface.group, surface.version)
-            availability[surface] = surfaces.available({n: r.subresources for n, r in resources.items()})
+    @staticmethod
+    def _availability(
+        served: Mapping[tuple[str, str], ServedResource | None],
+    ) -> tuple[dict[Surface, bool], bool]:
+        """Which surfaces can be served, and whether DeviceTaintRules are, by what the runtime
+        found of the watched kinds (each surface's request watch, the rule watch)."""
+        availability = {s: surfaces.available(served.get((s.group, s.plural))) for s in surfaces.SURFACES}
         # Any version will do: the rule watch reads the first one served (see .operator).
-        rules = await find_served(self.runtime.client, api.GROUP, taintrules.PLURAL, taintrules.VERSIONS)
-        return availability, rules is not None
+        return availability, served.get((api.GROUP, taintrules.PLURAL)) is not None
 
     async def prepare(self) -> bool:
-        self.available, self.rules_served = await self._discover()
+        self.available, self.rules_served = self._availability(self.runtime.served)
         decision = surfaces.decide(self.modes, self.available)
         for surface in surfaces.SURFACES:
             m.api_surface_enabled.labels(group=surface.group).set(1 if surface in decision.served else 0)
@@ -125,7 +132,7 @@ class PoolStatusController:
         return True
 
     async def _recheck_discovery(self) -> None:
-        availability, rules_served = await self._discover()
+        availability, rules_served = self._availability(await self.runtime.ask_served())
         lines = surfaces.changes(self.modes, self.served, availability)
         if self.settings.device_taint_rules == "auto" and rules_served != self.rules_served:
             versions = ", ".join(taintrules.VERSIONS)

@@ -2,7 +2,7 @@
 
 The decision is taken once at start-up from discovery; a later change of availability is
 answered by restarting the process (exit status 3), because the watches are set up once.
-Everything here is pure; the controller feeds it discovery results.
+Everything here is pure; the controller feeds it what the runtime's discovery found.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from operators.core import PROJECT_GROUP
+from operators.core.discovery import ServedResource
 from operators.core.resources import ApiResource
 from operators.dra.api import GROUP
 
@@ -35,9 +36,9 @@ PROJECT = Surface(PROJECT_GROUP, "v1alpha1")
 SURFACES = (BUILTIN, PROJECT)
 
 
-def available(resources: Mapping[str, frozenset[str]]) -> bool:
+def available(served: ServedResource | None) -> bool:
     """Discovery lists the resource *and* its status subresource (we can only write there)."""
-    return "status" in resources.get(PLURAL, frozenset())
+    return served is not None and "status" in served.subresources
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,13 @@ from typing import Any
 from operators.core import metrics as core_metrics
 from operators.core import protowire
 from operators.core.client import ApiError
-from operators.core.discovery import find_served
 from operators.core.events import ObjectRef
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Result
 from operators.core.resources import PODS, ApiResource
 from operators.core.runtime import Runtime
-from operators.dra import api, claimwire
+from operators.dra import claimwire
 from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import (
     POD_GROUPS,
@@ -106,14 +105,10 @@ class ResourceClaimController:
     # -- start ------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1; PodGroup
-        claims are on where PodGroups are served (in the version the runtime discovered for the
-        watch, POD_GROUP_VERSIONS), unless --workload-claims says otherwise."""
-        for plural in ("resourceclaims", "resourceclaimtemplates"):
-            served = await find_served(self.runtime.client, api.GROUP, plural, [api.VERSION])
-            if served is None:
-                log.warning("%s/%s does not serve %s", api.GROUP, api.VERSION, plural)
-                return False
+        """Section 12, step 1: the operator needs both kinds in resource.k8s.io/v1 (their watches
+        are required: the runtime calls this only once both are served); PodGroup claims are on
+        where PodGroups are served (in the version the runtime discovered for the watch,
+        POD_GROUP_VERSIONS), unless --workload-claims says otherwise."""
         pod_groups = self.runtime.served_resource(SCHEDULING_GROUP, POD_GROUPS.plural)
         enabled = workload_claims_on(self.workload_claims_mode, pod_groups is not None)
         if enabled is None:

@@ -98,17 +98,20 @@ DEFINITION = OperatorDefinition(
     # Nothing is written onto these objects by watching them: no kopf annotation or finalizer.
     watches=(
         Watch("", "pods", ResourceClaimController.upsert_pod, ResourceClaimController.delete_pod),
+        # Section 12, step 1: not ready until resource.k8s.io/v1 serves both.
         Watch(
             GROUP,
             "resourceclaims",
             ResourceClaimController.upsert_claim,
             ResourceClaimController.delete_claim,
+            required=True,
         ),
         Watch(
             GROUP,
             "resourceclaimtemplates",
             ResourceClaimController.upsert_template,
             ResourceClaimController.delete_template,
+            required=True,
         ),
         # Served only with the GenericWorkload gate and --runtime-config, as v1beta1 (1.37) or
         # v1alpha2 (1.36): discovered, newest first, and a change of what is served restarts

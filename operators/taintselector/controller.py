@@ -25,20 +25,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.core import PROJECT_GROUP
-from operators.core.discovery import ServedResource, resources_of
+from operators.core.discovery import ServedResource
 from operators.core.keys import Key
 from operators.core.models import UnparsableObject, log_skipped
 from operators.core.plan import Create, Delete, Patch, RecordEvent, Together, Write, execute
 from operators.core.reconcile import Done, Result
-from operators.dra import api, taintrules
+from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .cache import ClusterCache
 from .decide import decide
-from .models import API_VERSION, KIND, PLURAL, VERSION, TaintSelector
+from .models import KIND, TaintSelector
 from .selection import Invalid, Selection, evaluate
 from .status import REASON_DEVICE_TAINT_RULE_UNAVAILABLE
 
@@ -72,12 +71,8 @@ class TaintSelectorController:
     # --- Start -----------------------------------------------------------------------------------------
 
     async def prepare(self) -> bool:
-        client = self.runtime.client
-        core = await resources_of(client, GROUP, api.VERSION)
-        own = await resources_of(client, PROJECT_GROUP, VERSION)
-        if not {"resourceslices", "deviceclasses"} <= core.keys() or PLURAL not in own:
-            log.warning("resource.k8s.io/v1 resourceslices/deviceclasses or %s are not served", API_VERSION)
-            return False
+        # Selectors, slices and classes are required watches: the runtime calls this only once
+        # they are served.
         if not self._prepared:
             self._prepared = True
             # The version the runtime watches (the rule watch names taintrules.VERSIONS); a change

@@ -51,6 +51,7 @@ DEFINITION = OperatorDefinition(
             TaintSelectorController.upsert_selector,
             TaintSelectorController.delete_selector,
             VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -58,6 +59,7 @@ DEFINITION = OperatorDefinition(
             TaintSelectorController.upsert_slice,
             TaintSelectorController.delete_slice,
             api.VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
@@ -65,6 +67,7 @@ DEFINITION = OperatorDefinition(
             TaintSelectorController.upsert_class,
             TaintSelectorController.delete_class,
             api.VERSION,
+            required=True,
         ),
         Watch(
             GROUP,
