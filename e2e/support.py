@@ -12,6 +12,7 @@ import hashlib
 import os
 import random
 import string
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,18 @@ def guard_refusal(api: Kube, path: str, body: dict[str, Any]) -> str | None:
             return err.message
         raise
     return None
+
+
+def controller_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference a controller puts on what it creates for ``owner`` (a Pod or a PodGroup
+    as the API returned it, which names its own apiVersion and kind)."""
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
 
 
 def slice_body(

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from devcluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE
 from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 from e2e import harness
+from e2e.support import controller_reference
 
 T = TypeVar("T")
 
@@ -118,15 +119,7 @@ def claim_body(
     if finalizer:
         metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
     if owner is not None:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": owner["metadata"]["name"],
-                "uid": owner["metadata"]["uid"],
-                "controller": True,
-            }
-        ]
+        metadata["ownerReferences"] = [controller_reference(owner)]
     if annotations:
         metadata["annotations"] = dict(annotations)
     return {
@@ -653,16 +646,7 @@ def assert_generated_claim(
     meta = claim["metadata"]
     assert re.fullmatch(re.escape(generate_name) + GENERATED_SUFFIX, meta["name"]), meta["name"]
     assert meta["generateName"] == generate_name
-    kind = owner["kind"]
-    assert meta["ownerReferences"] == [
-        {
-            "apiVersion": owner["apiVersion"],
-            "kind": kind,
-            "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
+    assert meta["ownerReferences"] == [controller_reference(owner)]
     entry = generate_name.removeprefix(owner["metadata"]["name"] + "-").removesuffix("-")
     assert meta["annotations"] == {"note": "x", POD_CLAIM_NAME: entry}
     assert meta["labels"] == {"app": "demo"}
