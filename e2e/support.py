@@ -12,7 +12,7 @@ import hashlib
 import os
 import random
 import string
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,13 @@ def cleanup_namespace(api: Kube, name: str) -> None:
         ) from None
 
 
+def namespace_of_test(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test, removed afterwards (a fixture's body)."""
+    name = make_namespace(api, request)
+    yield name
+    cleanup_namespace(api, name)
+
+
 def _delete_podgroups(api: Kube, namespace: str) -> None:
     """A PodGroup keeps its protection finalizer until its members are gone, and the namespace
     controller that meets it retries only after a backoff: 5 s more per namespace. Deleted
@@ -159,6 +166,12 @@ class Tracker:
                 "spec": {"selectors": selectors},
             },
         )
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
 
     def cleanup(self) -> None:
         for path in reversed(self.paths):

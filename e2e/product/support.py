@@ -35,7 +35,7 @@ from e2e.resourceclaim.support import (
     claims_by_pod,
     placeholder_pods,
 )
-from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
+from e2e.support import ARTIFACTS
 from operators import OPERATOR_NAMES
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -281,13 +281,6 @@ def play_story(installed: Installed, player: Player, story: str) -> None:
         STORIES[story](installed.api, player, scenario)
     finally:
         cleanup.clean(installed.api, scenario, wait=False)
-
-
-def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:
-    """A namespace of the test on the installed cluster, removed afterwards (a fixture's body)."""
-    name = make_namespace(installed.api, request)
-    yield name
-    cleanup_namespace(installed.api, name)
 
 
 def gpu_class(installed: Installed) -> Iterator[str]:

@@ -53,6 +53,7 @@ from e2e.resourceclaim.support import (
     assert_exactly_one_claim_each,
     placeholder_pods,
 )
+from e2e.support import namespace_of_test
 from operators import OPERATOR_NAMES
 from operators.core.client import ApiError
 from operators.dra.quantity import parse_quantity
@@ -82,7 +83,7 @@ def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from support.namespace_of_test(installed, request)
+    yield from namespace_of_test(installed.api, request)
 
 
 @pytest.fixture(scope="module")

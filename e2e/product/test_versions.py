@@ -31,7 +31,7 @@ from e2e.product.support import (
     pod_body,
     template,
 )
-from e2e.support import slice_body
+from e2e.support import namespace_of_test, slice_body
 from operators import OPERATOR_NAMES
 
 pytestmark = [
@@ -75,7 +75,7 @@ def served(installed: Installed) -> matrix.Served:
 
 @pytest.fixture
 def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from support.namespace_of_test(installed, request)
+    yield from namespace_of_test(installed.api, request)
 
 
 @pytest.fixture(scope="module")
