@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -31,13 +31,11 @@ from e2e.poolstatus.support import (
     device_class_body,
     done,
     fixture_g,
-    install_crd,
     metric,
     nic_slice,
     plain_devices,
     results,
     slice_body,
-    tracked_requests,
     wait_done,
     without_times,
 )
@@ -48,17 +46,6 @@ pytestmark = pytest.mark.timeout(180)
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 M = "dra_operators_poolstatus_"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crd(cluster: harness.Cluster) -> None:
-    install_crd(cluster)
-
-
-@pytest.fixture
-def requests(api: Kube) -> Iterator[RequestTracker]:
-    with tracked_requests(api) as tracker:
-        yield tracker
 
 
 def _kubectl_yaml(cluster: harness.Cluster, *args: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ its nested map-list and CEL rules, is accepted by a 1.37 API server (C7).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,9 +20,7 @@ from e2e.poolstatus.support import (
     PROJECT,
     SURFACES,
     RequestTracker,
-    install_crd,
     request_body,
-    tracked_requests,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,17 +37,6 @@ STATUS = {
         }
     ],
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crd(cluster: harness.Cluster) -> None:
-    install_crd(cluster)
-
-
-@pytest.fixture
-def requests(api: Kube) -> Iterator[RequestTracker]:
-    with tracked_requests(api) as tracker:
-        yield tracker
 
 
 def _rejected(call: Callable[..., Any], *args: Any) -> str:
