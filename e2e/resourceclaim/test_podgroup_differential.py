@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from devcluster.kube import Kube
-from devcluster.nodes import create_fake_node, delete_fake_node
 from e2e import harness
-from e2e.resourceclaim.scenarios import TIMEOUT, Ctx
+from e2e.resourceclaim.scenarios import SETTLE, TIMEOUT, scenario_set
 from e2e.resourceclaim.scenarios_podgroup import (
     group_deletion,
     group_direct_claim,
@@ -28,20 +27,14 @@ from e2e.resourceclaim.scenarios_podgroup import (
     group_template_claims,
 )
 from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
-from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = [pytest.mark.differential, pytest.mark.workload_claims]
-
-SETTLE = 5.0
 
 
 def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
     """Run the scenario set in a fresh namespace and return its normalised end state."""
-    ns = make_namespace(api, request)
-    node = f"node-{ns}"
-    create_fake_node(api, node)
-    try:
-        ctx = Ctx(api, ns, node)
+    with scenario_set(api, request) as ctx:
+        ns = ctx.ns
         group_template_claims(ctx)
         # The late template's group retries with backoff while the other scenarios run.
         late = group_late_template(ctx)
@@ -61,9 +54,6 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
             }
         )
         return state
-    finally:
-        cleanup_namespace(api, ns)
-        delete_fake_node(api, node)
 
 
 def test_same_podgroup_claims_and_statuses_as_upstream(

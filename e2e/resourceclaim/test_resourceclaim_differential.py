@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 
 from devcluster.kube import Kube
-from devcluster.nodes import create_fake_node, delete_fake_node
 from e2e import harness
 from e2e.resourceclaim.scenarios import (
     RAW_PARAMETERS,
+    SETTLE,
     TIMEOUT,
-    Ctx,
     s01_create,
     s02_annotation_override,
     s03_truncation,
@@ -38,22 +37,17 @@ from e2e.resourceclaim.scenarios import (
     s27_allocated_unused,
     s27_check,
     s29_raw_parameters,
+    scenario_set,
 )
 from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
-from e2e.support import cleanup_namespace, make_namespace
 
 pytestmark = pytest.mark.differential
-
-SETTLE = 5.0
 
 
 def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
     """Run the scenario set in a fresh namespace and return its normalised end state."""
-    ns = make_namespace(api, request)
-    node = f"node-{ns}"
-    create_fake_node(api, node)
-    try:
-        ctx = Ctx(api, ns, node)
+    with scenario_set(api, request) as ctx:
+        ns = ctx.ns
         s01_create(ctx)
         s02_annotation_override(ctx)
         s03_truncation(ctx)
@@ -76,9 +70,6 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
         state = assert_unchanged(lambda: snapshot(api, ns), SETTLE, f"the scenarios' end state in {ns}")
         s27_check(ctx)
         return state
-    finally:
-        cleanup_namespace(api, ns)
-        delete_fake_node(api, node)
 
 
 def test_same_claims_and_pod_statuses_as_upstream(
