@@ -72,6 +72,13 @@ def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
+def _eviction_progress(api: Kube, rule: str) -> dict[str, Any]:
+    """The fields of a DeviceTaintRule's EvictionInProgress condition that a story promises."""
+    condition = _condition(api.get(f"{RESOURCE}/devicetaintrules/{rule}"), "EvictionInProgress")
+    assert condition is not None
+    return {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")}
+
+
 def _events(api: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     return [
         e
@@ -132,10 +139,7 @@ def play_noexecute_eviction(api: Kube, player: Player, scenario: Scenario) -> No
     assert (event["type"], event["message"]) == ("Normal", "Marking for deletion")
     assert event["source"]["component"] == "dra-operators-devicetaint"
     assert not [e for e in _events(api, ns, "monitor") if e["reason"] == "DeviceTaintManagerEviction"]
-    rule = api.get(f"{RESOURCE}/devicetaintrules/gpu-maintenance")
-    condition = _condition(rule, "EvictionInProgress")
-    assert condition is not None
-    assert {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")} == {
+    assert _eviction_progress(api, "gpu-maintenance") == {
         "status": "False",
         "reason": "Completed",
         "message": "1 pod evicted since starting the controller.",
@@ -148,10 +152,7 @@ def play_dry_run(api: Kube, player: Player, scenario: Scenario) -> None:
     ns = scenario.namespace
     played = player.play(scenario)
 
-    rule = api.get(f"{RESOURCE}/devicetaintrules/drain-preview")
-    condition = _condition(rule, "EvictionInProgress")
-    assert condition is not None
-    assert {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")} == {
+    assert _eviction_progress(api, "drain-preview") == {
         "status": "False",
         "reason": "NoEffect",
         "message": DRY_RUN_MESSAGE,
