@@ -93,6 +93,17 @@ def without_times(status: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
+def complete(pools: int) -> dict[str, Any]:
+    """The Complete condition, without its time, of a request whose status counts ``pools``
+    pools (the upstream message says "pools" whatever the count)."""
+    return {
+        "type": "Complete",
+        "status": "True",
+        "reason": "CalculationComplete",
+        "message": f"Calculated status for {pools} pools",
+    }
+
+
 def condition(obj: Mapping[str, Any]) -> dict[str, Any]:
     conditions = obj["status"]["conditions"]
     assert len(conditions) == 1, conditions

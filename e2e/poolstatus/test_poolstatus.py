@@ -27,6 +27,7 @@ from e2e.poolstatus.support import (
     RequestTracker,
     allocate,
     claim_body,
+    complete,
     condition,
     device_class_body,
     done,
@@ -98,14 +99,7 @@ def test_seed_flow_on_both_surfaces(
                     "unavailableDevices": 0,
                 }
             ],
-            "conditions": [
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CalculationComplete",
-                    "message": "Calculated status for 1 pools",
-                }
-            ],
+            "conditions": [complete(1)],
         }
         assert without_times(builtin["status"]) == expected
         assert without_times(project["status"]) == expected
@@ -123,14 +117,7 @@ def test_seed_flow_on_both_surfaces(
         assert absent is not None
         assert without_times(absent["status"]) == {
             "poolCount": 0,
-            "conditions": [
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CalculationComplete",
-                    "message": "Calculated status for 0 pools",
-                }
-            ],
+            "conditions": [complete(0)],
         }
 
         # Printer columns of the CRD (vector 85).

@@ -20,6 +20,7 @@ from e2e.poolstatus.support import (
     PROJECT,
     SURFACES,
     RequestTracker,
+    complete,
     request_body,
 )
 
@@ -27,15 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 
 STATUS = {
     "poolCount": 0,
-    "conditions": [
-        {
-            "type": "Complete",
-            "status": "True",
-            "reason": "CalculationComplete",
-            "message": "Calculated status for 0 pools",
-            "lastTransitionTime": "2026-09-01T10:00:00Z",
-        }
-    ],
+    "conditions": [{**complete(0), "lastTransitionTime": "2026-09-01T10:00:00Z"}],
 }
 
 

@@ -16,6 +16,7 @@ from demo import cleanup
 from demo.player import Played, Player
 from demo.scenarios import Scenario
 from devcluster.kube import Kube, wait_for
+from e2e.poolstatus.support import complete
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 RPSR = "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests"
@@ -199,12 +200,7 @@ def play_dry_run(api: Kube, player: Player, scenario: Scenario) -> None:
 def _request_status(api: Kube, path: str) -> dict[str, Any]:
     status: dict[str, Any] = api.get(path)["status"]
     (condition,) = status["conditions"]
-    assert {k: condition[k] for k in ("type", "status", "reason", "message")} == {
-        "type": "Complete",
-        "status": "True",
-        "reason": "CalculationComplete",
-        "message": "Calculated status for 1 pools",
-    }
+    assert {k: condition[k] for k in ("type", "status", "reason", "message")} == complete(1)
     assert status["poolCount"] == 1
     return status
 
@@ -235,12 +231,7 @@ def play_gpu_pool_status(api: Kube, player: Player, scenario: Scenario) -> None:
                 {
                     "driver": GPU_DRIVER,
                     "poolCount": 1,
-                    "condition": {
-                        "type": "Complete",
-                        "status": "True",
-                        "reason": "CalculationComplete",
-                        "message": "Calculated status for 1 pools",
-                    },
+                    "condition": complete(1),
                 }
             ],
             "pools": [GPU_POOL],
