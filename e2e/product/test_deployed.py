@@ -51,6 +51,8 @@ from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
     assert_exactly_one_claim_each,
+    claim_body,
+    create_claim,
     placeholder_pods,
 )
 from e2e.support import namespace_of_test
@@ -558,18 +560,7 @@ def _exec_policy(name: str, driver: str, fail: str = "", **spec: Any) -> dict[st
 
 
 def _fabric_pod(api: Kube, namespace: str, device_class: str, name: str = "trainer") -> None:
-    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-    api.create(
-        claims,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"{name}-fabric"},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
-            },
-        },
-    )
+    create_claim(api, namespace, claim_body(f"{name}-fabric", request="gpu", device_class=device_class))
     api.create(
         f"/api/v1/namespaces/{namespace}/pods",
         {

@@ -114,6 +114,7 @@ def claim_body(
     owner: Mapping[str, Any] | None = None,
     annotations: Mapping[str, str] | None = None,
     request: str = "req-0",
+    device_class: str = DEVICE_CLASS,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if finalizer:
@@ -126,7 +127,7 @@ def claim_body(
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": DEVICE_CLASS}}]}},
+        "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": device_class}}]}},
     }
 
 
@@ -582,35 +583,13 @@ def assert_no_foreign_state(api: Kube, namespaces: Iterable[str] | None = None) 
 
 def absent_template(api: Kube, namespace: str) -> None:
     """Template ``tmpl``, whose class has no device: its pods stay pending, their claims matter."""
-    api.create(
-        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "tmpl"},
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
-            },
-        },
-    )
+    create_template(api, namespace, template_body("tmpl", device_class="absent"))
 
 
 def placeholder_pods(api: Kube, namespace: str, names: list[str]) -> None:
+    """Pods of template ``tmpl`` left to kube-scheduler."""
     for name in names:
-        api.create(
-            f"/api/v1/namespaces/{namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
-                },
-            },
-        )
+        create_pod(api, namespace, pod_body(name, [template_entry("gpu", "tmpl")], scheduled=True))
 
 
 def claims_by_pod(api: Kube, namespace: str) -> dict[str, list[str]]:
