@@ -11,12 +11,12 @@ that has others (upstream sends the new entries alone); no scenario here does th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from devcluster.kube import Kube
-from e2e import harness
 from e2e.resourceclaim.scenarios import SETTLE, TIMEOUT, scenario_set
 from e2e.resourceclaim.scenarios_podgroup import (
     group_deletion,
@@ -26,7 +26,7 @@ from e2e.resourceclaim.scenarios_podgroup import (
     group_member_finishes,
     group_template_claims,
 )
-from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
+from e2e.resourceclaim.support import assert_unchanged, snapshot
 
 pytestmark = [pytest.mark.differential, pytest.mark.workload_claims]
 
@@ -57,14 +57,9 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
 
 
 def test_same_podgroup_claims_and_statuses_as_upstream(
-    api: Kube,
-    upstream_cluster: harness.Cluster,
-    upstream_api: Kube,
-    operator: Any,
-    request: pytest.FixtureRequest,
+    both_sides: Callable[..., Any], request: pytest.FixtureRequest
 ) -> None:
-    assert upstream_cluster.mode == "upstream-dra"
-    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
+    ours, theirs = both_sides(lambda side: run_scenario_set(side, request))
     for kind in ("claims", "podgroups", "pods"):
         assert set(ours[kind]) == set(theirs[kind]), kind
         for name in ours[kind]:

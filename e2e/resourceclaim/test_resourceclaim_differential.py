@@ -11,12 +11,12 @@ Scenarios 15 and 16 are left out: the spec expects them to differ (section 14, r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from devcluster.kube import Kube
-from e2e import harness
 from e2e.resourceclaim.scenarios import (
     RAW_PARAMETERS,
     SETTLE,
@@ -39,7 +39,7 @@ from e2e.resourceclaim.scenarios import (
     s29_raw_parameters,
     scenario_set,
 )
-from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
+from e2e.resourceclaim.support import assert_unchanged, snapshot
 
 pytestmark = pytest.mark.differential
 
@@ -73,14 +73,9 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
 
 
 def test_same_claims_and_pod_statuses_as_upstream(
-    api: Kube,
-    upstream_cluster: harness.Cluster,
-    upstream_api: Kube,
-    operator: Any,
-    request: pytest.FixtureRequest,
+    both_sides: Callable[..., Any], request: pytest.FixtureRequest
 ) -> None:
-    assert upstream_cluster.mode == "upstream-dra"
-    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
+    ours, theirs = both_sides(lambda side: run_scenario_set(side, request))
     assert set(ours["claims"]) == set(theirs["claims"])
     assert set(ours["pods"]) == set(theirs["pods"])
     for name in ours["claims"]:
