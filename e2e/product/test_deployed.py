@@ -88,11 +88,6 @@ def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> 
     yield from namespace_of_test(installed.api, request)
 
 
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
-
-
 # -- the install ---------------------------------------------------------------------------------
 
 

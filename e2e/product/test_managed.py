@@ -91,11 +91,6 @@ def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[
     yield from namespace_of_test(installed.api, request)
 
 
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
-
-
 def _managers(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {
         e.get("manager", ""): (e.get("operation", ""), e.get("subresource", ""))

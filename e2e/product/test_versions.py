@@ -78,11 +78,6 @@ def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[
     yield from namespace_of_test(installed.api, request)
 
 
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
-
-
 def test_the_cluster_serves_what_the_support_matrix_says(
     installed: Installed, served: matrix.Served, unique_name: Callable[[str], str]
 ) -> None:
