@@ -155,17 +155,9 @@ class Tracker:
     def device_class(
         self, name: str, driver: str, extra_selectors: list[str] | None = None
     ) -> dict[str, Any]:
-        selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
-        selectors += [{"cel": {"expression": e}} for e in extra_selectors or []]
-        return self.create(
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": {"selectors": selectors},
-            },
-        )
+        body = device_class_body(name, driver)
+        body["spec"]["selectors"] += [{"cel": {"expression": e}} for e in extra_selectors or []]
+        return self.create("/apis/resource.k8s.io/v1/deviceclasses", body)
 
     def __enter__(self) -> Tracker:
         return self
@@ -217,6 +209,16 @@ def controller_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
         "name": owner["metadata"]["name"],
         "uid": owner["metadata"]["uid"],
         "controller": True,
+    }
+
+
+def device_class_body(name: str, driver: str) -> dict[str, Any]:
+    """A DeviceClass of every device of ``driver``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
     }
 
 

@@ -249,15 +249,6 @@ def results(claims: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [r for c in claims for r in c["status"]["allocation"]["devices"]["results"]]
 
 
-def device_class_body(name: str, driver: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-    }
-
-
 # -- metrics ---------------------------------------------------------------------------------------
 
 

@@ -29,7 +29,6 @@ from e2e.poolstatus.support import (
     claim_body,
     complete,
     condition,
-    device_class_body,
     done,
     fixture_g,
     metric,
@@ -40,7 +39,7 @@ from e2e.poolstatus.support import (
     wait_done,
     without_times,
 )
-from e2e.support import Tracker
+from e2e.support import Tracker, device_class_body
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -24,7 +24,6 @@ from e2e.poolstatus.support import (
     SLICES,
     allocate,
     claim_body,
-    device_class_body,
     fixture_g,
     install_crd,
     nic_slice,
@@ -34,7 +33,7 @@ from e2e.poolstatus.support import (
     wait_done,
     without_times,
 )
-from e2e.support import Tracker
+from e2e.support import Tracker, device_class_body
 
 pytestmark = [pytest.mark.differential, pytest.mark.timeout(240)]
 

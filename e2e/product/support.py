@@ -35,7 +35,7 @@ from e2e.resourceclaim.support import (
     claims_by_pod,
     placeholder_pods,
 )
-from e2e.support import ARTIFACTS
+from e2e.support import ARTIFACTS, device_class_body
 from operators import OPERATOR_NAMES
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -147,15 +147,7 @@ def create_noexecute_rule(api: Kube, name: str, device: str) -> None:
 
 
 def create_gpu_class(api: Kube) -> str:
-    api.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": DEVICE_CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{realnode.DRIVER_NAME}"'}}]},
-        },
-    )
+    api.create(f"{RESOURCE}/deviceclasses", device_class_body(DEVICE_CLASS, realnode.DRIVER_NAME))
     return DEVICE_CLASS
 
 

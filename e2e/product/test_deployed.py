@@ -55,7 +55,7 @@ from e2e.resourceclaim.support import (
     create_claim,
     placeholder_pods,
 )
-from e2e.support import namespace_of_test
+from e2e.support import device_class_body, namespace_of_test
 from operators import OPERATOR_NAMES
 from operators.core.client import ApiError
 from operators.dra.quantity import parse_quantity
@@ -525,15 +525,7 @@ def _fabric(api: Kube, prefix: str, driver: str) -> tuple[str, list[str]]:
             },
         },
     )
-    api.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": f"{prefix}-class"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-        },
-    )
+    api.create(f"{RESOURCE}/deviceclasses", device_class_body(f"{prefix}-class", driver))
     return f"{prefix}-class", names
 
 

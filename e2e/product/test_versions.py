@@ -31,7 +31,7 @@ from e2e.product.support import (
     pod_body,
     template,
 )
-from e2e.support import namespace_of_test, slice_body
+from e2e.support import device_class_body, namespace_of_test, slice_body
 from operators import OPERATOR_NAMES
 
 pytestmark = [
@@ -113,15 +113,7 @@ def test_a_noexecute_slice_taint_evicts_the_pod_that_uses_the_device(
     api = installed.api
     name, klass = unique_name("tainted"), unique_name("versions")
     api.create(SLICES, slice_body(name, DRIVER, name, [{"name": "d0"}], nodeName=realnode.NODE_NAME))
-    api.create(
-        CLASSES,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": klass},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-    )
+    api.create(CLASSES, device_class_body(klass, DRIVER))
     try:
         pods = f"/api/v1/namespaces/{namespace}/pods"
         api.create(pods, pod_body("victim", template(api, namespace, klass=klass), "sleep 3600"))
