@@ -152,6 +152,13 @@ class Tracker:
             "/apis/resource.k8s.io/v1/resourceslices", nodes.slice_body(node, driver, devices, **kwargs)
         )
 
+    def fake_pool(self, node: str, device_class: str, driver: str, devices: int) -> None:
+        """A fake node whose pool publishes ``devices`` devices of ``driver``, and a DeviceClass of
+        them, for kube-scheduler to allocate from."""
+        self.node(node)
+        self.device_class(device_class, driver)
+        self.resource_slice(node, driver, nodes.make_devices(devices))
+
     def device_class(
         self, name: str, driver: str, extra_selectors: list[str] | None = None
     ) -> dict[str, Any]:

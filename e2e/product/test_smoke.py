@@ -29,6 +29,7 @@ from e2e.resourceclaim.support import (
     template_body,
     template_entry,
 )
+from e2e.support import Tracker
 
 pytestmark = [pytest.mark.smoke, pytest.mark.timeout(90)]
 
@@ -107,19 +108,12 @@ def test_real_allocation_and_binding(
     namespace: str,
     unique_name: Callable[[str], str],
     driver_name: str,
-    fake_node: Callable[..., Any],
-    resource_slice: Callable[..., Any],
-    device_class: Callable[..., Any],
+    objects: Tracker,
 ) -> None:
     """S4 and S5: the real scheduler allocates a pre-created claim and binds its pod; a forced
     delete removes the bound pod."""
-    node = unique_name("node")
-    fake_node(node)
-    cls = unique_name("class")
-    device_class(cls, driver_name)
-    from devcluster.nodes import make_devices
-
-    resource_slice(node, driver_name, make_devices(2))
+    node, cls = unique_name("node"), unique_name("class")
+    objects.fake_pool(node, cls, driver_name, 2)
     claim_path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     create_claim(api, namespace, claim_body("claim", device_class=cls))
     pod = create_pod(api, namespace, pod_body("pod", [named_entry("dev", "claim")], scheduled=True))
