@@ -15,7 +15,7 @@ from devcluster.constants import DEFAULT_PROFILE, PROFILES, minor_of
 from devcluster.kube import Kube
 from e2e import backends, harness
 from e2e.product import matrix
-from e2e.support import ARTIFACTS, Tracker, cleanup_namespace, make_namespace, node_hash
+from e2e.support import ARTIFACTS, Tracker, namespace_of_test, node_hash
 
 DEFAULT_BINDING_TIMEOUT = "30s"
 
@@ -228,9 +228,12 @@ def driver_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def namespace(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = make_namespace(api, request)
-    yield name
-    cleanup_namespace(api, name)
+    yield from namespace_of_test(api, request)
+
+
+@pytest.fixture
+def upstream_namespace(upstream_api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from namespace_of_test(upstream_api, request)
 
 
 # -- cluster-scoped object factories ------------------------------------------------------------
@@ -238,9 +241,14 @@ def namespace(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def objects(api: Kube) -> Iterator[Tracker]:
-    tracker = Tracker(api)
-    yield tracker
-    tracker.cleanup()
+    with Tracker(api) as tracker:
+        yield tracker
+
+
+@pytest.fixture
+def upstream_objects(upstream_api: Kube) -> Iterator[Tracker]:
+    with Tracker(upstream_api) as tracker:
+        yield tracker
 
 
 @pytest.fixture

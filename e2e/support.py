@@ -12,6 +12,7 @@ import hashlib
 import os
 import random
 import string
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,13 @@ def cleanup_namespace(api: Kube, name: str) -> None:
         ) from None
 
 
+def namespace_of_test(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test, removed afterwards (a fixture's body)."""
+    name = make_namespace(api, request)
+    yield name
+    cleanup_namespace(api, name)
+
+
 def _delete_podgroups(api: Kube, namespace: str) -> None:
     """A PodGroup keeps its protection finalizer until its members are gone, and the namespace
     controller that meets it retries only after a backoff: 5 s more per namespace. Deleted
@@ -144,20 +152,25 @@ class Tracker:
             "/apis/resource.k8s.io/v1/resourceslices", nodes.slice_body(node, driver, devices, **kwargs)
         )
 
+    def fake_pool(self, node: str, device_class: str, driver: str, devices: int) -> None:
+        """A fake node whose pool publishes ``devices`` devices of ``driver``, and a DeviceClass of
+        them, for kube-scheduler to allocate from."""
+        self.node(node)
+        self.device_class(device_class, driver)
+        self.resource_slice(node, driver, nodes.make_devices(devices))
+
     def device_class(
         self, name: str, driver: str, extra_selectors: list[str] | None = None
     ) -> dict[str, Any]:
-        selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
-        selectors += [{"cel": {"expression": e}} for e in extra_selectors or []]
-        return self.create(
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": {"selectors": selectors},
-            },
-        )
+        body = device_class_body(name, driver)
+        body["spec"]["selectors"] += [{"cel": {"expression": e}} for e in extra_selectors or []]
+        return self.create("/apis/resource.k8s.io/v1/deviceclasses", body)
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
 
     def cleanup(self) -> None:
         for path in reversed(self.paths):
@@ -192,6 +205,28 @@ def guard_refusal(api: Kube, path: str, body: dict[str, Any]) -> str | None:
             return err.message
         raise
     return None
+
+
+def controller_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference a controller puts on what it creates for ``owner`` (a Pod or a PodGroup
+    as the API returned it, which names its own apiVersion and kind)."""
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def device_class_body(name: str, driver: str) -> dict[str, Any]:
+    """A DeviceClass of every device of ``driver``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
 
 
 def slice_body(

@@ -179,6 +179,18 @@ async def bounded_gather(items: Sequence[Callable[[], Awaitable[Any]]], concurre
     return await asyncio.gather(*(one(m) for m in items))
 
 
+def interleave(many: Sequence[T], few: Sequence[T]) -> list[T]:
+    """``few`` spread evenly among ``many``, as pods of two kinds arrive in a real cluster."""
+    step = max(1, len(many) // max(1, len(few)))
+    left = list(few)
+    mixed: list[T] = []
+    for i, item in enumerate(many):
+        mixed.append(item)
+        if i % step == step - 1 and left:
+            mixed.append(left.pop())
+    return mixed + left
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

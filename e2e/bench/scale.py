@@ -44,6 +44,7 @@ from e2e.bench.env import (
     Result,
     bounded_gather,
     devcluster,
+    interleave,
     our_operator,
     run_async,
     status_kib,
@@ -173,14 +174,7 @@ async def _create(client: KubeClient, bodies: list[dict[str, Any]]) -> None:
 def _dra_bodies(w: Workload) -> list[dict[str, Any]]:
     templated = [_templated_pod(name) for name in w.templated_names()]
     shared = [_shared_pod(name, i) for i, name in enumerate(w.shared_names())]
-    # Interleaved, as pods of both kinds arrive in a real cluster.
-    step = max(1, len(templated) // max(1, len(shared)))
-    bodies: list[dict[str, Any]] = []
-    for i, pod in enumerate(templated):
-        bodies.append(pod)
-        if i % step == step - 1 and shared:
-            bodies.append(shared.pop())
-    return bodies + shared
+    return interleave(templated, shared)
 
 
 def _kubelet_status() -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from devcluster.kube import Kube, WaitTimeout, wait_for
 from e2e import harness
 from e2e.bindingattacher import world as w
-from e2e.support import Tracker, cleanup_namespace, make_namespace
+from e2e.support import Tracker
 
 pytestmark = [pytest.mark.differential, pytest.mark.devcluster_only, pytest.mark.timeout(180)]
 
@@ -33,13 +33,6 @@ def upstream_world(upstream_cluster: harness.Cluster, upstream_api: Kube) -> Ite
     w.clear_inventories(upstream_api)
     w.clear_taint_rules(upstream_api)
     tracker.cleanup()
-
-
-@pytest.fixture
-def upstream_namespace(upstream_api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = make_namespace(upstream_api, request)
-    yield name
-    cleanup_namespace(upstream_api, name)
 
 
 def _template(namespace: str) -> dict[str, Any]:

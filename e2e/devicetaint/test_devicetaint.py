@@ -7,12 +7,9 @@ in-tree device-taint-eviction controller off. See :mod:`e2e.devicetaint.scenario
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from devcluster.kube import Kube
 from e2e.devicetaint.scenarios import CASES, SliceMatrix
 from e2e.devicetaint.world import (
     CANCELLING,
@@ -22,17 +19,9 @@ from e2e.devicetaint.world import (
     World,
     disruption_target,
     metric,
-    open_world,
 )
-from e2e.support import Tracker
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
-
-
-@pytest.fixture
-def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[str], str]) -> Iterator[World]:
-    with open_world(api, objects, unique_name("node"), namespace) as opened:
-        yield opened
 
 
 def test_slice_taints_and_tolerations(world: World, driver_name: str, operator: Callable[..., Any]) -> None:

@@ -9,23 +9,14 @@ is the real cluster's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from devcluster.kube import Kube, wait_for
 from e2e.devicetaint.scenarios import ONE_EVICTED
-from e2e.devicetaint.world import MARKING, World, disruption_target, open_world
-from e2e.support import Tracker
+from e2e.devicetaint.world import MARKING, World, disruption_target
 
 TIMEOUT = 60.0
-
-
-@pytest.fixture
-def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[str], str]) -> Iterator[World]:
-    with open_world(api, objects, unique_name("node"), namespace) as opened:
-        yield opened
 
 
 def _budget(api: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -34,13 +25,9 @@ def _budget(api: Kube, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_a_budget_holds_the_eviction_until_it_allows_it(
-    api: Kube,
-    world: World,
-    namespace: str,
-    driver_name: str,
-    unique_name: Callable[[str], str],
-    operator: Callable[..., Any],
+    world: World, driver_name: str, unique_name: Callable[[str], str], operator: Callable[..., Any]
 ) -> None:
+    api, namespace = world.api, world.namespace
     pool = unique_name("pool")
     world.resource_slice(unique_name("slice"), driver_name, pool, ["gpu-0"])
     pod = world.allocated_pod("guarded", driver_name, pool, ["gpu-0"], labels={"app": "guarded"})

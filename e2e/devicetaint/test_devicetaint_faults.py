@@ -10,41 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from devcluster.kube import Kube, wait_for
+from devcluster.kube import wait_for
 from e2e.devicetaint.support import LABEL, recording_webhook
 from e2e.devicetaint.world import (
     DISRUPTION,
     MARKING,
     World,
     metric,
-    open_world,
     taint,
 )
-from e2e.support import Tracker
 
 OPERATOR_USER = "system:serviceaccount:dra-operators:dra-operators-devicetaint"
 
 
 def test_delete_failures_are_retried(
-    api: Kube,
-    objects: Tracker,
-    namespace: str,
-    driver_name: str,
-    unique_name: Callable[[str], str],
-    operator: Callable[..., Any],
+    world: World, driver_name: str, unique_name: Callable[[str], str], operator: Callable[..., Any]
 ) -> None:
-    with open_world(api, objects, unique_name("node"), namespace) as world:
-        check_delete_failures(world, api, namespace, driver_name, unique_name, operator)
-
-
-def check_delete_failures(
-    world: World,
-    api: Kube,
-    namespace: str,
-    driver_name: str,
-    unique_name: Callable[[str], str],
-    operator: Callable[..., Any],
-) -> None:
+    api, namespace = world.api, world.namespace
     hook = unique_name("recorder")
     labels = {LABEL: hook}
     with recording_webhook(api, hook) as recorder:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from devcluster.kube import Kube, wait_for
+from devcluster.kube import wait_for
 from e2e.devicetaint.world import (
     DRY_TAIL,
     RESOURCE,
@@ -22,10 +22,8 @@ from e2e.devicetaint.world import (
     create_bulk,
     disruption_target,
     metric,
-    open_world,
     tolerate,
 )
-from e2e.support import Tracker
 
 PODS = 300
 TOLERATING = 30
@@ -40,25 +38,9 @@ EVICTED = "pods evicted since starting the controller."
 
 
 def test_sigkill_mid_eviction(
-    api: Kube,
-    objects: Tracker,
-    namespace: str,
-    driver_name: str,
-    unique_name: Callable[[str], str],
-    operator: Callable[..., Any],
+    world: World, driver_name: str, unique_name: Callable[[str], str], operator: Callable[..., Any]
 ) -> None:
-    with open_world(api, objects, unique_name("node"), namespace) as world:
-        run_mass_eviction(world, api, namespace, driver_name, unique_name, operator)
-
-
-def run_mass_eviction(
-    world: World,
-    api: Kube,
-    namespace: str,
-    driver_name: str,
-    unique_name: Callable[[str], str],
-    operator: Callable[..., Any],
-) -> None:
+    api, namespace = world.api, world.namespace
     for index in range(PODS // PER_SLICE):
         devices = [f"gpu-{i}" for i in range(index * PER_SLICE, (index + 1) * PER_SLICE)]
         world.resource_slice(f"{driver_name}-{index}", driver_name, f"pool-{index}", devices)

@@ -27,10 +27,9 @@ from e2e.devicetaint.world import (
     disruption_target,
     drop_namespace,
     metric,
-    open_world,
     parse_time,
 )
-from e2e.support import Tracker, make_namespace
+from e2e.support import make_namespace
 
 KOPF_MARK = "kopf.zalando.org"
 
@@ -40,12 +39,6 @@ def second_namespace(api: Kube, request: pytest.FixtureRequest) -> Iterator[str]
     name = make_namespace(api, request)
     yield name
     drop_namespace(api, name)
-
-
-@pytest.fixture
-def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[str], str]) -> Iterator[World]:
-    with open_world(api, objects, unique_name("node"), namespace) as opened:
-        yield opened
 
 
 def test_rule_conditions_and_restart(

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from devcluster.constants import PLACEHOLDER_IMAGE
 from devcluster.kube import Kube, wait_for
-from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, Tracker
+from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, Tracker, controller_reference
 
 KEY = "dra.example.com/unhealthy"
 VALUE = "Broken"
@@ -203,15 +203,7 @@ class World:
         ns = namespace or self.namespace
         meta: dict[str, Any] = {"name": name}
         if owner is not None:
-            meta["ownerReferences"] = [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": owner["metadata"]["name"],
-                    "uid": owner["metadata"]["uid"],
-                    "controller": True,
-                }
-            ]
+            meta["ownerReferences"] = [controller_reference(owner)]
         path = f"{RESOURCE}/namespaces/{ns}/resourceclaims"
         requests = [
             {"name": f"req-{i}", "exactly": {"deviceClassName": "e2e-unused"}}

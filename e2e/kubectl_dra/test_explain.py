@@ -49,15 +49,7 @@ def test_explain_claims_and_pods(
     pool = world.node
     world.resource_slice(unique_name("slice"), driver_name, pool, ["gpu-0", "gpu-1"])
     device_class = unique_name("class")
-    world.objects.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": device_class},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver_name}"'}}]},
-        },
-    )
+    world.objects.device_class(device_class, driver_name)
     claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
 
     # 1. Not allocated: it asks for two devices of the class while another claim holds one of them.

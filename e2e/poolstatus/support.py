@@ -93,6 +93,17 @@ def without_times(status: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
+def complete(pools: int) -> dict[str, Any]:
+    """The Complete condition, without its time, of a request whose status counts ``pools``
+    pools (the upstream message says "pools" whatever the count)."""
+    return {
+        "type": "Complete",
+        "status": "True",
+        "reason": "CalculationComplete",
+        "message": f"Calculated status for {pools} pools",
+    }
+
+
 def condition(obj: Mapping[str, Any]) -> dict[str, Any]:
     conditions = obj["status"]["conditions"]
     assert len(conditions) == 1, conditions
@@ -236,15 +247,6 @@ def allocate(api: Kube, namespace: str, node: str, claims: Sequence[dict[str, An
 
 def results(claims: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [r for c in claims for r in c["status"]["allocation"]["devices"]["results"]]
-
-
-def device_class_body(name: str, driver: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-    }
 
 
 # -- metrics ---------------------------------------------------------------------------------------

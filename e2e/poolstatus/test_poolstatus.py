@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,38 +27,25 @@ from e2e.poolstatus.support import (
     RequestTracker,
     allocate,
     claim_body,
+    complete,
     condition,
-    device_class_body,
     done,
     fixture_g,
-    install_crd,
     metric,
     nic_slice,
     plain_devices,
     results,
     slice_body,
-    tracked_requests,
     wait_done,
     without_times,
 )
-from e2e.support import Tracker
+from e2e.support import Tracker, device_class_body
 
 pytestmark = pytest.mark.timeout(180)
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 M = "dra_operators_poolstatus_"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crd(cluster: harness.Cluster) -> None:
-    install_crd(cluster)
-
-
-@pytest.fixture
-def requests(api: Kube) -> Iterator[RequestTracker]:
-    with tracked_requests(api) as tracker:
-        yield tracker
 
 
 def _kubectl_yaml(cluster: harness.Cluster, *args: str) -> dict[str, Any]:
@@ -111,14 +98,7 @@ def test_seed_flow_on_both_surfaces(
                     "unavailableDevices": 0,
                 }
             ],
-            "conditions": [
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CalculationComplete",
-                    "message": "Calculated status for 1 pools",
-                }
-            ],
+            "conditions": [complete(1)],
         }
         assert without_times(builtin["status"]) == expected
         assert without_times(project["status"]) == expected
@@ -136,14 +116,7 @@ def test_seed_flow_on_both_surfaces(
         assert absent is not None
         assert without_times(absent["status"]) == {
             "poolCount": 0,
-            "conditions": [
-                {
-                    "type": "Complete",
-                    "status": "True",
-                    "reason": "CalculationComplete",
-                    "message": "Calculated status for 0 pools",
-                }
-            ],
+            "conditions": [complete(0)],
         }
 
         # Printer columns of the CRD (vector 85).

@@ -8,7 +8,7 @@ its nested map-list and CEL rules, is accepted by a 1.37 API server (C7).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,36 +20,16 @@ from e2e.poolstatus.support import (
     PROJECT,
     SURFACES,
     RequestTracker,
-    install_crd,
+    complete,
     request_body,
-    tracked_requests,
 )
 
 pytestmark = pytest.mark.timeout(120)
 
 STATUS = {
     "poolCount": 0,
-    "conditions": [
-        {
-            "type": "Complete",
-            "status": "True",
-            "reason": "CalculationComplete",
-            "message": "Calculated status for 0 pools",
-            "lastTransitionTime": "2026-09-01T10:00:00Z",
-        }
-    ],
+    "conditions": [{**complete(0), "lastTransitionTime": "2026-09-01T10:00:00Z"}],
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crd(cluster: harness.Cluster) -> None:
-    install_crd(cluster)
-
-
-@pytest.fixture
-def requests(api: Kube) -> Iterator[RequestTracker]:
-    with tracked_requests(api) as tracker:
-        yield tracker
 
 
 def _rejected(call: Callable[..., Any], *args: Any) -> str:

@@ -10,7 +10,7 @@ as the spec predicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,6 @@ from e2e.poolstatus.support import (
     SLICES,
     allocate,
     claim_body,
-    device_class_body,
     fixture_g,
     install_crd,
     nic_slice,
@@ -34,7 +33,7 @@ from e2e.poolstatus.support import (
     wait_done,
     without_times,
 )
-from e2e.support import Tracker, cleanup_namespace, make_namespace
+from e2e.support import Tracker, device_class_body
 
 pytestmark = [pytest.mark.differential, pytest.mark.timeout(240)]
 
@@ -78,20 +77,6 @@ def build(api: Kube, objects: Tracker, namespace: str, world: World) -> None:
             claim_body("nic", classes[world.nic], capacity="4Gi"),
         ],
     )
-
-
-@pytest.fixture
-def upstream_namespace(upstream_api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = make_namespace(upstream_api, request)
-    yield name
-    cleanup_namespace(upstream_api, name)
-
-
-@pytest.fixture
-def upstream_objects(upstream_api: Kube) -> Iterator[Tracker]:
-    tracker = Tracker(upstream_api)
-    yield tracker
-    tracker.cleanup()
 
 
 def test_statuses_match_the_in_tree_controller(

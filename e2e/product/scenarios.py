@@ -16,6 +16,7 @@ from demo import cleanup
 from demo.player import Played, Player
 from demo.scenarios import Scenario
 from devcluster.kube import Kube, wait_for
+from e2e.poolstatus.support import complete
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 RPSR = "/apis/dra-operators.io/v1alpha1/resourcepoolstatusrequests"
@@ -70,6 +71,13 @@ def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
         if condition["type"] == type_:
             return dict(condition)
     return None
+
+
+def _eviction_progress(api: Kube, rule: str) -> dict[str, Any]:
+    """The fields of a DeviceTaintRule's EvictionInProgress condition that a story promises."""
+    condition = _condition(api.get(f"{RESOURCE}/devicetaintrules/{rule}"), "EvictionInProgress")
+    assert condition is not None
+    return {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")}
 
 
 def _events(api: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -132,10 +140,7 @@ def play_noexecute_eviction(api: Kube, player: Player, scenario: Scenario) -> No
     assert (event["type"], event["message"]) == ("Normal", "Marking for deletion")
     assert event["source"]["component"] == "dra-operators-devicetaint"
     assert not [e for e in _events(api, ns, "monitor") if e["reason"] == "DeviceTaintManagerEviction"]
-    rule = api.get(f"{RESOURCE}/devicetaintrules/gpu-maintenance")
-    condition = _condition(rule, "EvictionInProgress")
-    assert condition is not None
-    assert {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")} == {
+    assert _eviction_progress(api, "gpu-maintenance") == {
         "status": "False",
         "reason": "Completed",
         "message": "1 pod evicted since starting the controller.",
@@ -148,10 +153,7 @@ def play_dry_run(api: Kube, player: Player, scenario: Scenario) -> None:
     ns = scenario.namespace
     played = player.play(scenario)
 
-    rule = api.get(f"{RESOURCE}/devicetaintrules/drain-preview")
-    condition = _condition(rule, "EvictionInProgress")
-    assert condition is not None
-    assert {k: condition[k] for k in ("status", "reason", "message", "observedGeneration")} == {
+    assert _eviction_progress(api, "drain-preview") == {
         "status": "False",
         "reason": "NoEffect",
         "message": DRY_RUN_MESSAGE,
@@ -198,12 +200,7 @@ def play_dry_run(api: Kube, player: Player, scenario: Scenario) -> None:
 def _request_status(api: Kube, path: str) -> dict[str, Any]:
     status: dict[str, Any] = api.get(path)["status"]
     (condition,) = status["conditions"]
-    assert {k: condition[k] for k in ("type", "status", "reason", "message")} == {
-        "type": "Complete",
-        "status": "True",
-        "reason": "CalculationComplete",
-        "message": "Calculated status for 1 pools",
-    }
+    assert {k: condition[k] for k in ("type", "status", "reason", "message")} == complete(1)
     assert status["poolCount"] == 1
     return status
 
@@ -234,12 +231,7 @@ def play_gpu_pool_status(api: Kube, player: Player, scenario: Scenario) -> None:
                 {
                     "driver": GPU_DRIVER,
                     "poolCount": 1,
-                    "condition": {
-                        "type": "Complete",
-                        "status": "True",
-                        "reason": "CalculationComplete",
-                        "message": "Calculated status for 1 pools",
-                    },
+                    "condition": complete(1),
                 }
             ],
             "pools": [GPU_POOL],

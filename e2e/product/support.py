@@ -35,7 +35,7 @@ from e2e.resourceclaim.support import (
     claims_by_pod,
     placeholder_pods,
 )
-from e2e.support import ARTIFACTS, cleanup_namespace, make_namespace
+from e2e.support import ARTIFACTS, device_class_body
 from operators import OPERATOR_NAMES
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -147,15 +147,7 @@ def create_noexecute_rule(api: Kube, name: str, device: str) -> None:
 
 
 def create_gpu_class(api: Kube) -> str:
-    api.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": DEVICE_CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{realnode.DRIVER_NAME}"'}}]},
-        },
-    )
+    api.create(f"{RESOURCE}/deviceclasses", device_class_body(DEVICE_CLASS, realnode.DRIVER_NAME))
     return DEVICE_CLASS
 
 
@@ -281,13 +273,6 @@ def play_story(installed: Installed, player: Player, story: str) -> None:
         STORIES[story](installed.api, player, scenario)
     finally:
         cleanup.clean(installed.api, scenario, wait=False)
-
-
-def namespace_of_test(installed: Installed, request: Any) -> Iterator[str]:
-    """A namespace of the test on the installed cluster, removed afterwards (a fixture's body)."""
-    name = make_namespace(installed.api, request)
-    yield name
-    cleanup_namespace(installed.api, name)
 
 
 def gpu_class(installed: Installed) -> Iterator[str]:

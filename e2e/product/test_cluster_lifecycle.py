@@ -18,7 +18,7 @@ from devcluster.cluster import ensure_devcluster
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
 from e2e import harness
-from e2e.support import cleanup_namespace, make_namespace
+from e2e.support import cleanup_namespace, device_class_body, make_namespace
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(150)]
 
@@ -135,15 +135,7 @@ def test_upstream_mode_generates_claims(upstream_api: Kube, request: pytest.Fixt
 
     nodes.create_fake_node(upstream_api, node)
     cls_name = f"class-{namespace}"
-    upstream_api.create(
-        "/apis/resource.k8s.io/v1/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": cls_name},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-        },
-    )
+    upstream_api.create("/apis/resource.k8s.io/v1/deviceclasses", device_class_body(cls_name, driver))
     upstream_api.create(
         "/apis/resource.k8s.io/v1/resourceslices", nodes.slice_body(node, driver, nodes.make_devices(1))
     )

@@ -31,7 +31,6 @@ from e2e.resourceclaim.support import (
     template_body,
     template_entry,
 )
-from e2e.support import cleanup_namespace, make_namespace
 
 # The version pass runs it too: each version's in-tree controllers must leave the signatures the
 # guard knows; each test that needs an API asks for it (needs_served).
@@ -74,13 +73,6 @@ def beside_in_tree(
     yield start
     for op in started:
         op.stop()
-
-
-@pytest.fixture
-def upstream_namespace(upstream_api: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = make_namespace(upstream_api, request)
-    yield name
-    cleanup_namespace(upstream_api, name)
 
 
 def _managers(obj: dict[str, Any]) -> set[str]:

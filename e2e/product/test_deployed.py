@@ -51,8 +51,11 @@ from e2e.resourceclaim.support import (
     absent_template,
     all_recorded,
     assert_exactly_one_claim_each,
+    claim_body,
+    create_claim,
     placeholder_pods,
 )
+from e2e.support import device_class_body, namespace_of_test
 from operators import OPERATOR_NAMES
 from operators.core.client import ApiError
 from operators.dra.quantity import parse_quantity
@@ -82,12 +85,7 @@ def _operator_pods(api: Kube) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def deployed_namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from support.namespace_of_test(installed, request)
-
-
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
+    yield from namespace_of_test(installed.api, request)
 
 
 # -- the install ---------------------------------------------------------------------------------
@@ -527,15 +525,7 @@ def _fabric(api: Kube, prefix: str, driver: str) -> tuple[str, list[str]]:
             },
         },
     )
-    api.create(
-        f"{RESOURCE}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": f"{prefix}-class"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-        },
-    )
+    api.create(f"{RESOURCE}/deviceclasses", device_class_body(f"{prefix}-class", driver))
     return f"{prefix}-class", names
 
 
@@ -557,18 +547,7 @@ def _exec_policy(name: str, driver: str, fail: str = "", **spec: Any) -> dict[st
 
 
 def _fabric_pod(api: Kube, namespace: str, device_class: str, name: str = "trainer") -> None:
-    claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-    api.create(
-        claims,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"{name}-fabric"},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
-            },
-        },
-    )
+    create_claim(api, namespace, claim_body(f"{name}-fabric", request="gpu", device_class=device_class))
     api.create(
         f"/api/v1/namespaces/{namespace}/pods",
         {

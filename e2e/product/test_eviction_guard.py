@@ -87,9 +87,16 @@ def _refused_update(api: Kube, path: str, body: dict[str, Any]) -> str:
     return caught.value.message
 
 
-def _annotate_then_evict(api: Kube, path: str) -> None:
-    """The README's two steps after a dry run: the annotation (a metadata-only update, which the
-    guard lets through), then the effect NoExecute (a server-side dry run, so it taints nothing)."""
+def _evict_after_dry_run(
+    api: Kube, collection: str, dry_run: dict[str, Any], refusal: Callable[[dict[str, Any]], str]
+) -> None:
+    """Turning a stored dry run (effect None) into NoExecute is refused with ``refusal``; then the
+    README's two steps: the annotation (a metadata-only update, which the guard lets through),
+    then the effect NoExecute (a server-side dry run, so it taints nothing)."""
+    path = f"{collection}/{dry_run['metadata']['name']}"
+    evicting = copy.deepcopy(dry_run)
+    evicting["spec"]["taint"]["effect"] = "NoExecute"
+    assert _refused_update(api, path, evicting) == refusal(evicting)
     annotated = api.patch(path, {"metadata": {"annotations": ALLOWED}})
     assert annotated["spec"]["taint"]["effect"] == "None"
     evicting = api.request(
@@ -165,12 +172,7 @@ def test_device_taint_rules(api: Kube, objects: Tracker, unique_name: Callable[[
     ):
         objects.create(RULES, _rule(unique_name("narrow"), narrow))
     dry_run = objects.create(RULES, _rule(unique_name("dry-run"), {}, "None"))
-    path = f"{RULES}/{dry_run['metadata']['name']}"
-
-    evicting = copy.deepcopy(dry_run)
-    evicting["spec"]["taint"]["effect"] = "NoExecute"
-    assert _refused_update(api, path, evicting) == RULE_REFUSAL(evicting)
-    _annotate_then_evict(api, path)
+    _evict_after_dry_run(api, RULES, dry_run, RULE_REFUSAL)
 
 
 def test_device_taint_selectors(
@@ -196,11 +198,7 @@ def test_device_taint_selectors(
 
     # No taintselector operator runs here, so a stored selector makes no DeviceTaintRule.
     dry_run = objects.create(ts.SELECTORS, _selector(unique_name("dry-run"), {"allDevices": True}, "None"))
-    path = f"{ts.SELECTORS}/{dry_run['metadata']['name']}"
-    evicting = copy.deepcopy(dry_run)
-    evicting["spec"]["taint"]["effect"] = "NoExecute"
-    assert _refused_update(api, path, evicting) == SELECTOR_REFUSAL(evicting)
-    _annotate_then_evict(api, path)
+    _evict_after_dry_run(api, ts.SELECTORS, dry_run, SELECTOR_REFUSAL)
 
 
 def test_a_kustomization_with_a_namespace_installs_the_guard_cluster_wide(

@@ -37,6 +37,7 @@ from e2e.product.support import (
     pod_body,
     template,
 )
+from e2e.support import namespace_of_test
 from e2e.taintselector.support import SELECTORS, UID_LABEL
 
 # The version pass runs it too (make test-e2e-versions): managed clusters of every supported version
@@ -87,12 +88,7 @@ def installed(managed_cluster: harness.Cluster) -> Iterator[Installed]:
 
 @pytest.fixture
 def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from support.namespace_of_test(installed, request)
-
-
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
+    yield from namespace_of_test(installed.api, request)
 
 
 def _managers(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -25,6 +25,7 @@ from e2e.resourceclaim.support import (
     assert_exactly_one_claim_each,
     placeholder_pods,
 )
+from e2e.support import Tracker
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(240)]
 
@@ -204,22 +205,15 @@ def test_conflicts_are_retried_until_convergence(
     api: Kube,
     namespace: str,
     operator: Callable[..., Any],
-    fake_node: Callable[..., Any],
-    resource_slice: Callable[..., Any],
-    device_class: Callable[..., Any],
+    objects: Tracker,
     driver_name: str,
     unique_name: Callable[[str], str],
 ) -> None:
     """While the operator releases the reservations of finished pods, another writer keeps
     changing the same claims, so the operator's resourceVersion-guarded writes meet 409
     Conflicts; it re-reads and retries until every claim is released."""
-    from devcluster.nodes import make_devices
-
-    node = unique_name("node")
-    fake_node(node)
-    cls = unique_name("class")
-    device_class(cls, driver_name)
-    resource_slice(node, driver_name, make_devices(10))
+    node, cls = unique_name("node"), unique_name("class")
+    objects.fake_pool(node, cls, driver_name, 10)
     claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     names = [f"c-{i}" for i in range(10)]
     for name in names:

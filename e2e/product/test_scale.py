@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from devcluster.kube import Kube, wait_for
-from e2e.bench.env import bounded_gather, run_async
+from e2e.bench.env import bounded_gather, interleave, run_async
 from e2e.harness import metric
 from e2e.resourceclaim.support import absent_template, claims_by_pod, pod_body, pods_path, template_entry
 from operators.core.client import KubeClient
@@ -29,14 +29,7 @@ CACHED = "dra_operators_cached_objects"
 def _bodies() -> list[dict[str, Any]]:
     plain = [pod_body(f"plain-{i:04d}", []) for i in range(PLAIN)]
     dra = [pod_body(f"dra-{i:03d}", [template_entry("gpu", "tmpl")]) for i in range(DRA)]
-    # The DRA pods arrive spread among the plain ones, as in a cluster.
-    every = PLAIN // DRA
-    mixed: list[dict[str, Any]] = []
-    for i, body in enumerate(plain):
-        mixed.append(body)
-        if i % every == every - 1 and dra:
-            mixed.append(dra.pop())
-    return mixed + dra
+    return interleave(plain, dra)
 
 
 def _claim_using_pods(api: Kube) -> int:

@@ -15,11 +15,21 @@ import pytest
 from devcluster.constants import (
     DELETE_PROTECTION_FINALIZER,
     FEATURE_GATES,
-    PLACEHOLDER_IMAGE,
     WORKLOAD_CLAIMS_FEATURE_GATES,
 )
 from devcluster.kube import Kube, wait_for
 from e2e import harness
+from e2e.resourceclaim.support import (
+    claim_body,
+    create_claim,
+    create_pod,
+    create_template,
+    named_entry,
+    pod_body,
+    template_body,
+    template_entry,
+)
+from e2e.support import Tracker
 
 pytestmark = [pytest.mark.smoke, pytest.mark.timeout(90)]
 
@@ -44,23 +54,6 @@ def _stop_on_failure(request: pytest.FixtureRequest, cluster: harness.Cluster) -
             if path.exists()
         )
         pytest.exit(f"smoke test {request.node.name} failed; stopping the e2e run.\n{tails}", returncode=1)
-
-
-def pod_body(name: str, claims: list[dict[str, Any]], node_name: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "main",
-                "image": PLACEHOLDER_IMAGE,
-                "resources": {"claims": [{"name": c["name"]} for c in claims]},
-            }
-        ],
-        "resourceClaims": claims,
-        "terminationGracePeriodSeconds": 0,
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
 def test_versions(cluster: harness.Cluster) -> None:
@@ -115,33 +108,15 @@ def test_real_allocation_and_binding(
     namespace: str,
     unique_name: Callable[[str], str],
     driver_name: str,
-    fake_node: Callable[..., Any],
-    resource_slice: Callable[..., Any],
-    device_class: Callable[..., Any],
+    objects: Tracker,
 ) -> None:
     """S4 and S5: the real scheduler allocates a pre-created claim and binds its pod; a forced
     delete removes the bound pod."""
-    node = unique_name("node")
-    fake_node(node)
-    cls = unique_name("class")
-    device_class(cls, driver_name)
-    from devcluster.nodes import make_devices
-
-    resource_slice(node, driver_name, make_devices(2))
+    node, cls = unique_name("node"), unique_name("class")
+    objects.fake_pool(node, cls, driver_name, 2)
     claim_path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-    api.create(
-        claim_path,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "claim"},
-            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": cls}}]}},
-        },
-    )
-    pod = api.create(
-        f"/api/v1/namespaces/{namespace}/pods",
-        pod_body("pod", [{"name": "dev", "resourceClaimName": "claim"}]),
-    )
+    create_claim(api, namespace, claim_body("claim", device_class=cls))
+    pod = create_pod(api, namespace, pod_body("pod", [named_entry("dev", "claim")], scheduled=True))
 
     def bound() -> dict[str, Any] | None:
         current: dict[str, Any] = api.get(f"/api/v1/namespaces/{namespace}/pods/pod")
@@ -167,21 +142,8 @@ def test_real_allocation_and_binding(
 
 
 def _template_pod(api: Kube, namespace: str, cls: str) -> None:
-    api.create(
-        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "tmpl"},
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": cls}}]}}
-            },
-        },
-    )
-    api.create(
-        f"/api/v1/namespaces/{namespace}/pods",
-        pod_body("tmpl-pod", [{"name": "dev", "resourceClaimTemplateName": "tmpl"}]),
-    )
+    create_template(api, namespace, template_body("tmpl", device_class=cls))
+    create_pod(api, namespace, pod_body("tmpl-pod", [template_entry("dev", "tmpl")], scheduled=True))
 
 
 def test_in_tree_resourceclaim_controller_is_off(

@@ -31,7 +31,7 @@ from e2e.product.support import (
     pod_body,
     template,
 )
-from e2e.support import slice_body
+from e2e.support import device_class_body, namespace_of_test, slice_body
 from operators import OPERATOR_NAMES
 
 pytestmark = [
@@ -75,12 +75,7 @@ def served(installed: Installed) -> matrix.Served:
 
 @pytest.fixture
 def namespace(installed: Installed, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from support.namespace_of_test(installed, request)
-
-
-@pytest.fixture(scope="module")
-def gpu_class(installed: Installed) -> Iterator[str]:
-    yield from support.gpu_class(installed)
+    yield from namespace_of_test(installed.api, request)
 
 
 def test_the_cluster_serves_what_the_support_matrix_says(
@@ -118,15 +113,7 @@ def test_a_noexecute_slice_taint_evicts_the_pod_that_uses_the_device(
     api = installed.api
     name, klass = unique_name("tainted"), unique_name("versions")
     api.create(SLICES, slice_body(name, DRIVER, name, [{"name": "d0"}], nodeName=realnode.NODE_NAME))
-    api.create(
-        CLASSES,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": klass},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-    )
+    api.create(CLASSES, device_class_body(klass, DRIVER))
     try:
         pods = f"/api/v1/namespaces/{namespace}/pods"
         api.create(pods, pod_body("victim", template(api, namespace, klass=klass), "sleep 3600"))

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from devcluster.kube import ApiError, Kube, wait_for
+from devcluster.nodes import create_fake_node, delete_fake_node
 from e2e.resourceclaim.support import (
     DELETE_PROTECTION_FINALIZER,
     DRIVER,
@@ -53,9 +58,12 @@ from e2e.resourceclaim.support import (
     wait_generated,
     wait_value,
 )
+from e2e.support import cleanup_namespace, make_namespace
 from operators.core import protowire
 
 TIMEOUT = 30.0
+# How long a differential's end state must stay unchanged before it is compared.
+SETTLE = 5.0
 MISSING_TEMPLATE_MESSAGE = (
     'PodResourceClaim gpu: resource claim template "missing": '
     'resourceclaimtemplate.resource.k8s.io "missing" not found'
@@ -81,6 +89,19 @@ class Ctx:
     ns: str
     node: str
     """A fake node for pods that bypass the scheduler."""
+
+
+@contextmanager
+def scenario_set(api: Kube, request: pytest.FixtureRequest) -> Iterator[Ctx]:
+    """A fresh namespace and fake node for one side of a differential test, removed at the end."""
+    ns = make_namespace(api, request)
+    node = f"node-{ns}"
+    create_fake_node(api, node)
+    try:
+        yield Ctx(api, ns, node)
+    finally:
+        cleanup_namespace(api, ns)
+        delete_fake_node(api, node)
 
 
 def common_template(ctx: Ctx, name: str = "gpu-tmpl", **extra_annotations: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from devcluster.constants import DELETE_PROTECTION_FINALIZER, PLACEHOLDER_IMAGE
 from devcluster.kube import ApiError, Kube, WaitTimeout, wait_for
 from e2e import harness
+from e2e.support import controller_reference
 
 T = TypeVar("T")
 
@@ -113,27 +114,20 @@ def claim_body(
     owner: Mapping[str, Any] | None = None,
     annotations: Mapping[str, str] | None = None,
     request: str = "req-0",
+    device_class: str = DEVICE_CLASS,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if finalizer:
         metadata["finalizers"] = [DELETE_PROTECTION_FINALIZER]
     if owner is not None:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": owner["metadata"]["name"],
-                "uid": owner["metadata"]["uid"],
-                "controller": True,
-            }
-        ]
+        metadata["ownerReferences"] = [controller_reference(owner)]
     if annotations:
         metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": DEVICE_CLASS}}]}},
+        "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": device_class}}]}},
     }
 
 
@@ -589,35 +583,13 @@ def assert_no_foreign_state(api: Kube, namespaces: Iterable[str] | None = None) 
 
 def absent_template(api: Kube, namespace: str) -> None:
     """Template ``tmpl``, whose class has no device: its pods stay pending, their claims matter."""
-    api.create(
-        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "tmpl"},
-            "spec": {
-                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "absent"}}]}}
-            },
-        },
-    )
+    create_template(api, namespace, template_body("tmpl", device_class="absent"))
 
 
 def placeholder_pods(api: Kube, namespace: str, names: list[str]) -> None:
+    """Pods of template ``tmpl`` left to kube-scheduler."""
     for name in names:
-        api.create(
-            f"/api/v1/namespaces/{namespace}/pods",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {"name": "c", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
-                    ],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}],
-                },
-            },
-        )
+        create_pod(api, namespace, pod_body(name, [template_entry("gpu", "tmpl")], scheduled=True))
 
 
 def claims_by_pod(api: Kube, namespace: str) -> dict[str, list[str]]:
@@ -653,16 +625,7 @@ def assert_generated_claim(
     meta = claim["metadata"]
     assert re.fullmatch(re.escape(generate_name) + GENERATED_SUFFIX, meta["name"]), meta["name"]
     assert meta["generateName"] == generate_name
-    kind = owner["kind"]
-    assert meta["ownerReferences"] == [
-        {
-            "apiVersion": owner["apiVersion"],
-            "kind": kind,
-            "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
+    assert meta["ownerReferences"] == [controller_reference(owner)]
     entry = generate_name.removeprefix(owner["metadata"]["name"] + "-").removesuffix("-")
     assert meta["annotations"] == {"note": "x", POD_CLAIM_NAME: entry}
     assert meta["labels"] == {"app": "demo"}

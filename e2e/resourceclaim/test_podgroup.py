@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from devcluster.kube import Kube, wait_for
-from devcluster.nodes import make_devices
 from e2e.harness import metric
 from e2e.resourceclaim.support import (
     CREATES,
@@ -42,6 +41,7 @@ from e2e.resourceclaim.support import (
     wait_generated,
     wait_group_claim,
 )
+from e2e.support import Tracker
 
 pytestmark = pytest.mark.workload_claims
 
@@ -55,9 +55,7 @@ def test_scheduler_binds_members_with_the_group_claim(
     namespace: str,
     unique_name: Callable[[str], str],
     driver_name: str,
-    fake_node: Callable[..., Any],
-    resource_slice: Callable[..., Any],
-    device_class: Callable[..., Any],
+    objects: Tracker,
     operator: Callable[..., Any],
 ) -> None:
     """A gang of two on a fake node with two devices: both members are bound with the one
@@ -70,11 +68,8 @@ def test_scheduler_binds_members_with_the_group_claim(
     on its retry; in about a third of the runs the failed attempt's status write (PodScheduled
     False, SchedulerError) lands after the binding, and with no kubelet on the fake node
     nothing sets the condition again."""
-    node = unique_name("node")
-    fake_node(node)
-    cls = unique_name("class")
-    device_class(cls, driver_name)
-    resource_slice(node, driver_name, make_devices(2))
+    node, cls = unique_name("node"), unique_name("class")
+    objects.fake_pool(node, cls, driver_name, 2)
     create_template(api, namespace, template_body("gpu-tmpl", device_class=cls))
     entry = template_entry("gpu", "gpu-tmpl")
 

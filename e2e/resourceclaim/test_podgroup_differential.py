@@ -11,14 +11,13 @@ that has others (upstream sends the new entries alone); no scenario here does th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from devcluster.kube import Kube
-from devcluster.nodes import create_fake_node, delete_fake_node
-from e2e import harness
-from e2e.resourceclaim.scenarios import TIMEOUT, Ctx
+from e2e.resourceclaim.scenarios import SETTLE, TIMEOUT, scenario_set
 from e2e.resourceclaim.scenarios_podgroup import (
     group_deletion,
     group_direct_claim,
@@ -27,21 +26,15 @@ from e2e.resourceclaim.scenarios_podgroup import (
     group_member_finishes,
     group_template_claims,
 )
-from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
-from e2e.support import cleanup_namespace, make_namespace
+from e2e.resourceclaim.support import assert_unchanged, snapshot
 
 pytestmark = [pytest.mark.differential, pytest.mark.workload_claims]
-
-SETTLE = 5.0
 
 
 def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
     """Run the scenario set in a fresh namespace and return its normalised end state."""
-    ns = make_namespace(api, request)
-    node = f"node-{ns}"
-    create_fake_node(api, node)
-    try:
-        ctx = Ctx(api, ns, node)
+    with scenario_set(api, request) as ctx:
+        ns = ctx.ns
         group_template_claims(ctx)
         # The late template's group retries with backoff while the other scenarios run.
         late = group_late_template(ctx)
@@ -61,20 +54,12 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
             }
         )
         return state
-    finally:
-        cleanup_namespace(api, ns)
-        delete_fake_node(api, node)
 
 
 def test_same_podgroup_claims_and_statuses_as_upstream(
-    api: Kube,
-    upstream_cluster: harness.Cluster,
-    upstream_api: Kube,
-    operator: Any,
-    request: pytest.FixtureRequest,
+    both_sides: Callable[..., Any], request: pytest.FixtureRequest
 ) -> None:
-    assert upstream_cluster.mode == "upstream-dra"
-    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
+    ours, theirs = both_sides(lambda side: run_scenario_set(side, request))
     for kind in ("claims", "podgroups", "pods"):
         assert set(ours[kind]) == set(theirs[kind]), kind
         for name in ours[kind]:

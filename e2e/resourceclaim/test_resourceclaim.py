@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from devcluster.kube import ApiError, Kube, wait_for
-from devcluster.nodes import make_devices
 from e2e import harness
 from e2e.harness import metric
 from e2e.resourceclaim.scenarios import (
@@ -151,11 +150,8 @@ def test_scheduling_and_quiet_periods(
 ) -> None:
     """The template pod bound by kube-scheduler through our claim, then scenario 16;
     scenarios 4, 8, 13, 14 and 15, with one 30 s observation window for all of them."""
-    node = unique_name("node")
-    objects.node(node)
-    device_class = unique_name("class")
-    objects.device_class(device_class, driver_name)
-    objects.resource_slice(node, driver_name, make_devices(2))
+    node, device_class = unique_name("node"), unique_name("class")
+    objects.fake_pool(node, device_class, driver_name, 2)
     ctx = Ctx(api, namespace, node)
     common_template(ctx)
     create_template(api, namespace, template_body("real-tmpl", device_class=device_class))

@@ -11,17 +11,16 @@ Scenarios 15 and 16 are left out: the spec expects them to differ (section 14, r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from devcluster.kube import Kube
-from devcluster.nodes import create_fake_node, delete_fake_node
-from e2e import harness
 from e2e.resourceclaim.scenarios import (
     RAW_PARAMETERS,
+    SETTLE,
     TIMEOUT,
-    Ctx,
     s01_create,
     s02_annotation_override,
     s03_truncation,
@@ -38,22 +37,17 @@ from e2e.resourceclaim.scenarios import (
     s27_allocated_unused,
     s27_check,
     s29_raw_parameters,
+    scenario_set,
 )
-from e2e.resourceclaim.support import assert_unchanged, on_both_sides, snapshot
-from e2e.support import cleanup_namespace, make_namespace
+from e2e.resourceclaim.support import assert_unchanged, snapshot
 
 pytestmark = pytest.mark.differential
-
-SETTLE = 5.0
 
 
 def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any]:
     """Run the scenario set in a fresh namespace and return its normalised end state."""
-    ns = make_namespace(api, request)
-    node = f"node-{ns}"
-    create_fake_node(api, node)
-    try:
-        ctx = Ctx(api, ns, node)
+    with scenario_set(api, request) as ctx:
+        ns = ctx.ns
         s01_create(ctx)
         s02_annotation_override(ctx)
         s03_truncation(ctx)
@@ -76,20 +70,12 @@ def run_scenario_set(api: Kube, request: pytest.FixtureRequest) -> dict[str, Any
         state = assert_unchanged(lambda: snapshot(api, ns), SETTLE, f"the scenarios' end state in {ns}")
         s27_check(ctx)
         return state
-    finally:
-        cleanup_namespace(api, ns)
-        delete_fake_node(api, node)
 
 
 def test_same_claims_and_pod_statuses_as_upstream(
-    api: Kube,
-    upstream_cluster: harness.Cluster,
-    upstream_api: Kube,
-    operator: Any,
-    request: pytest.FixtureRequest,
+    both_sides: Callable[..., Any], request: pytest.FixtureRequest
 ) -> None:
-    assert upstream_cluster.mode == "upstream-dra"
-    ours, theirs = on_both_sides(operator, lambda side: run_scenario_set(side, request), api, upstream_api)
+    ours, theirs = both_sides(lambda side: run_scenario_set(side, request))
     assert set(ours["claims"]) == set(theirs["claims"])
     assert set(ours["pods"]) == set(theirs["pods"])
     for name in ours["claims"]:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from devcluster.constants import PLACEHOLDER_IMAGE
 from devcluster.kube import Kube, WaitTimeout, wait_for
 from devcluster.nodes import make_devices
 from e2e import harness
 from e2e.devicetaint.world import World, open_world
+from e2e.resourceclaim.support import claim_body, create_claim, create_pod, named_entry, pod_body
 from e2e.support import Tracker
 from e2e.taintselector import support as ts
 
@@ -160,31 +160,8 @@ def test_device_class_selector_keeps_new_pods_off_its_devices(
 
 
 def _scheduled_pod(api: Kube, namespace: str, name: str, device_class: str) -> str:
-    api.create(
-        f"{RESOURCE}/namespaces/{namespace}/resourceclaims",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
-            },
-        },
-    )
-    api.create(
-        f"/api/v1/namespaces/{namespace}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "containers": [
-                    {"name": "main", "image": PLACEHOLDER_IMAGE, "resources": {"claims": [{"name": "gpu"}]}}
-                ],
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-            },
-        },
-    )
+    create_claim(api, namespace, claim_body(name, request="gpu", device_class=device_class))
+    create_pod(api, namespace, pod_body(name, [named_entry("gpu", name)], scheduled=True))
     return name
 
 
