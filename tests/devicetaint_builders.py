@@ -158,13 +158,21 @@ def rule(
     effect: str = "NoExecute",
     time_added: datetime | None = T,
     conditions: Sequence[dict[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+    owners: Sequence[dict[str, Any]] = (),
+    value: str = "Broken",
 ) -> DeviceTaintRule:
-    spec: dict[str, Any] = {"taint": taint(effect, time_added)}
+    spec: dict[str, Any] = {"taint": taint(effect, time_added, value)}
     if selector is not None:
         spec["deviceSelector"] = selector
+    metadata: dict[str, Any] = {"name": name, "uid": uid, "generation": generation}
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    if owners:
+        metadata["ownerReferences"] = list(owners)
     body = {
         "kind": "DeviceTaintRule",
-        "metadata": {"name": name, "uid": uid, "generation": generation},
+        "metadata": metadata,
         "spec": spec,
         "status": {"conditions": list(conditions)},
     }

@@ -19,6 +19,7 @@ from operators.core import runtime as runtime_mod
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
+from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime, follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
@@ -28,6 +29,7 @@ from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.operator import DEFINITION
 from operators.devicetaint.podeviction import BudgetRefusal, PodEvict, blocking_budget, budget_retry_delay
 from operators.devicetaint.settings import Settings
+from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
 RESOURCES_V1 = [
     ("deviceclasses", "DeviceClass", False),
@@ -495,3 +497,103 @@ def test_budget_refusals_and_their_backoff() -> None:
     assert blocking_budget({}) is None
     assert [budget_retry_delay(n, None) for n in (1, 2, 3, 5, 6, 50)] == [1.0, 2.0, 4.0, 16.0, 30.0, 30.0]
     assert budget_retry_delay(1, 10.0) == 10.0
+
+
+# --- Eviction pacing (dra-operators.io/evictions-per-minute) -------------------------------------------
+
+P2 = Key(P1.kind, "ns1", "p2", "U2")
+
+
+def paced_world(annotations: dict[str, str] | None) -> tuple[DeviceTaintController, FakeClient, list[float]]:
+    """Fixture F with a second pod p2 on the same claim, tainted by rule R1 with ``annotations``;
+    the returned list is the controller's monotonic clock."""
+    controller, client = make_controller(CLUSTER_1_37)
+    clock = [1000.0]
+    controller.clock = lambda: clock[0]
+    controller.upsert_slice(slice_body([]))
+    reserved = [{"resource": "pods", "name": n, "uid": u} for n, u in (("p1", "U1"), ("p2", "U2"))]
+    controller.upsert_claim({**CLAIM, "status": {**CLAIM["status"], "reservedFor": reserved}})
+    controller.upsert_pod(POD)
+    controller.upsert_pod({**POD, "metadata": {"name": "p2", "namespace": "ns1", "uid": "U2"}})
+    metadata: dict[str, Any] = {"name": "example", "uid": "R1", "generation": 1}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    selector = {"driver": "dra.example.com", "pool": "node-1", "device": "gpu-0"}
+    controller.upsert_rule({"metadata": metadata, "spec": {"taint": TAINT, "deviceSelector": selector}})
+    return controller, client, clock
+
+
+def paced_pods() -> float:
+    return REGISTRY.get_sample_value("dra_operators_devicetaint_paced_pods") or 0.0
+
+
+async def test_a_paced_rule_evicts_one_pod_per_token_and_its_condition_reads_upstreams_message() -> None:
+    controller, client, clock = paced_world({EVICTIONS_PER_MINUTE: "6"})
+    assert await start(controller)
+    assert await controller.sync(P1) == Done()
+    held = await controller.sync(P2)
+    assert isinstance(held, Requeue)
+    assert held.after == pytest.approx(10.0)
+    assert [path for path, _ in client.writes("DELETE")] == ["/api/v1/namespaces/ns1/pods/p1"]
+    assert paced_pods() == 1
+    # The watch shows p1 terminating; p2 still waits and counts as pending, in upstream's words.
+    controller.upsert_pod(
+        {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": "2026-03-01T12:00:01Z"}}
+    )
+    await controller.sync(R1)
+    ((_, apply),) = client.writes("APPLY")
+    (condition,) = apply["body"]["status"]["conditions"]
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True",
+        "PodsPendingEviction",
+        "1 pod needs to be evicted in 1 namespace. 1 pod evicted since starting the controller.",
+    )
+    clock[0] += 4.0
+    again = await controller.sync(P2)
+    assert isinstance(again, Requeue)
+    assert again.after == pytest.approx(6.0)
+    clock[0] += 6.0
+    assert await controller.sync(P2) == Done()
+    assert len(client.writes("DELETE")) == 2
+    assert paced_pods() == 0
+
+
+async def test_a_paced_pod_whose_delete_failed_keeps_its_token() -> None:
+    controller, client, _ = paced_world({EVICTIONS_PER_MINUTE: "1"})
+    assert await start(controller)
+    client.failures["DELETE"] = [ApiError(500, "InternalError", "injected")]
+    with pytest.raises(ApiError):
+        await controller.sync(P1)
+    assert await controller.sync(P1) == Done(), "no second token, no minute's wait"
+    assert isinstance(await controller.sync(P2), Requeue)
+
+
+@pytest.mark.parametrize("annotations", [None, {EVICTIONS_PER_MINUTE: "fast"}])
+async def test_an_unannotated_or_malformed_rule_is_not_paced(annotations: dict[str, str] | None) -> None:
+    controller, client, _ = paced_world(annotations)
+    assert await start(controller)
+    assert await controller.sync(P1) == Done()
+    assert await controller.sync(P2) == Done()
+    assert len(client.writes("DELETE")) == 2
+
+
+async def test_a_malformed_pace_is_one_warning_event_on_the_rule(caplog: pytest.LogCaptureFixture) -> None:
+    controller, client = make_controller(CLUSTER_1_37)
+    assert await start(controller)
+    body = {
+        "metadata": {
+            "name": "example",
+            "uid": "R1",
+            "generation": 1,
+            "annotations": {EVICTIONS_PER_MINUTE: "0"},
+        },
+        "spec": {"taint": TAINT},
+    }
+    controller.upsert_rule(body)
+    controller.upsert_rule(body)
+    await controller.runtime.events.drain(5)
+    events = [b for m, p, b in client.calls if m == "POST" and p.endswith("/events")]
+    assert [(e["type"], e["reason"], e["involvedObject"]["kind"]) for e in events] == [
+        ("Warning", "InvalidEvictionPacing", "DeviceTaintRule")
+    ]
+    assert caplog.text.count("is not a positive integer") == 1

@@ -130,6 +130,7 @@ class World:
         effect: str = "NoExecute",
         time_added: str | None = None,
         cluster_wide: bool = False,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """``cluster_wide``: a NoExecute rule whose selector names no driver, pool or device, which
         the session's eviction guard refuses without its annotation."""
@@ -137,8 +138,10 @@ class World:
         if selector is not None:
             spec["deviceSelector"] = dict(selector)
         metadata: dict[str, Any] = {"name": name}
+        if cluster_wide or annotations:
+            metadata["annotations"] = dict(annotations or {})
         if cluster_wide:
-            metadata["annotations"] = {ALLOW_CLUSTER_WIDE_EVICTION: "true"}
+            metadata["annotations"][ALLOW_CLUSTER_WIDE_EVICTION] = "true"
         return self.objects.create(
             f"{RESOURCE}/devicetaintrules",
             {

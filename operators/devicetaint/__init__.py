@@ -10,6 +10,7 @@ Layout, from the bottom up; every module below is pure (no kopf, no API calls) a
 * :mod:`.evaluation`: which taints hit a claim, which claims affect a pod, and when it must go;
 * :mod:`.messages`: the ``EvictionInProgress`` condition of a DeviceTaintRule and when to write it;
 * :mod:`.podeviction`: what to do for one pod work item, and the bodies of the writes;
+* :mod:`.pacing`: ``dra-operators.io/evictions-per-minute``, the token buckets that pace a rule's evictions;
 * :mod:`.cache`: the in-memory model fed by watch events; each event returns the work to enqueue.
 
 Watch handlers call :class:`.cache.ClusterCache` and enqueue what it returns; workers ask it for a

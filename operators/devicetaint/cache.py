@@ -36,8 +36,10 @@ from .evaluation import (
     Consumers,
     ObjectKey,
     PodEviction,
+    RuleTaintReason,
     allocated_devices,
     claim_eviction,
+    due_reasons,
     pending_pods,
     pod_eviction,
     published_devices,
@@ -67,6 +69,7 @@ from .models import (
     RuleStatus,
     pod_key,
 )
+from .pacing import REASON_INVALID_PACING, Pace, malformed, malformed_text, pace_of
 from .podeviction import EVICTED_LRU_SIZE, EvictionResult, PodDecision, PodDone, PodEvict, decide_pod
 from .pools import PoolIndex
 
@@ -124,6 +127,8 @@ class ClusterCache:
         self._scheduled: dict[Key, PodEviction] = {}
         self._evicted_uids: OrderedDict[str, None] = OrderedDict()
         self._warned: dict[tuple[str, str], tuple[str, int]] = {}
+        # Per rule name: the UID and the malformed pacing value already warned about.
+        self._pacing_warned: dict[str, tuple[str, str]] = {}
 
     # --- Introspection -------------------------------------------------------------------------------
 
@@ -235,6 +240,9 @@ class ClusterCache:
             effects.extend(self.delete_rule(old, now))
             old = None
         self._rules[name] = rule
+        self._warn_malformed_pacing(rule, effects)
+        if old is not None and old.evictions_per_minute != rule.evictions_per_minute:
+            self._wake_paced_pods(rule, effects)
         if old is not None and old.spec == rule.spec:
             return effects
         # First the status, so that users see the rule acknowledged before its first eviction.
@@ -254,6 +262,7 @@ class ClusterCache:
             return effects
         del self._rules[rule.metadata.name]
         self._warned.pop(("DeviceTaintRule", rule.metadata.name), None)
+        self._pacing_warned.pop(rule.metadata.name, None)
         if _evicts(cached):
             self._recompute_all_claims(now, effects)
         return effects
@@ -278,6 +287,26 @@ class ClusterCache:
         if isinstance(decision, PodDone) and decision.forget:
             self._forget(item)
         return decision
+
+    def paces(self, decision: PodEvict, now: datetime) -> tuple[Pace | None, ...]:
+        """One entry per taint that makes the pod due now, None for a taint that is not paced
+        (:class:`.pacing.Pacer`); empty when no rule behind the eviction is paced, which spares
+        the common case the walk over the pod's claims."""
+        paced: dict[str, Pace] = {}
+        for reason in rule_reasons(decision.eviction):
+            rule = self._rules.get(reason.rule_name)
+            pace = pace_of(rule) if rule is not None and rule.metadata.uid == reason.rule_uid else None
+            if pace is not None:
+                paced[reason.rule_uid] = pace
+        item = decision.item
+        pod = self._pods.get((item.namespace, item.name))
+        if not paced or pod is None:
+            return ()
+        evicting = (rule for rule in self._rules.values() if _evicts(rule))
+        due = due_reasons(pod, self._claims, self._pools, evicting, now, self.workload_claims)
+        return tuple(
+            paced.get(reason.rule_uid) if isinstance(reason, RuleTaintReason) else None for reason in due
+        )
 
     def pod_status_patched(self, decision: PodEvict) -> None:
         """Overlay a successful ``DisruptionTarget`` PATCH on the cached pod.
@@ -461,6 +490,29 @@ class ClusterCache:
             meta = rule.metadata
             text = "NoExecute taint without timeAdded ignored"
             self._warn_once("DeviceTaintRule", meta.name, meta.uid, meta.generation, text, effects)
+
+    def _warn_malformed_pacing(self, rule: DeviceTaintRule, effects: Effects) -> None:
+        """Once per value: a malformed pacing annotation leaves the rule unpaced, with a log line
+        and a Warning Event on the rule (a restarted process warns once more)."""
+        meta = rule.metadata
+        value = rule.evictions_per_minute
+        if value is None or not malformed(value):
+            self._pacing_warned.pop(meta.name, None)
+            return
+        if self._pacing_warned.get(meta.name) == (meta.uid, value):
+            return
+        self._pacing_warned[meta.name] = (meta.uid, value)
+        text = malformed_text(value)
+        effects.warnings.append(f"DeviceTaintRule {meta.name}: {text}")
+        item = Key(RULE, "", meta.name, meta.uid)
+        effects.rule_warnings.append(RuleWarning(item, REASON_INVALID_PACING, text))
+
+    def _wake_paced_pods(self, rule: DeviceTaintRule, effects: Effects) -> None:
+        """A changed pace applies at once to the pods that wait for the rule's tokens."""
+        reason = RuleTaintReason(rule.metadata.name, rule.metadata.uid)
+        for item, eviction in self._scheduled.items():
+            if reason in eviction.reasons:
+                effects.enqueue.append(Enqueue(item))
 
     def _warn_unsupported_selector(self, rule: DeviceTaintRule, effects: Effects) -> None:
         """Once per generation: a log line from each process, and a Warning Event unless the rule's

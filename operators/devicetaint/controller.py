@@ -12,6 +12,10 @@ then a DELETE with a UID precondition. A pod that is already terminating only co
 ``--eviction-mode=evict``, one call to the Eviction API replaces the PATCH and the DELETE, and a pod its
 PodDisruptionBudget keeps is retried with backoff.
 
+A pod due only because of rules annotated ``dra-operators.io/evictions-per-minute`` first takes a token
+of their bucket (:mod:`.pacing`); without one its key is requeued for when the next token comes, and it
+stays pending in the rule's condition meanwhile.
+
 The DeviceTaintRule watch names the versions it understands (:data:`.operator.DEFINITION`): the runtime
 watches the first one served at start, so the rules take part in the initial listing like every other kind,
 and stops the process for a restart when the served version changes.
@@ -20,6 +24,7 @@ and stops the process for a restart when the served version changes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +35,7 @@ from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.keys import POD, Key
 from operators.core.models import KubeModel, parse_or_skip
 from operators.core.plan import Patch, Write, execute
-from operators.core.reconcile import Done, Result
+from operators.core.reconcile import Done, Requeue, Result
 from operators.dra import taintrules
 from operators.dra.podgroups import (
     POD_GROUPS,
@@ -47,6 +52,7 @@ from .cache import ClusterCache, Effects
 from .evaluation import describe_reasons
 from .messages import RuleWrite, rule_plan
 from .models import RULE, DeviceTaintRule, Pod, ResourceClaim, ResourceSlice, pod_key
+from .pacing import Pacer
 from .podeviction import (
     EVENT_CANCELLING_DELETION,
     EVENT_REASON,
@@ -85,6 +91,14 @@ class DeviceTaintController:
         self.workload_claims_mode = settings.workload_claims if isinstance(settings, Settings) else "auto"
         # Refusals in a row per pod, for the backoff; an entry goes when its pod's eviction ends.
         self._budget_refusals: dict[Key, int] = {}
+        self._pacer = Pacer()
+        # Monotonic seconds for the pacing buckets; a test sets its own clock.
+        self.clock: Callable[[], float] = time.monotonic
+        # Paced pods that got their token: a retry (a failed DELETE, a budget's refusal) takes no second
+        # one. Both sets lose a pod when its eviction ends, as the refusals do.
+        self._admitted: set[Key] = set()
+        self._held: set[Key] = set()
+        metrics.state.observe(self)
 
     # --- Start -----------------------------------------------------------------------------------------
 
@@ -132,8 +146,16 @@ class DeviceTaintController:
             self._apply(Pod, body, self._forget_pod)
 
     def _forget_pod(self, pod: Pod, _now: datetime) -> Effects:
-        self._budget_refusals.pop(pod_key(pod), None)
+        self._eviction_ended(pod_key(pod))
         return self.cache.delete_pod(pod)
+
+    def _eviction_ended(self, item: Key) -> None:
+        self._budget_refusals.pop(item, None)
+        self._admitted.discard(item)
+        self._held.discard(item)
+
+    def paced_pod_count(self) -> int:
+        return len(self._held)
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         self._apply(ResourceClaim, body, self.cache.apply_claim)
@@ -189,13 +211,18 @@ class DeviceTaintController:
         raise ValueError(f"not a devicetaint work key: {key!r}")
 
     async def _sync_pod(self, item: Key) -> Result:
-        decision = self.cache.decide_pod(item, _now())
+        now = _now()
+        decision = self.cache.decide_pod(item, now)
         refusals = self._budget_refusals.get(item, 0)
         plan = pod_plan(decision, eviction_api=self.eviction_api, refusals=refusals)
         if not isinstance(decision, PodEvict):
             if isinstance(decision, PodDone):
-                self._budget_refusals.pop(item, None)
+                self._eviction_ended(item)
+            self._held.discard(item)
             return await execute(plan, self.runtime)
+        wait = self._pace(decision, now)
+        if wait > 0:
+            return Requeue(wait, "evictions-per-minute")
         ended: list[ApiError] = []
 
         def written(write: Write) -> None:
@@ -218,7 +245,7 @@ class DeviceTaintController:
                 return result
             log.info("gone before its eviction", extra=where)
             outcome = EvictionResult.GONE
-        self._budget_refusals.pop(item, None)
+        self._eviction_ended(item)
         finished = self.cache.finish_pod(decision, outcome, _now())
         if finished.latency is not None:
             metrics.pod_deletions.inc()
@@ -231,6 +258,28 @@ class DeviceTaintController:
             )
         self._route(finished.effects)
         return Done()
+
+    def _pace(self, decision: PodEvict, now: datetime) -> float:
+        """Seconds the pod must still wait for its paced rules' tokens; 0 to evict now."""
+        item = decision.item
+        if decision.already_terminating or item in self._admitted:
+            return 0.0
+        paces = self.cache.paces(decision, now)
+        if not paces:
+            return 0.0
+        wait = self._pacer.admit(paces, self.clock())
+        if wait > 0:
+            if item not in self._held:
+                log.info(
+                    "eviction paced by evictions-per-minute; next token in %.1fs",
+                    wait,
+                    extra={"object": f"Pod {item.namespace}/{item.name}"},
+                )
+            self._held.add(item)
+            return wait
+        self._held.discard(item)
+        self._admitted.add(item)
+        return 0.0
 
     async def _sync_rule(self, item: Key) -> Result:
         decision = self.cache.decide_rule(item, _now())

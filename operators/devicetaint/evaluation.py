@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from operators.dra.claims import ResultWithTolerations
 from operators.dra.podgroups import controlled_by_group_of, is_pod_group_consumer, reserved_for_group_of
@@ -191,6 +192,30 @@ def pod_eviction(
         if entry is not None and pod_affected_by(pod, entry.claim, workload_claims):
             entries[entry.claim.key] = entry
     return merge_evictions(entry.eviction for entry in entries.values())
+
+
+def due_reasons(
+    pod: Pod,
+    claims: Mapping[ObjectKey, ClaimEntry],
+    pools: PoolIndex,
+    rules: Iterable[DeviceTaintRule],
+    now: datetime,
+    workload_claims: bool = False,
+) -> set[TaintReason]:
+    """The taints that make the pod due at ``now``; a pod's eviction keeps only the earliest time,
+    but eviction pacing must know whether a taint that is not paced is among them."""
+    rule_list = list(rules)
+    due: set[TaintReason] = set()
+    for name, _ in referenced_claims(pod):
+        entry = claims.get((pod.metadata.namespace, name))
+        if entry is None or not pod_affected_by(pod, entry.claim, workload_claims):
+            continue
+        for result in entry.claim.results:
+            for taint, reason in evicting_taints(result, pools, rule_list):
+                moment = taint_eviction_time(result.tolerations, taint)
+                if moment is not None and moment <= now:
+                    due.add(reason)
+    return due
 
 
 @dataclass(frozen=True)

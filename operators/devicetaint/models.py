@@ -9,15 +9,16 @@ reads (the pod's condition, a result's tolerations) is added here, and the rule 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from pydantic import field_validator
 
 from operators.core.conditions import ObservedCondition
 from operators.core.keys import POD, Key
-from operators.core.models import KubeModel, NoneAsEmpty
+from operators.core.models import KubeModel, LeanMeta, NoneAsEmpty, NoneAsEmptyMap
 from operators.dra import claims, pods, slices, taintrules
-from operators.dra.taintrules import EVICTION_IN_PROGRESS
+from operators.dra.taintrules import EVICTION_IN_PROGRESS, EVICTIONS_PER_MINUTE
 
 DISRUPTION_TARGET = "DisruptionTarget"
 
@@ -95,8 +96,24 @@ class RuleStatus(taintrules.RuleStatus):
         return tuple(condition for condition in conditions if condition.type == EVICTION_IN_PROGRESS)
 
 
+class RuleMeta(LeanMeta):
+    annotations: Annotated[Mapping[str, str], NoneAsEmptyMap] = {}
+
+    @field_validator("annotations", mode="after")
+    @classmethod
+    def _keep_pacing(cls, annotations: Mapping[str, str]) -> Mapping[str, str]:
+        # Only the pacing annotation is read; a user's others (last-applied configurations) cost memory.
+        return {k: v for k, v in annotations.items() if k == EVICTIONS_PER_MINUTE}
+
+
 class DeviceTaintRule(taintrules.DeviceTaintRule):
+    metadata: RuleMeta
     status: RuleStatus = RuleStatus()
+
+    @property
+    def evictions_per_minute(self) -> str | None:
+        """The pacing annotation as written, not yet validated (:mod:`.pacing`)."""
+        return self.metadata.annotations.get(EVICTIONS_PER_MINUTE)
 
 
 # --- Work items --------------------------------------------------------------------------------------

@@ -30,6 +30,10 @@ VERSIONS = ("v1", "v1beta2", "v1alpha3")
 
 EVICTION_IN_PROGRESS = "EvictionInProgress"
 
+EVICTIONS_PER_MINUTE = "dra-operators.io/evictions-per-minute"
+"""The project's annotation that paces the evictions a rule's ``NoExecute`` taint causes: devicetaint
+reads it, and whoever writes rules (a person, a policy of the project) may set it."""
+
 
 class RuleDeviceSelector(DeviceTaintSelector):
     """``spec.deviceSelector``; the two fields below existed only in 1.34's ``v1alpha3``.
