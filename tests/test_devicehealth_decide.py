@@ -33,7 +33,7 @@ from operators.devicehealth.decide import (
     decide,
 )
 from operators.devicehealth.models import DeviceTaintRule, HealthPolicy
-from operators.devicehealth.rules import EVICTIONS_PER_MINUTE_ANNOTATION, TAINT_KEY
+from operators.devicehealth.rules import TAINT_KEY
 from operators.devicehealth.signals import Track
 from operators.devicehealth.status import (
     ACTIVE,
@@ -47,6 +47,7 @@ from operators.devicehealth.validation import REASON_MAX_UNAVAILABLE_ABOVE_SCOPE
 from operators.dra import taintrules
 from operators.dra.pools import DeviceId
 from operators.dra.selection import REASON_INVALID_CEL, Invalid, Selection
+from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 STATUS = "/apis/dra-operators.io/v1alpha1/devicehealthpolicies/gpu-health/status"
@@ -114,7 +115,7 @@ def test_a_signal_held_for_after_taints_the_device_with_a_rule_owned_by_the_poli
             "controller": True,
         }
     ]
-    assert create.body["metadata"]["annotations"][EVICTIONS_PER_MINUTE_ANNOTATION] == "6"
+    assert create.body["metadata"]["annotations"][EVICTIONS_PER_MINUTE] == "6"
     assert create.body["spec"] == {
         "deviceSelector": {"driver": GPU, "pool": "node-1", "device": "gpu-0"},
         "taint": {"key": TAINT_KEY, "value": "Unhealthy", "effect": "NoExecute"},
@@ -286,19 +287,19 @@ def test_toleration_seconds_first_taints_no_schedule_then_no_execute() -> None:
 
 
 def test_a_changed_pace_patches_the_rules_annotation() -> None:
-    owned = rule(FOUR[0], annotations={EVICTIONS_PER_MINUTE_ANNOTATION: "6"})
+    owned = rule(FOUR[0], annotations={EVICTIONS_PER_MINUTE: "6"})
     decision = run(policy(evictions_per_minute=12), slices=all_unhealthy_since(0, count=1), rules=[owned])
     assert writes(decision.plan) == [
         Patch(
             f"{RULES}/{owned.metadata.name}",
-            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE_ANNOTATION: "12"}}},
+            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE: "12"}}},
         )
     ]
     dropped = run(policy(), slices=all_unhealthy_since(0, count=1), rules=[owned])
     assert writes(dropped.plan) == [
         Patch(
             f"{RULES}/{owned.metadata.name}",
-            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE_ANNOTATION: None}}},
+            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE: None}}},
         )
     ]
 

@@ -27,7 +27,6 @@ from .models import API_VERSION, KIND, DeviceId, DeviceTaintRule, HealthPolicy
 from .validation import ValidSpec
 
 __all__ = [
-    "EVICTIONS_PER_MINUTE_ANNOTATION",
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
     "POLICY_NAME_ANNOTATION",
@@ -42,7 +41,6 @@ __all__ = [
 
 TAINT_KEY = "dra-operators.io/device-health"
 TAINT_VALUE = "Unhealthy"
-EVICTIONS_PER_MINUTE_ANNOTATION = "dra-operators.io/evictions-per-minute"
 POLICY_NAME_ANNOTATION = "dra-operators.io/health-policy"
 POLICY_UID_LABEL = "dra-operators.io/health-policy-uid"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -74,7 +72,7 @@ def effect_now(spec: ValidSpec, rule: DeviceTaintRule | None, now: datetime) -> 
 def _annotations(policy: HealthPolicy, spec: ValidSpec) -> dict[str, str]:
     annotations = {POLICY_NAME_ANNOTATION: policy.metadata.name}
     if spec.evictions_per_minute is not None:
-        annotations[EVICTIONS_PER_MINUTE_ANNOTATION] = str(spec.evictions_per_minute)
+        annotations[taintrules.EVICTIONS_PER_MINUTE] = str(spec.evictions_per_minute)
     return annotations
 
 
@@ -104,9 +102,9 @@ def rule_patch(policy: HealthPolicy, spec: ValidSpec, rule: DeviceTaintRule, eff
     taint = rule.spec.taint
     if (taint.key, taint.value, taint.effect) != (TAINT_KEY, TAINT_VALUE, effect):
         patch["spec"] = {"taint": taintrules.taint_body(TAINT_KEY, TAINT_VALUE, effect)}
-    pace = rule.metadata.annotations.get(EVICTIONS_PER_MINUTE_ANNOTATION)
+    pace = rule.metadata.annotations.get(taintrules.EVICTIONS_PER_MINUTE)
     wanted = None if spec.evictions_per_minute is None else str(spec.evictions_per_minute)
     if pace != wanted:
         # null removes the annotation in a merge patch.
-        patch["metadata"] = {"annotations": {EVICTIONS_PER_MINUTE_ANNOTATION: wanted}}
+        patch["metadata"] = {"annotations": {taintrules.EVICTIONS_PER_MINUTE: wanted}}
     return patch
