@@ -12,7 +12,7 @@ the allocation as its presence.
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from operators.core.models import KubeModel, LeanObject, NoneAsEmpty
 
@@ -68,3 +68,9 @@ class ResourceClaimStatus(KubeModel, Generic[AllocationT]):
 
 class ResourceClaim(LeanObject, Generic[AllocationT]):
     status: ResourceClaimStatus[AllocationT] = ResourceClaimStatus()
+
+
+def is_allocated(claim: ResourceClaim[Any]) -> bool:
+    """Whether the scheduler has allocated devices to ``claim``: the caches that count or evict on
+    devices keep only such claims."""
+    return claim.status.allocation is not None
