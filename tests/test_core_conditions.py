@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, merge, same_content
+from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, merge, reported, same_content
 from operators.core.models import KubeModel
 
 EARLIER = "2026-03-01T11:00:00Z"
@@ -98,3 +98,15 @@ def test_same_content_of_a_model_without_generation() -> None:
         PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready(generation=None)
     )
     assert not same_content(PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready())
+
+
+def test_reported_needs_the_same_status_reason_and_generation() -> None:
+    status = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Ready", "status": FALSE, "reason": "Invalid"}],
+    }
+    assert reported(status, "Ready", FALSE, "Invalid", 2)
+    assert not reported(status, "Ready", FALSE, "Invalid", 3)
+    assert not reported(status, "Ready", FALSE, "Other", 2)
+    assert not reported(status, "Ready", TRUE, "Invalid", 2)
+    assert not reported({}, "Ready", FALSE, "Invalid", 0)

@@ -73,6 +73,14 @@ def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[
     return None
 
 
+def reported(status: Mapping[str, Any], type_: str, value: str, reason: str, generation: int) -> bool:
+    """Whether ``status`` already says condition ``type_`` is ``value`` for ``reason`` at
+    ``generation``: a Warning Event is recorded when that changes, not again on every pass."""
+    previous = find(status.get("conditions"), type_)
+    seen = previous is not None and previous.get("status") == value and previous.get("reason") == reason
+    return seen and status.get("observedGeneration") == generation
+
+
 def merge(
     existing: Iterable[Mapping[str, Any]] | None,
     new: Condition,
