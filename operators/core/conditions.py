@@ -118,6 +118,18 @@ def same_content(a: ConditionLike | None, b: ConditionLike | None) -> bool:
     return _content(a) == _content(b)
 
 
+def status_differs(previous: Mapping[str, Any], new: Mapping[str, Any], fields: Iterable[str]) -> bool:
+    """Whether the ``new`` status says anything ``previous`` does not, in ``fields`` or in its
+    conditions; transition times alone do not count, so a pass that changes nothing writes nothing."""
+    if any(previous.get(key) != new.get(key) for key in fields):
+        return True
+    old_conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
+    new_conditions = {c.get("type"): c for c in new.get("conditions") or ()}
+    if old_conditions.keys() != new_conditions.keys():
+        return True
+    return not all(same_content(old_conditions[key], new_conditions[key]) for key in new_conditions)
+
+
 def _content(condition: ConditionLike) -> tuple[Any, ...]:
     fields = condition.model_dump(by_alias=True) if isinstance(condition, KubeModel) else condition
     return tuple(fields.get(key) for key in _CONTENT_KEYS)
