@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, merge, same_content
+from operators.core.conditions import (
+    FALSE,
+    TRUE,
+    Condition,
+    ObservedCondition,
+    merge,
+    reported,
+    same_content,
+    status_differs,
+)
 from operators.core.models import KubeModel
 
 EARLIER = "2026-03-01T11:00:00Z"
@@ -98,3 +107,26 @@ def test_same_content_of_a_model_without_generation() -> None:
         PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready(generation=None)
     )
     assert not same_content(PodCondition(type="Ready", status=TRUE, reason="Done", message="m"), ready())
+
+
+def test_reported_needs_the_same_status_reason_and_generation() -> None:
+    status = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Ready", "status": FALSE, "reason": "Invalid"}],
+    }
+    assert reported(status, "Ready", FALSE, "Invalid", 2)
+    assert not reported(status, "Ready", FALSE, "Invalid", 3)
+    assert not reported(status, "Ready", FALSE, "Other", 2)
+    assert not reported(status, "Ready", TRUE, "Invalid", 2)
+    assert not reported({}, "Ready", FALSE, "Invalid", 0)
+
+
+def test_status_differs_on_a_field_or_a_condition_but_not_on_a_transition_time() -> None:
+    ready = {"type": "Ready", "status": TRUE, "reason": "Valid", "lastTransitionTime": "t1"}
+    previous = {"observedGeneration": 1, "count": 2, "conditions": [ready]}
+    moved = {**ready, "lastTransitionTime": "t2"}
+    assert not status_differs(previous, {**previous, "conditions": [moved]}, ("observedGeneration", "count"))
+    assert not status_differs(previous, {**previous, "other": 1}, ("observedGeneration", "count"))
+    assert status_differs(previous, {**previous, "count": 3}, ("observedGeneration", "count"))
+    assert status_differs(previous, {**previous, "conditions": [{**ready, "reason": "X"}]}, ())
+    assert status_differs(previous, {**previous, "conditions": []}, ())

@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from operators.core.models import KubeModel, UnparsableObject, parse, parse_or_skip, reference
+from operators.core.models import (
+    KubeModel,
+    UnparsableObject,
+    body_key,
+    body_name,
+    parse,
+    parse_or_skip,
+    reference,
+    store,
+    store_if,
+)
 from operators.dra.slices import ResourceSlice, SliceDevice
 
 
@@ -48,3 +58,36 @@ def test_parse_or_skip_logs_one_line_and_returns_none(caplog: pytest.LogCaptureF
     assert parse_or_skip(Thing, {"kind": "Thing", "metadata": {"name": "t"}}, log) is None
     assert "skipping Thing t that cannot be parsed: 1 invalid field(s)" in caplog.text
     assert [record.__dict__["object"] for record in caplog.records] == ["Thing t"]
+
+
+def test_body_name_and_key_read_what_the_metadata_provides() -> None:
+    assert body_key({"metadata": {"namespace": "ns", "name": "p"}}) == ("ns", "p")
+    assert body_key({"metadata": {"name": "s"}}) == ("", "s")
+    assert body_name({"metadata": "nonsense"}) == ""
+    assert body_name({}) == ""
+
+
+def test_store_keeps_the_parsed_body_and_drops_an_unparsable_one() -> None:
+    cache: dict[str, Thing] = {}
+    assert store(cache, "t", Thing, {"size": 1}) == Thing(size=1)
+    assert cache == {"t": Thing(size=1)}
+    with pytest.raises(UnparsableObject):
+        store(cache, "t", Thing, {"size": "big"})
+    assert cache == {}
+
+
+def test_store_if_keeps_only_what_is_wanted_and_says_whether_the_cache_changed() -> None:
+    cache: dict[str, Thing] = {}
+
+    def big(thing: Thing) -> bool:
+        return thing.size > 1
+
+    assert not store_if(cache, "t", Thing, {"size": 1}, big)
+    assert store_if(cache, "t", Thing, {"size": 2}, big)
+    assert cache == {"t": Thing(size=2)}
+    assert store_if(cache, "t", Thing, {"size": 1}, big)
+    assert cache == {}
+    cache["t"] = Thing(size=2)
+    with pytest.raises(UnparsableObject):
+        store_if(cache, "t", Thing, {"size": "big"}, big)
+    assert cache == {}

@@ -22,8 +22,10 @@ from operators.core.plan import (
     Write,
     Writer,
     execute,
+    status_apply,
 )
 from operators.core.reconcile import Done, Requeue
+from operators.core.resources import ApiResource
 
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 POD = ObjectRef("v1", "Pod", "p", "ns", "uid-p")
@@ -282,3 +284,15 @@ async def test_together_ends_with_the_result_of_an_ending_answer_once_all_are_an
     writes = (Delete("/pods/a", "u", ends={429: Requeue(10.0)}), Delete("/pods/b", "u"))
     assert await run(Plan((Together(writes, 2), Apply("/status", {}))), fake) == Requeue(10.0)
     assert [path for _, path, _ in fake.client.calls] == ["/pods/a", "/pods/b"]
+
+
+def test_status_apply_writes_the_whole_status_of_one_incarnation() -> None:
+    resource = ApiResource("dra-operators.io", "v1alpha1", "things", namespaced=False)
+    write = status_apply(resource, "Thing", "t", "uid-1", {"observedGeneration": 1})
+    assert write.path == "/apis/dra-operators.io/v1alpha1/things/t/status"
+    assert write.body == {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "uid": "uid-1"},
+        "status": {"observedGeneration": 1},
+    }

@@ -4,61 +4,39 @@ the models (a policy admitted with the CRD's defaults reads as the same spec).""
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
-import yaml
+from crd_support import check_identity, crd, spec_schema, version
 
-from operators.core import PROJECT_GROUP
 from operators.devicehealth.models import API_VERSION, KIND, PLURAL, HealthPolicySpec
 from operators.devicehealth.status import STATE_HELD_BACK, STATE_SIGNALLED, STATE_TAINTED, STATE_WOULD_TAINT
 from operators.devicehealth.validation import ValidSpec, check_spec
 
-CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / f"{PLURAL}.{PROJECT_GROUP}.yaml"
-
-
-def version() -> dict[str, Any]:
-    (only,) = yaml.safe_load(CRD_PATH.read_text())["spec"]["versions"]
-    assert isinstance(only, dict)
-    return only
-
-
-def spec_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = version()["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return schema
-
 
 def test_identity() -> None:
-    document = yaml.safe_load(CRD_PATH.read_text())
-    assert document["metadata"]["name"] == f"{PLURAL}.{PROJECT_GROUP}"
-    names = document["spec"]["names"]
-    assert (document["spec"]["group"], names["kind"], names["plural"]) == (PROJECT_GROUP, KIND, PLURAL)
-    # Cluster-scoped: the DeviceTaintRules it owns are cluster-scoped too.
-    assert document["spec"]["scope"] == "Cluster"
-    assert f"{PROJECT_GROUP}/{version()['name']}" == API_VERSION
+    check_identity(PLURAL, KIND, API_VERSION)
 
 
 def test_status_subresource_and_printer_columns() -> None:
-    assert version()["subresources"] == {"status": {}}
-    columns = {column["name"]: column["jsonPath"] for column in version()["additionalPrinterColumns"]}
+    assert version(PLURAL)["subresources"] == {"status": {}}
+    columns = {column["name"]: column["jsonPath"] for column in version(PLURAL)["additionalPrinterColumns"]}
     assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
     assert columns["Active"] == '.status.conditions[?(@.type=="Active")].status'
     assert columns["Held"] == ".status.heldBackDevices"
 
 
 def test_the_scope_is_a_device_taint_selectors_device_selector() -> None:
-    selectors = yaml.safe_load((CRD_PATH.parent / f"devicetaintselectors.{PROJECT_GROUP}.yaml").read_text())
+    selectors = crd("devicetaintselectors")
     (taint_version,) = selectors["spec"]["versions"]
     device_selector = taint_version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
         "deviceSelector"
     ]
-    scope = spec_schema()["properties"]["scope"]
+    scope = spec_schema(PLURAL)["properties"]["scope"]
     assert scope["properties"] == device_selector["properties"]
     assert scope["x-kubernetes-validations"] == device_selector["x-kubernetes-validations"]
 
 
 def test_the_crds_defaults_are_the_models() -> None:
-    props = spec_schema()["properties"]
+    props = spec_schema(PLURAL)["properties"]
     signals = props["signals"]["properties"]
     action = props["action"]["properties"]
     model = HealthPolicySpec.model_validate({"signals": {"kubelet": {}}})
@@ -71,8 +49,8 @@ def test_the_crds_defaults_are_the_models() -> None:
 
 
 def test_the_duration_patterns_admit_what_the_operator_reads() -> None:
-    after = re.compile(spec_schema()["properties"]["signals"]["properties"]["after"]["pattern"])
-    clear = re.compile(spec_schema()["properties"]["action"]["properties"]["clearAfter"]["pattern"])
+    after = re.compile(spec_schema(PLURAL)["properties"]["signals"]["properties"]["after"]["pattern"])
+    clear = re.compile(spec_schema(PLURAL)["properties"]["action"]["properties"]["clearAfter"]["pattern"])
     for good in ("60s", "1m30s", "1.5h", "500ms"):
         assert after.fullmatch(good)
         assert clear.fullmatch(good)
@@ -84,6 +62,6 @@ def test_the_duration_patterns_admit_what_the_operator_reads() -> None:
 
 
 def test_the_device_states_are_the_enum() -> None:
-    devices = version()["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["devices"]
+    devices = version(PLURAL)["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["devices"]
     states = devices["items"]["properties"]["state"]["enum"]
     assert states == [STATE_TAINTED, STATE_WOULD_TAINT, STATE_HELD_BACK, STATE_SIGNALLED]

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from operators.dra import claims
+from operators.dra.pools import DeviceId
 
 
 class _Result(claims.DeviceRequestAllocationResult):
@@ -86,3 +87,14 @@ def test_keeps_nothing_unread() -> None:
     text = Claim.model_validate(body).model_dump_json(by_alias=True)
     for unread in ("annotations", "requests", "request", "tolerations", "big"):
         assert f'"{unread}"' not in text
+
+
+def test_results_on_names_the_results_that_allocate_one_of_the_devices() -> None:
+    claim = Claim.model_validate(
+        _claim(allocation={"devices": {"results": [_result("a"), _result("b")]}}, reservedFor=[])
+    )
+    assert [r.device for r in claims.results_on(claim, {DeviceId("d", "p", "b")})] == ["b"]
+    assert claims.results_on(claim, set()) == []
+    assert claims.results_on(Claim.model_validate(_claim()), {DeviceId("d", "p", "b")}) == []
+    assert not claims.is_allocated(Claim.model_validate(_claim()))
+    assert claims.is_allocated(claim)

@@ -7,47 +7,19 @@ behaviour itself belongs to the end-to-end suite.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from crd_support import check_identity, crd, spec_schema, version
 
-import yaml
-
-from operators.core import PROJECT_GROUP
 from operators.taintselector.models import API_VERSION, KIND, PLURAL, DeviceSelection, TaintSelector
-
-CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / f"{PLURAL}.{PROJECT_GROUP}.yaml"
-
-
-def crd() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(CRD_PATH.read_text())
-    return loaded
-
-
-def version() -> dict[str, Any]:
-    (only,) = crd()["spec"]["versions"]
-    assert isinstance(only, dict)
-    return only
-
-
-def spec_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = version()["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return schema
 
 
 def test_identity() -> None:
-    document = crd()
-    assert document["metadata"]["name"] == f"{PLURAL}.{PROJECT_GROUP}"
-    names = document["spec"]["names"]
-    assert (document["spec"]["group"], names["kind"], names["plural"]) == (PROJECT_GROUP, KIND, PLURAL)
-    # Cluster-scoped: the DeviceTaintRules it owns are cluster-scoped too.
-    assert document["spec"]["scope"] == "Cluster"
-    assert names["shortNames"] == ["dts"]
-    assert f"{PROJECT_GROUP}/{version()['name']}" == API_VERSION
+    check_identity(PLURAL, KIND, API_VERSION)
+    assert crd(PLURAL)["spec"]["names"]["shortNames"] == ["dts"]
 
 
 def test_status_subresource_and_printer_columns() -> None:
-    assert version()["subresources"] == {"status": {}}
-    columns = {column["name"]: column for column in version()["additionalPrinterColumns"]}
+    assert version(PLURAL)["subresources"] == {"status": {}}
+    columns = {column["name"]: column for column in version(PLURAL)["additionalPrinterColumns"]}
     assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     assert columns["Devices"] == {
         "name": "Devices",
@@ -66,14 +38,14 @@ def test_status_subresource_and_printer_columns() -> None:
 
 
 def test_taint_schema() -> None:
-    taint = spec_schema()["properties"]["taint"]
+    taint = spec_schema(PLURAL)["properties"]["taint"]
     assert taint["required"] == ["key", "effect"]
     assert taint["properties"]["effect"]["enum"] == ["None", "NoSchedule", "NoExecute"]
     assert taint["properties"]["value"]["maxLength"] == 63
 
 
 def test_selector_schema_matches_the_model() -> None:
-    selection = spec_schema()["properties"]["deviceSelector"]
+    selection = spec_schema(PLURAL)["properties"]["deviceSelector"]
     aliases = {field.alias for field in DeviceSelection.model_fields.values()}
     assert set(selection["properties"]) == aliases
     expression = selection["properties"]["selectors"]["items"]["properties"]["cel"]["properties"][
@@ -88,7 +60,7 @@ def test_selector_schema_matches_the_model() -> None:
 
 
 def test_status_schema() -> None:
-    status = version()["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    status = version(PLURAL)["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert set(status) == {"observedGeneration", "selectedDevices", "dryRun", "conditions"}
     assert set(status["dryRun"]["properties"]) == {
         "publishedDevices",

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
 
+from operators.core.keys import Key
+from operators.core.models import UnparsableObject
 from operators.core.reconcile import GiveUp, Requeue, Result, Retry
-from operators.core.workqueue import WorkQueue
+from operators.core.workqueue import WorkQueue, route
 
 TICK = 0.5  # the longest any wait below may take; the waits end on events, not on time
 
@@ -380,3 +383,23 @@ async def test_a_periodic_key_stops_re_arming_while_it_has_nothing_to_do_until_a
         pending[0] = True
         queue.add("confirm")
         await _until(lambda: len(runs) >= 3)
+
+
+def test_route_queues_what_the_update_names_and_skips_an_unparsable_body(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue: WorkQueue[Key] = WorkQueue("unit")
+    queue.open()
+    log = logging.getLogger("unit.route")
+    route(queue, "selector", lambda body: ["a", "b"], {}, 60, log)
+    assert queue.waiting == 2
+
+    def unparsable(body: Mapping[str, Any]) -> list[str]:
+        raise UnparsableObject("Thing t", "1 invalid field(s)")
+
+    with caplog.at_level(logging.WARNING, logger="unit.route"):
+        route(queue, "selector", unparsable, {}, 60, log)
+    assert queue.waiting == 2
+    assert [r.message for r in caplog.records] == [
+        "skipping Thing t that cannot be parsed: 1 invalid field(s)"
+    ]

@@ -73,6 +73,14 @@ def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[
     return None
 
 
+def reported(status: Mapping[str, Any], type_: str, value: str, reason: str, generation: int) -> bool:
+    """Whether ``status`` already says condition ``type_`` is ``value`` for ``reason`` at
+    ``generation``: a Warning Event is recorded when that changes, not again on every pass."""
+    previous = find(status.get("conditions"), type_)
+    seen = previous is not None and previous.get("status") == value and previous.get("reason") == reason
+    return seen and status.get("observedGeneration") == generation
+
+
 def merge(
     existing: Iterable[Mapping[str, Any]] | None,
     new: Condition,
@@ -108,6 +116,18 @@ def same_content(a: ConditionLike | None, b: ConditionLike | None) -> bool:
     if a is None or b is None:
         return a is b
     return _content(a) == _content(b)
+
+
+def status_differs(previous: Mapping[str, Any], new: Mapping[str, Any], fields: Iterable[str]) -> bool:
+    """Whether the ``new`` status says anything ``previous`` does not, in ``fields`` or in its
+    conditions; transition times alone do not count, so a pass that changes nothing writes nothing."""
+    if any(previous.get(key) != new.get(key) for key in fields):
+        return True
+    old_conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
+    new_conditions = {c.get("type"): c for c in new.get("conditions") or ()}
+    if old_conditions.keys() != new_conditions.keys():
+        return True
+    return not all(same_content(old_conditions[key], new_conditions[key]) for key in new_conditions)
 
 
 def _content(condition: ConditionLike) -> tuple[Any, ...]:

@@ -7,7 +7,7 @@ API's camelCase, and Python code uses snake_case.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -149,6 +149,56 @@ def parse_or_skip(
     except UnparsableObject as error:
         log_skipped(log, error)
         return None
+
+
+def body_name(body: Mapping[str, Any]) -> str:
+    """``metadata.name`` of a watched body, read before (or without) parsing it."""
+    return str(body_metadata(body).get("name") or "")
+
+
+def body_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """``(namespace, name)`` of a watched body; the namespace is empty for a cluster-scoped one."""
+    return (str(body_metadata(body).get("namespace") or ""), body_name(body))
+
+
+def body_metadata(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``metadata`` of a watched body, empty when it is missing or not a map."""
+    metadata = body.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def store(objects: dict[K, Model], key: K, model: type[Model], body: Mapping[str, Any]) -> Model:
+    """Parses ``body`` into ``objects[key]``. A body that does not parse drops what was kept for
+    ``key`` before raising :class:`UnparsableObject`: a cache must not go on deciding on an older
+    version of an object that has since changed."""
+    try:
+        objects[key] = parsed = parse(model, body)
+    except UnparsableObject:
+        objects.pop(key, None)
+        raise
+    return parsed
+
+
+def store_if(
+    objects: dict[K, Model],
+    key: K,
+    model: type[Model],
+    body: Mapping[str, Any],
+    wanted: Callable[[Model], bool],
+) -> bool:
+    """Keeps the parsed ``body`` under ``key`` only while it is ``wanted`` (an allocated claim, a pod
+    that reports health), so a cache holds no more than its decisions read. Whether the cache
+    changed: False when the object was neither kept before nor now, and nothing needs reconciling.
+    A body that does not parse is dropped, as in :func:`store`."""
+    had = objects.pop(key, None) is not None
+    parsed = parse(model, body)
+    if wanted(parsed):
+        objects[key] = parsed
+        return True
+    return had
 
 
 def log_skipped(log: logging.Logger, error: UnparsableObject) -> None:

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from .client import MERGE_PATCH, ApiError, KubeClient, delete_options
 from .events import EventRecorder, ObjectRef
 from .reconcile import Done, Result
-from .resources import PODS
+from .resources import PODS, ApiResource
 
 __all__ = [
     "Apply",
@@ -61,6 +61,7 @@ __all__ = [
     "Write",
     "Writer",
     "execute",
+    "status_apply",
 ]
 
 
@@ -96,6 +97,18 @@ class Apply(_Answers):
     path: str
     body: Mapping[str, Any]
     tolerate: frozenset[int] = _tolerate(404)
+
+
+def status_apply(resource: ApiResource, kind: str, name: str, uid: str, status: Mapping[str, Any]) -> Apply:
+    """The whole ``status`` of a cluster-scoped object of ours; ``metadata.uid`` keeps the write off a
+    re-created namesake (409)."""
+    body = {
+        "apiVersion": resource.api_version,
+        "kind": kind,
+        "metadata": {"name": name, "uid": uid},
+        "status": status,
+    }
+    return Apply(resource.path(name, subresource="status"), body)
 
 
 @dataclass(frozen=True)

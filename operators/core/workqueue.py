@@ -33,10 +33,12 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
+from .keys import Key
 from .metrics import WorkQueueMetrics
+from .models import UnparsableObject, log_skipped
 from .ratelimit import TokenBucket
 from .reconcile import Done, GiveUp, Requeue, Result, Retry
 
@@ -309,3 +311,24 @@ class WorkQueue(Generic[K]):
             self.forget(key)
         else:
             self.forget(key)
+
+
+def route(
+    queue: WorkQueue[Key],
+    kind: str,
+    update: Callable[[Mapping[str, Any]], Iterable[str]],
+    body: Mapping[str, Any],
+    delay: float,
+    log: logging.Logger,
+) -> None:
+    """A watch callback's one job: ``update`` feeds ``body`` to the cache and names the objects of
+    ``kind`` it concerns, which are queued after ``delay`` so that a burst of events is one sync each.
+    A body that does not parse is logged on the operator's ``log`` and skipped: a watch callback must
+    not fail, or one malformed object would stop the others from being handled."""
+    try:
+        names = update(body)
+    except UnparsableObject as error:
+        log_skipped(log, error)
+        return
+    for name in names:
+        queue.add_after(Key(kind, "", name), delay)

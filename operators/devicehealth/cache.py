@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core.models import UnparsableObject, parse
+from operators.core.models import body_key, body_metadata, body_name, parse, store, store_if
+from operators.dra.claims import is_allocated
 
 from .models import (
     API_VERSION,
@@ -36,22 +37,9 @@ from .models import (
 __all__ = ["ClusterCache"]
 
 
-def _meta(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = body.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _name(body: Mapping[str, Any]) -> str:
-    return str(_meta(body).get("name") or "")
-
-
-def _key(body: Mapping[str, Any]) -> tuple[str, str]:
-    return (str(_meta(body).get("namespace") or ""), _name(body))
-
-
 def _owning_policy(body: Mapping[str, Any]) -> str | None:
     """The UID of the DeviceHealthPolicy that controls a rule, read before parsing it."""
-    for ref in _meta(body).get("ownerReferences") or ():
+    for ref in body_metadata(body).get("ownerReferences") or ():
         if (
             isinstance(ref, Mapping)
             and ref.get("controller")
@@ -74,75 +62,49 @@ class ClusterCache:
     # --- Events; each returns the names of the policies to reconcile ---------------------------------
 
     def upsert_policy(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.policies[name] = parse(HealthPolicy, body)
-        except UnparsableObject:
-            self.policies.pop(name, None)
-            raise
+        name = body_name(body)
+        store(self.policies, name, HealthPolicy, body)
         return [name]
 
     def delete_policy(self, body: Mapping[str, Any]) -> list[str]:
         # Its rules go with the garbage collector; nothing is left to reconcile for it.
-        self.policies.pop(_name(body), None)
+        self.policies.pop(body_name(body), None)
         return []
 
     def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.slices[name] = parse(ResourceSlice, body)
-        except UnparsableObject:
-            self.slices.pop(name, None)
-            raise
+        store(self.slices, body_name(body), ResourceSlice, body)
         return self.every_policy()
 
     def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.slices.pop(_name(body), None) is not None else []
+        return self.every_policy() if self.slices.pop(body_name(body), None) is not None else []
 
     def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.classes[name] = parse(DeviceClass, body)
-        except UnparsableObject:
-            self.classes.pop(name, None)
-            raise
+        store(self.classes, body_name(body), DeviceClass, body)
         return self.every_policy()
 
     def delete_class(self, body: Mapping[str, Any]) -> list[str]:
-        self.classes.pop(_name(body), None)
+        self.classes.pop(body_name(body), None)
         return self.every_policy()
 
     def cached_pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get((namespace, name))
 
     def upsert_pod(self, body: Mapping[str, Any]) -> list[str]:
-        key = _key(body)
-        had = self.pods.pop(key, None) is not None
-        pod = parse(Pod, body)
-        if any(pod.containers_reporting):
-            self.pods[key] = pod
-        elif not had:
-            return []
-        return self.every_policy()
+        reporting = store_if(self.pods, body_key(body), Pod, body, lambda pod: any(pod.containers_reporting))
+        return self.every_policy() if reporting else []
 
     def delete_pod(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.pods.pop(_key(body), None) is not None else []
+        return self.every_policy() if self.pods.pop(body_key(body), None) is not None else []
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
-        key = _key(body)
-        had = self.claims.pop(key, None) is not None
-        claim = parse(AllocatedClaim, body)
-        if claim.status.allocation is not None:
-            self.claims[key] = claim
-        elif not had:
-            return []
-        return self.every_policy()
+        allocated = store_if(self.claims, body_key(body), AllocatedClaim, body, is_allocated)
+        return self.every_policy() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.claims.pop(_key(body), None) is not None else []
+        return self.every_policy() if self.claims.pop(body_key(body), None) is not None else []
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
+        name = body_name(body)
         previous = self.rules.pop(name, None)
         owner = _owning_policy(body)
         if owner is not None:
@@ -150,7 +112,7 @@ class ClusterCache:
         return self._owned_by({owner} | _owners(previous))
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
-        return self._owned_by(_owners(self.rules.pop(_name(body), None)))
+        return self._owned_by(_owners(self.rules.pop(body_name(body), None)))
 
     # --- Queries ---------------------------------------------------------------------------------------
 

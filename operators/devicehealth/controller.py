@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
-from operators.core.models import UnparsableObject, log_skipped
 from operators.core.plan import Create, Delete, Patch, Write, execute
 from operators.core.reconcile import Done, Result
+from operators.core.workqueue import route
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
@@ -135,13 +135,7 @@ class DeviceHealthController:
     def _route(
         self, update: Callable[[Mapping[str, Any]], list[str]], body: Mapping[str, Any], delay: float
     ) -> None:
-        try:
-            names = update(body)
-        except UnparsableObject as err:
-            log_skipped(log, err)
-            return
-        for name in names:
-            self.runtime.queue.add_after(Key(POLICY, "", name), delay)
+        route(self.runtime.queue, POLICY, update, body, delay, log)
 
     # --- Reconcile -------------------------------------------------------------------------------------
 

@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from operators.core.conditions import FALSE, find
+from operators.core.conditions import FALSE, reported
 from operators.core.discovery import ServedResource
 from operators.core.events import NORMAL, WARNING, ObjectRef
-from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write
+from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
 from operators.core.reconcile import Done, Requeue, Result
 from operators.dra.selection import Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -264,7 +263,7 @@ def _act(
         pods=pods,
     )
     if needs_write(policy.status, status):
-        steps.append(_status_apply(policy, status))
+        steps.append(status_apply(POLICIES, KIND, policy.metadata.name, policy.metadata.uid, status))
     return Decision(Plan(tuple(steps), _result(deadlines, now)), new_tracks, counts, since_of)
 
 
@@ -314,26 +313,13 @@ def _cannot_act(
         steps.append(RecordEvent(_policy_ref(policy), WARNING, EVENT_INVALID, message))
     status = policy_status(policy, problem=(reason, message), counts=None)
     if needs_write(policy.status, status):
-        steps.append(_status_apply(policy, status))
+        steps.append(status_apply(POLICIES, KIND, policy.metadata.name, policy.metadata.uid, status))
     return Decision(Plan(tuple(steps)), tracks, None)
 
 
 def _newly_failing(policy: HealthPolicy, reason: str) -> bool:
-    previous = find(policy.status.get("conditions"), READY)
-    seen = previous is not None and previous.get("status") == FALSE and previous.get("reason") == reason
-    return not (seen and policy.status.get("observedGeneration") == policy.metadata.generation)
+    return not reported(policy.status, READY, FALSE, reason, policy.metadata.generation)
 
 
 def _policy_ref(policy: HealthPolicy) -> ObjectRef:
     return ObjectRef(API_VERSION, KIND, policy.metadata.name, None, policy.metadata.uid)
-
-
-def _status_apply(policy: HealthPolicy, status: dict[str, Any]) -> Apply:
-    """The whole status; ``metadata.uid`` keeps it off a re-created namesake (409)."""
-    body = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": policy.metadata.name, "uid": policy.metadata.uid},
-        "status": status,
-    }
-    return Apply(POLICIES.path(policy.metadata.name, subresource="status"), body)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from operators.core.events import ObjectRef
 from operators.dra.api import GROUP, VERSION
+from operators.dra.claims import results_on
 from operators.dra.taints import EFFECT_NO_EXECUTE, DeviceTaint, taint_eviction_time
 
 from .models import AllocatedClaim, DeviceId
@@ -38,10 +39,7 @@ def affected(
     pods: dict[str, ObjectRef] = {}
     claim_refs: list[ObjectRef] = []
     for claim in claims:
-        allocation = claim.status.allocation
-        if allocation is None:
-            continue
-        hits = [r for r in allocation.devices.results if DeviceId(r.driver, r.pool, r.device) in wanted]
+        hits = results_on(claim, wanted)
         if not hits:
             continue
         claim_refs.append(

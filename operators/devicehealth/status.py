@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, Condition, format_time, merge, same_content
+from operators.core.conditions import FALSE, TRUE, Condition, format_time, merge, status_differs
 from operators.core.events import ObjectRef
 
 from .models import DeviceId, HealthPolicy
@@ -170,7 +170,7 @@ def policy_status(
 
 def needs_write(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` says anything ``previous`` does not (transition times alone do not count)."""
-    keys = (
+    fields = (
         "observedGeneration",
         "signalledDevices",
         "taintedDevices",
@@ -178,10 +178,4 @@ def needs_write(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         "devices",
         "dryRun",
     )
-    if any(previous.get(key) != new.get(key) for key in keys):
-        return True
-    old_conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
-    new_conditions = {c.get("type"): c for c in new.get("conditions") or ()}
-    if old_conditions.keys() != new_conditions.keys():
-        return True
-    return not all(same_content(old_conditions[key], new_conditions[key]) for key in new_conditions)
+    return status_differs(previous, new, fields)

@@ -12,10 +12,12 @@ the allocation as its presence.
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from collections.abc import Container
+from typing import Annotated, Any, Generic, TypeVar
 
 from operators.core.models import KubeModel, LeanObject, NoneAsEmpty
 
+from .pools import DeviceId
 from .taints import DeviceToleration
 
 
@@ -68,3 +70,24 @@ class ResourceClaimStatus(KubeModel, Generic[AllocationT]):
 
 class ResourceClaim(LeanObject, Generic[AllocationT]):
     status: ResourceClaimStatus[AllocationT] = ResourceClaimStatus()
+
+
+def is_allocated(claim: ResourceClaim[Any]) -> bool:
+    """Whether the scheduler has allocated devices to ``claim``: the caches that count or evict on
+    devices keep only such claims."""
+    return claim.status.allocation is not None
+
+
+def results_on(
+    claim: ResourceClaim[AllocationResult[ResultT]], devices: Container[DeviceId]
+) -> list[ResultT]:
+    """The results of ``claim`` that allocate one of ``devices``: what a taint on those devices
+    weighs against the claim's tolerations. None when the claim is not allocated."""
+    allocation = claim.status.allocation
+    if allocation is None:
+        return []
+    return [
+        result
+        for result in allocation.devices.results
+        if DeviceId(result.driver, result.pool, result.device) in devices
+    ]

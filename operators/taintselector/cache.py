@@ -21,20 +21,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from operators.core.models import UnparsableObject, parse
+from operators.core.models import body_key, body_name, store, store_if
 from operators.dra import taintrules
+from operators.dra.claims import is_allocated
 from operators.dra.taints import EFFECT_NONE
 
 from .dryrun import AllocatedClaim
 from .models import DeviceClass, DeviceTaintRule, ResourceSlice, TaintSelector
 
 
-def _name(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("name") or "")
-
-
 def _namespaced_name(body: Mapping[str, Any]) -> str:
-    return f"{(body.get('metadata') or {}).get('namespace') or ''}/{_name(body)}"
+    namespace, name = body_key(body)
+    return f"{namespace}/{name}"
 
 
 class ClusterCache:
@@ -48,69 +46,45 @@ class ClusterCache:
     # --- Events; each returns the names of the selectors to reconcile ----------------------------------
 
     def upsert_selector(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.selectors[name] = parse(TaintSelector, body)
-        except UnparsableObject:
-            self.selectors.pop(name, None)
-            raise
+        name = body_name(body)
+        store(self.selectors, name, TaintSelector, body)
         return [name]
 
     def delete_selector(self, body: Mapping[str, Any]) -> list[str]:
         # Its rules go with the garbage collector; nothing is left to reconcile for it.
-        self.selectors.pop(_name(body), None)
+        self.selectors.pop(body_name(body), None)
         return []
 
     def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.slices[name] = parse(ResourceSlice, body)
-        except UnparsableObject:
-            self.slices.pop(name, None)
-            raise
+        store(self.slices, body_name(body), ResourceSlice, body)
         return sorted(self.selectors)
 
     def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        self.slices.pop(_name(body), None)
+        self.slices.pop(body_name(body), None)
         return sorted(self.selectors)
 
     def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
-        try:
-            self.classes[name] = parse(DeviceClass, body)
-        except UnparsableObject:
-            self.classes.pop(name, None)
-            raise
+        name = body_name(body)
+        store(self.classes, name, DeviceClass, body)
         return self._naming_class(name)
 
     def delete_class(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
+        name = body_name(body)
         self.classes.pop(name, None)
         return self._naming_class(name)
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
+        name = body_name(body)
         previous = self.rules.get(name)
-        try:
-            self.rules[name] = parse(DeviceTaintRule, body)
-        except UnparsableObject:
-            self.rules.pop(name, None)
-            raise
-        return self._concerned_by_rule(name, [previous, self.rules[name]])
+        return self._concerned_by_rule(name, [previous, store(self.rules, name, DeviceTaintRule, body)])
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
-        name = _name(body)
+        name = body_name(body)
         return self._concerned_by_rule(name, [self.rules.pop(name, None)])
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
-        key = _namespaced_name(body)
-        had = self.claims.pop(key, None) is not None
-        claim = parse(AllocatedClaim, body)
-        if claim.status.allocation is not None:
-            self.claims[key] = claim
-        elif not had:
-            return []
-        return self._dry_runs()
+        allocated = store_if(self.claims, _namespaced_name(body), AllocatedClaim, body, is_allocated)
+        return self._dry_runs() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
         return self._dry_runs() if self.claims.pop(_namespaced_name(body), None) is not None else []

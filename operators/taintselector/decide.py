@@ -17,12 +17,10 @@ What is still pending after a successful pass is therefore only the conflicts.
 
 from __future__ import annotations
 
-from typing import Any
-
-from operators.core.conditions import TRUE, find
+from operators.core.conditions import TRUE, reported
 from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
-from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write
+from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
 from operators.dra.taints import EFFECT_NONE
 
 from .cache import ClusterCache
@@ -72,7 +70,7 @@ def decide(
         dry_run=dry,
     )
     if needs_write(selector.status, status):
-        steps.append(_status_apply(selector, status))
+        steps.append(status_apply(SELECTORS, KIND, selector.metadata.name, selector.metadata.uid, status))
     return Plan(tuple(steps))
 
 
@@ -86,23 +84,8 @@ def rule_writes(diff: RuleDiff, uids: dict[str, str], rules_api: ServedResource)
 
 def _newly_invalid(selector: TaintSelector, outcome: Invalid) -> bool:
     """Whether the selector became invalid, or invalid for another reason, or at a new generation."""
-    previous = find(selector.status.get("conditions"), INVALID)
-    seen = (
-        previous is not None and previous.get("status") == TRUE and previous.get("reason") == outcome.reason
-    )
-    return not (seen and selector.status.get("observedGeneration") == selector.metadata.generation)
+    return not reported(selector.status, INVALID, TRUE, outcome.reason, selector.metadata.generation)
 
 
 def _selector_ref(selector: TaintSelector) -> ObjectRef:
     return ObjectRef(API_VERSION, KIND, selector.metadata.name, None, selector.metadata.uid)
-
-
-def _status_apply(selector: TaintSelector, status: dict[str, Any]) -> Apply:
-    """The whole status; ``metadata.uid`` keeps it off a re-created namesake (409)."""
-    body = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": selector.metadata.name, "uid": selector.metadata.uid},
-        "status": status,
-    }
-    return Apply(SELECTORS.path(selector.metadata.name, subresource="status"), body)

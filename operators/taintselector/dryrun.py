@@ -85,10 +85,7 @@ def dry_run(taint: DeviceTaint, selected: Iterable[DeviceId], allocated: Iterabl
     pods: set[str] = set()
     namespaces: set[str] = set()
     for claim in allocated:
-        allocation = claim.status.allocation
-        if allocation is None:
-            continue
-        hits = [r for r in allocation.devices.results if DeviceId(r.driver, r.pool, r.device) in devices]
+        hits = claims.results_on(claim, devices)
         if not hits:
             continue
         claim_count += 1

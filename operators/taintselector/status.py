@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, Condition, merge, same_content
+from operators.core.conditions import FALSE, TRUE, Condition, merge, status_differs
 from operators.dra import taintrules
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
@@ -175,10 +175,4 @@ def selector_status(
 
 def needs_write(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` says anything ``previous`` does not (transition times alone do not count)."""
-    if any(previous.get(key) != new.get(key) for key in ("observedGeneration", "selectedDevices", "dryRun")):
-        return True
-    old_conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
-    new_conditions = {c.get("type"): c for c in new.get("conditions") or ()}
-    if old_conditions.keys() != new_conditions.keys():
-        return True
-    return not all(same_content(old_conditions[key], new_conditions[key]) for key in new_conditions)
+    return status_differs(previous, new, ("observedGeneration", "selectedDevices", "dryRun"))
