@@ -1,4 +1,4 @@
-"""The six demo scenarios as data: for each folder, the commands a user types, in order.
+"""The seven demo scenarios as data: for each folder, the commands a user types, in order.
 
 A command is written exactly as the README shows it; :mod:`demo.player` runs it (``kubectl``
 is the cluster's kubectl, ``python`` this interpreter, and ``kubectl dra`` the plugin). The
@@ -278,6 +278,73 @@ BINDING = Scenario(
     ),
 )
 
+_HEALTH_RULES = "devicetaintrules -l app.kubernetes.io/managed-by=dra-operators-devicehealth"
+
+DEVICE_HEALTH = Scenario(
+    name="device-health",
+    title="Device health remediation: an unhealthy GPU tainted, its pod evicted, the rule cleared",
+    operators=("devicehealth", "devicetaint"),
+    namespace="demo-health",
+    steps=(
+        _driver("device-health", "a node with two healthy GPUs"),
+        _apply(
+            "device-health",
+            "2-policy.yaml",
+            "A DeviceHealthPolicy: the driver's Unhealthy taint, held 5 s, becomes a NoExecute rule.",
+        ),
+        Step(
+            "The policy is valid and may write DeviceTaintRules.",
+            "kubectl wait --for=condition=Ready devicehealthpolicy/gpu-health --timeout=60s",
+        ),
+        _apply("device-health", "3-workloads.yaml", "A trainer on gpu-1 and a notebook on gpu-0."),
+        _scheduled("demo-health"),
+        Step(
+            "The driver marks gpu-1 Unhealthy with a None taint in its ResourceSlice.",
+            "python -m demo.fakedriver apply demo/device-health/4-gpu-1-unhealthy.yaml",
+        ),
+        Step(
+            "5 s later the devicehealth operator taints it: the policy is Active.",
+            "kubectl wait --for=condition=Active devicehealthpolicy/gpu-health --timeout=60s",
+        ),
+        Step(
+            "One DeviceTaintRule, owned by the policy, for gpu-1 alone.",
+            f"kubectl get {_HEALTH_RULES} -o custom-columns='"
+            "DEVICE:.spec.deviceSelector.device,TAINT:.spec.taint.key,EFFECT:.spec.taint.effect,"
+            "OWNER:.metadata.ownerReferences[0].name'",
+        ),
+        Step(
+            "The devicetaint operator evicts the trainer: condition DisruptionTarget, then delete.",
+            "kubectl wait --for=condition=DisruptionTarget pod/trainer -n demo-health --timeout=60s",
+        ),
+        Step(
+            "Without a kubelet the evicted pod stays Terminating; the notebook on gpu-0 stays.",
+            "kubectl get pods -n demo-health",
+        ),
+        Step(
+            "The policy's columns: one device signalled, one tainted, none held back.",
+            "kubectl get devicehealthpolicy gpu-health",
+        ),
+        Step(
+            "The driver republishes gpu-1 healthy.",
+            "python -m demo.fakedriver apply demo/device-health/5-gpu-1-repaired.yaml",
+        ),
+        Step(
+            "10 s later (clearAfter) the operator deletes the rule, and gpu-1 takes claims again.",
+            f"kubectl wait --for=delete {_HEALTH_RULES} --timeout=60s",
+        ),
+        Step(
+            "The policy is idle again.",
+            "kubectl get devicehealthpolicy gpu-health -o jsonpath="
+            "'{range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{\"\\n\"}{end}'",
+        ),
+        Step(
+            "The story in the policy's Events.",
+            "kubectl get events -n default --field-selector involvedObject.name=gpu-health "
+            "--sort-by=.metadata.creationTimestamp",
+        ),
+    ),
+)
+
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (TEMPLATES, EVICTION, DRY_RUN, GPU_POOL, NIC_POOL, BINDING)
+    s.name: s for s in (TEMPLATES, EVICTION, DRY_RUN, GPU_POOL, NIC_POOL, BINDING, DEVICE_HEALTH)
 }

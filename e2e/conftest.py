@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from devcluster import build as build_mod
+from devcluster import realnode
 from devcluster.constants import DEFAULT_PROFILE, PROFILES, minor_of
 from devcluster.kube import Kube
 from e2e import backends, harness
 from e2e.product import matrix
+from e2e.product.support import DEVICE_CLASS, RESOURCE, create_gpu_class
 from e2e.support import ARTIFACTS, Tracker, namespace_of_test, node_hash
 
 DEFAULT_BINDING_TIMEOUT = "30s"
@@ -205,6 +207,24 @@ def upstream_api(upstream_cluster: harness.Cluster) -> Iterator[Kube]:
     client = Kube(upstream_cluster.kubeconfig)
     yield client
     client.close()
+
+
+# -- the real node ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def node(cluster: harness.Cluster) -> realnode.NodeLayout:
+    """The devcluster's real node (kubelet, containerd, the test driver), for pods that really run."""
+    if cluster.state is None or cluster.state.node is None:
+        pytest.skip("the cluster has no real node (NODE=fake)")
+    return cluster.state.node_layout
+
+
+@pytest.fixture(scope="module")
+def gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
+    """The DeviceClass of the test driver's GPUs (modules that install the product define their own)."""
+    yield create_gpu_class(api)
+    api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
 
 
 # -- names and namespaces -------------------------------------------------------------------------

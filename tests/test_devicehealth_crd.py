@@ -65,3 +65,37 @@ def test_the_device_states_are_the_enum() -> None:
     devices = version(PLURAL)["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["devices"]
     states = devices["items"]["properties"]["state"]["enum"]
     assert states == [STATE_TAINTED, STATE_WOULD_TAINT, STATE_HELD_BACK, STATE_SIGNALLED]
+
+
+# The fields of apiextensions.k8s.io/v1 JSONSchemaProps a CRD of this project uses; anything else
+# is a property written one indentation too far out, which kube-apiserver refuses on apply.
+SCHEMA_KEYS = {
+    "type", "description", "properties", "required", "items", "enum", "default", "format",
+    "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "nullable",
+    "additionalProperties", "x-kubernetes-validations", "x-kubernetes-int-or-string",
+    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-map-type", "anyOf", "oneOf", "allOf",
+}  # fmt: skip
+
+
+def _misplaced(schema: Any, path: str) -> list[str]:
+    if not isinstance(schema, dict):
+        return [f"{path}: {schema!r} is not a schema"]
+    found = [f"{path}.{key}" for key in schema if key not in SCHEMA_KEYS]
+    for name, child in (schema.get("properties") or {}).items():
+        found += _misplaced(child, f"{path}.properties.{name}")
+    if isinstance(schema.get("items"), dict):
+        found += _misplaced(schema["items"], f"{path}.items")
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += _misplaced(schema["additionalProperties"], f"{path}.additionalProperties")
+    return found
+
+
+def test_every_schema_node_is_a_schema() -> None:
+    assert _misplaced(version()["schema"]["openAPIV3Schema"], "openAPIV3Schema") == []
+
+
+def test_the_slice_taint_signal_has_the_models_fields() -> None:
+    slice_taint = spec_schema()["properties"]["signals"]["properties"]["sliceTaint"]
+    assert set(slice_taint["properties"]) == {"key", "values", "effects"}
+    assert slice_taint["required"] == ["key"]

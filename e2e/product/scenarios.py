@@ -28,6 +28,9 @@ DRY_RUN_MESSAGE = (
     "DeviceTaintRule to trigger an update."
 )
 GPU_DRIVER = "gpu.partitions.demo.example.com"
+HEALTH_DRIVER = "gpu.health.demo.example.com"
+HEALTH_POLICIES = "/apis/dra-operators.io/v1alpha1/devicehealthpolicies"
+HEALTH_RULES = "app.kubernetes.io/managed-by=dra-operators-devicehealth"
 GPU_POOL = {
     "driver": GPU_DRIVER,
     "poolName": "partitions-node",
@@ -303,6 +306,61 @@ def play_binding_conditions(api: Kube, player: Player, scenario: Scenario) -> No
     )
 
 
+def play_device_health(api: Kube, player: Player, scenario: Scenario) -> None:
+    ns = scenario.namespace
+    repaired = scenario.index("python -m demo.fakedriver apply demo/device-health/5-gpu-1-repaired.yaml")
+    player.play(scenario, stop=repaired)
+
+    policy = api.get(f"{HEALTH_POLICIES}/gpu-health")
+    (rule,) = api.list(f"{RESOURCE}/devicetaintrules", labelSelector=HEALTH_RULES)
+    assert rule["spec"]["deviceSelector"] == {
+        "driver": HEALTH_DRIVER,
+        "pool": "health-node",
+        "device": "gpu-1",
+    }
+    assert rule["spec"]["taint"]["effect"] == "NoExecute"
+    (owner,) = rule["metadata"]["ownerReferences"]
+    assert (owner["name"], owner["uid"], owner["controller"]) == (
+        "gpu-health",
+        policy["metadata"]["uid"],
+        True,
+    )
+    status = policy["status"]
+    assert (status["signalledDevices"], status["taintedDevices"], status["heldBackDevices"]) == (1, 1, 0)
+    assert [(d["device"], d["state"]) for d in status["devices"]] == [("gpu-1", "Tainted")]
+    trainer = api.get(f"/api/v1/namespaces/{ns}/pods/trainer")
+    notebook = api.get(f"/api/v1/namespaces/{ns}/pods/notebook")
+    disruption = _condition(trainer, "DisruptionTarget")
+    assert disruption is not None
+    assert (disruption["status"], disruption["reason"]) == ("True", "DeletionByDeviceTaintManager")
+    assert trainer["metadata"].get("deletionTimestamp")
+    assert _condition(notebook, "DisruptionTarget") is None
+    assert not notebook["metadata"].get("deletionTimestamp")
+    unhealthy = [e for e in _events(api, ns, "trainer") if e["reason"] == "DeviceUnhealthy"]
+    assert [e["message"] for e in unhealthy] == [
+        f"Device {HEALTH_DRIVER}/health-node/gpu-1 is unhealthy and tainted NoExecute "
+        "by DeviceHealthPolicy gpu-health."
+    ]
+
+    player.play(scenario, start=repaired)  # its wait ends when the rule is deleted
+    assert api.list(f"{RESOURCE}/devicetaintrules", labelSelector=HEALTH_RULES) == []
+    status = api.get(f"{HEALTH_POLICIES}/gpu-health")["status"]
+    assert (status["signalledDevices"], status["taintedDevices"], status["devices"]) == (0, 0, [])
+    active = _condition({"status": status}, "Active")
+    assert active is not None
+    assert (active["status"], active["reason"], active["message"]) == (
+        "False",
+        "Idle",
+        "No device is tainted.",
+    )
+    # Events outlive the policy: those of an earlier play carry another UID.
+    uid = policy["metadata"]["uid"]
+    reasons = [
+        e["reason"] for e in _events(api, "default", "gpu-health") if e["involvedObject"].get("uid") == uid
+    ]
+    assert (reasons.count("DeviceTainted"), reasons.count("DeviceCleared")) == (1, 1), reasons
+
+
 Story = Callable[[Kube, Player, Scenario], None]
 STORIES: dict[str, Story] = {
     "claims-from-templates": play_claims_from_templates,
@@ -311,4 +369,5 @@ STORIES: dict[str, Story] = {
     "gpu-pool-status": play_gpu_pool_status,
     "shareable-nic-pool": play_shareable_nic_pool,
     "binding-conditions": play_binding_conditions,
+    "device-health": play_device_health,
 }

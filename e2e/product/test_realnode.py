@@ -23,11 +23,9 @@ from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
 from e2e import harness
 from e2e.product.support import (
-    DEVICE_CLASS,
     RESOURCE,
     allocated_device,
     cdi_specs,
-    create_gpu_class,
     create_noexecute_rule,
     eviction_condition,
     generated_claim,
@@ -39,19 +37,6 @@ from e2e.product.support import (
 from e2e.support import ARTIFACTS
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def node(cluster: harness.Cluster) -> realnode.NodeLayout:
-    if cluster.state is None or cluster.state.node is None:
-        pytest.skip("the cluster has no real node (NODE=fake)")
-    return cluster.state.node_layout
-
-
-@pytest.fixture(scope="module")
-def gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
-    yield create_gpu_class(api)
-    api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
 
 
 @pytest.fixture
@@ -231,6 +216,11 @@ def test_device_health_reaches_the_pod_status_and_the_slice(
             60,
             f"{device} Healthy in the pod status and untainted in the slice; seen so far {seconds}",
         )
+        # The generated claim keeps its delete protection until our operator releases it, and the
+        # operator stops before the namespace is removed: the pod and its claim go while it runs.
+        api.delete(f"/api/v1/namespaces/{namespace}/pods/patient")
+        claims = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+        wait_for(lambda: api.list(claims) == [], 90, "our operator to delete the generated claim")
     finally:
         realnode.clear_device_health(node)
         ARTIFACTS.mkdir(exist_ok=True)
