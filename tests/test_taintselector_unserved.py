@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
+from runtime_support import unit_runtime
 
-from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource
-from operators.core.health import Health
 from operators.core.keys import Key
 from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
 from operators.dra.taints import DeviceTaintSelector
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.kubectl_dra import commands, maintain
@@ -76,17 +74,13 @@ class FakeClient:
 
 def make_runtime(client: FakeClient) -> Runtime:
     """The runtime that discovers what ``client`` serves of the definition's kinds, with its controller."""
-    kube = cast(KubeClient, client)
-    runtime = Runtime(
-        name="taintselector",
-        settings=Settings(),
-        client=kube,
-        reader=kube,
-        events=cast(Any, None),
-        health=Health(),
-        queue=WorkQueue("taintselector-unit"),
-        field_manager="dra-operators-taintselector",
+    runtime = unit_runtime(
+        client,
+        "taintselector",
+        Settings(),
         kinds=DEFINITION.kinds,
+        field_manager="dra-operators-taintselector",
+        events=False,
     )
     runtime.controller = TaintSelectorController(runtime)
     return runtime
