@@ -1,7 +1,9 @@
-"""An operator's runtime over a fake API client, wired as the operator's command wires it."""
+"""An operator's runtime over a fake API client, wired as the operator's command wires it, and
+the fake API server most controller tests need."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from operators.core.client import KubeClient
@@ -38,3 +40,28 @@ def unit_runtime(
         own_namespace=own_namespace,
         kinds=kinds,
     )
+
+
+@dataclass
+class ServingClient:
+    """An API server that serves the group versions in ``discovery`` (any other one serves no
+    resources) and records each write as (verb, path, body). A server-side apply is recorded as
+    the PATCH it is on the wire, so that "only patches" covers both ways of patching."""
+
+    discovery: dict[str, dict[str, Any]]
+    calls: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    async def get(self, path: str, **_: Any) -> Any:
+        return self.discovery.get(path, {"resources": []})
+
+    async def create(self, path: str, body: dict[str, Any], **_: Any) -> Any:
+        self.calls.append(("create", path, body))
+        return body
+
+    async def apply(self, path: str, body: dict[str, Any], field_manager: str, **_: Any) -> Any:
+        self.calls.append(("patch", path, body))
+        return body
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        self.calls.append(({"PATCH": "patch", "DELETE": "delete"}[method], path, body))
+        return None
