@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from runtime_support import unit_runtime
+from strategies import pod_consumer
 
 from operators.bindingattacher import ledger
 from operators.bindingattacher.actions.base import ActionConfigError
@@ -114,7 +115,7 @@ def claim_body(
 ) -> dict[str, Any]:
     """A claim as the API server shows it."""
     status: dict[str, Any] = {
-        "reservedFor": [{"resource": "pods", "name": f"pod-{i}", "uid": u} for i, u in enumerate(reserved)],
+        "reservedFor": [pod_consumer(f"pod-{i}", u) for i, u in enumerate(reserved)],
         "devices": list(devices),
     }
     if allocated:
