@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from runtime_support import unit_runtime
+from strategies import pod_consumer
 
 from operators.bindingattacher import ledger
 from operators.bindingattacher.actions.base import ActionConfigError
@@ -22,13 +24,8 @@ from operators.bindingattacher.models import (
 )
 from operators.bindingattacher.selection import NodeResolution
 from operators.bindingattacher.settings import Settings
-from operators.core.client import KubeClient
 from operators.core.conditions import format_time
-from operators.core.events import EventRecorder
-from operators.core.health import Health
 from operators.core.namespace import NamespaceState, Presence
-from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
 
 T0 = datetime(2026, 8, 1, 10, 0, 0, tzinfo=UTC)
 DEADLINE = T0 + timedelta(seconds=22)
@@ -118,7 +115,7 @@ def claim_body(
 ) -> dict[str, Any]:
     """A claim as the API server shows it."""
     status: dict[str, Any] = {
-        "reservedFor": [{"resource": "pods", "name": f"pod-{i}", "uid": u} for i, u in enumerate(reserved)],
+        "reservedFor": [pod_consumer(f"pod-{i}", u) for i, u in enumerate(reserved)],
         "devices": list(devices),
     }
     if allocated:
@@ -210,17 +207,12 @@ async def refused_action(spec: ActionSpec, context: BuildContext) -> ActionConfi
 def attacher(client: object, ledger_namespace: Presence) -> BindingAttacherController:
     """A controller on its own runtime, as ``dra-operators bindingattacher`` builds it, over a
     fake API client, with the ledger namespace present or missing."""
-    kube = cast(KubeClient, client)
     namespace = NamespaceState("dra-operators", "the DeviceAttachment ledger")
     namespace.update(ledger_namespace)
-    runtime = Runtime(
-        name="bindingattacher",
-        settings=Settings(namespace="dra-operators"),
-        client=kube,
-        reader=kube,
-        events=EventRecorder(kube, "dra-operators-bindingattacher"),
-        health=Health(),
-        queue=WorkQueue("bindingattacher-unit"),
+    runtime = unit_runtime(
+        client,
+        "bindingattacher",
+        Settings(namespace="dra-operators"),
         field_manager="dra-operators-bindingattacher",
         own_namespace=namespace,
     )

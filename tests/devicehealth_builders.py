@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from strategies import pod_consumer
+
 from operators.core.discovery import ServedResource
 from operators.devicehealth.models import AllocatedClaim, DeviceTaintRule, HealthPolicy, Pod, ResourceSlice
 from operators.devicehealth.rules import TAINT_KEY, TAINT_VALUE
@@ -115,7 +117,7 @@ def claim_body(
         "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
         "status": {
             "allocation": {"devices": {"results": entries}},
-            "reservedFor": [{"resource": "pods", "name": pod, "uid": f"uid-{pod}"} for pod in pods],
+            "reservedFor": [pod_consumer(pod, f"uid-{pod}") for pod in pods],
         },
     }
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from strategies import pod_consumer, pod_group_consumer, pod_group_owner, pod_owner
+
 from operators.core.conditions import format_time
 from operators.core.keys import POD, Key
 from operators.core.models import parse
@@ -85,9 +87,9 @@ def claim(
     group: str | None = None,
 ) -> ResourceClaim:
     """``group``: the claim of that PodGroup, reserved for it (instead of ``reserved_for``)."""
-    consumers = [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for]
+    consumers = [pod_consumer(n, u) for n, u in reserved_for]
     if group is not None:
-        consumers = [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group, "uid": "G1"}]
+        consumers = [pod_group_consumer(group, "G1")]
     status: dict[str, Any] = {"reservedFor": consumers}
     if allocated:
         results = [
@@ -103,19 +105,9 @@ def claim(
         status["allocation"] = {"devices": {"results": results}}
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid or f"uid-{namespace}-{name}"}
     if owner_uid is not None:
-        metadata["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": owner_uid, "controller": True}
-        ]
+        metadata["ownerReferences"] = [pod_owner("owner", owner_uid)]
     if group is not None:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "scheduling.k8s.io/v1beta1",
-                "kind": "PodGroup",
-                "name": group,
-                "uid": "G1",
-                "controller": True,
-            }
-        ]
+        metadata["ownerReferences"] = [pod_group_owner(group, "G1")]
     return parse(ResourceClaim, {"kind": "ResourceClaim", "metadata": metadata, "status": status})
 
 

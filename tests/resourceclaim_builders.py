@@ -10,8 +10,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from strategies import pod_consumer as pod_consumer
 from strategies import pod_group_consumer as pod_group_consumer
-from strategies import pod_group_object
+from strategies import pod_group_object, pod_owner
 from strategies import pod_group_owner as pod_group_owner
 
 from operators.core.reconcile import Result
@@ -92,10 +93,6 @@ def make_pod(name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Pod:
     return Pod.model_validate(pod_body(name, uid, **kwargs))
 
 
-def pod_consumer(name: str, uid: str) -> dict[str, str]:
-    return {"resource": "pods", "name": name, "uid": uid}
-
-
 def pod_group_body(
     name: str = "pg",
     uid: str = "G",
@@ -157,9 +154,7 @@ def claim_body(
     if all_annotations:
         metadata["annotations"] = all_annotations
     if owner is not None:
-        metadata["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": "Pod", "name": owner[0], "uid": owner[1], "controller": True}
-        ]
+        metadata["ownerReferences"] = [pod_owner(*owner)]
     if owner_ref is not None:
         metadata["ownerReferences"] = [dict(owner_ref)]
     if finalizers:

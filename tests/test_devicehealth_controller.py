@@ -19,6 +19,7 @@ from devicehealth_builders import (
     rule_body,
     slice_body,
 )
+from runtime_support import ServingClient
 
 from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
@@ -32,36 +33,12 @@ RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 KEY = Key(POLICY, "", "gpu-health")
 
 
-@dataclass
-class FakeClient:
-    discovery: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {
-            "/apis/resource.k8s.io/v1": {
-                "resources": [
-                    {"name": "resourceslices"},
-                    {"name": "deviceclasses"},
-                    {"name": "resourceclaims"},
-                ]
-            },
-            "/apis/dra-operators.io/v1alpha1": {"resources": [{"name": "devicehealthpolicies"}]},
-        }
-    )
-    calls: list[tuple[str, str, Any]] = field(default_factory=list)
-
-    async def get(self, path: str, **_: Any) -> Any:
-        return self.discovery.get(path, {"resources": []})
-
-    async def create(self, path: str, body: dict[str, Any], **_: Any) -> Any:
-        self.calls.append(("create", path, body))
-        return body
-
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, **_: Any) -> Any:
-        self.calls.append(("patch", path, body))
-        return body
-
-    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
-        self.calls.append(({"PATCH": "patch", "DELETE": "delete"}[method], path, body))
-        return None
+SERVED = {
+    "/apis/resource.k8s.io/v1": {
+        "resources": [{"name": "resourceslices"}, {"name": "deviceclasses"}, {"name": "resourceclaims"}]
+    },
+    "/apis/dra-operators.io/v1alpha1": {"resources": [{"name": "devicehealthpolicies"}]},
+}
 
 
 @dataclass
@@ -86,7 +63,7 @@ class FakeEvents:
 
 @dataclass
 class FakeRuntime:
-    client: FakeClient = field(default_factory=FakeClient)
+    client: ServingClient = field(default_factory=lambda: ServingClient({**SERVED}))
     queue: FakeQueue = field(default_factory=FakeQueue)
     events: FakeEvents = field(default_factory=FakeEvents)
     field_manager: str = "dra-operators-devicehealth"

@@ -9,21 +9,19 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from devicetaint_builders import KEY, P1, R1
 from prometheus_client import REGISTRY
+from runtime_support import unit_runtime
 
 from operators.core import runtime as runtime_mod
-from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError, KubeClient
-from operators.core.events import EventRecorder
-from operators.core.health import Health
+from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.keys import Key
 from operators.core.reconcile import Done, Requeue
-from operators.core.runtime import Runtime, follow_served_version, watched_kinds
+from operators.core.runtime import follow_served_version, watched_kinds
 from operators.core.settings import OperatorSettings
-from operators.core.workqueue import WorkQueue
 from operators.devicetaint.apis import served_apis
 from operators.devicetaint.controller import DeviceTaintController
 from operators.devicetaint.operator import DEFINITION
@@ -114,17 +112,12 @@ def make_controller(
     versions: dict[str, dict[str, Any]], settings: OperatorSettings | None = None
 ) -> tuple[DeviceTaintController, FakeClient]:
     client = FakeClient(versions)
-    kube = cast(KubeClient, client)
-    runtime = Runtime(
-        name="devicetaint",
-        settings=settings or Settings(),
-        client=kube,
-        reader=kube,
-        events=EventRecorder(kube, "dra-operators-devicetaint"),
-        health=Health(),
-        queue=WorkQueue("devicetaint-unit"),
-        field_manager="dra-operators-devicetaint",
+    runtime = unit_runtime(
+        client,
+        "devicetaint",
+        settings or Settings(),
         kinds=DEFINITION.kinds,
+        field_manager="dra-operators-devicetaint",
     )
     controller = DeviceTaintController(runtime)
     runtime.controller = controller

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from devicehealth_builders import gpu, rule_body
 
 from operators.kubectl_dra.explain import ExplainQuery, document, render
 from operators.kubectl_dra.explainmodel import Finding, Snapshot, explain_claim, explain_pod
@@ -245,29 +247,7 @@ def test_pod_explains_each_claim_and_the_missing_template() -> None:
 # --- device health (issue #41) ---------------------------------------------------------------------
 
 SIGNAL = {"key": "gpu.example.com/health", "value": "Unhealthy", "effect": "None"}
-POLICY_RULE = {
-    "metadata": {
-        "name": "gpu-health-1a2b3c4d5e6f",
-        "ownerReferences": [
-            {
-                "apiVersion": "dra-operators.io/v1alpha1",
-                "kind": "DeviceHealthPolicy",
-                "name": "gpu-health",
-                "uid": "u-policy",
-                "controller": True,
-            }
-        ],
-    },
-    "spec": {
-        "deviceSelector": {"driver": DRIVER, "pool": "node-1", "device": "gpu-1"},
-        "taint": {
-            "key": "dra-operators.io/device-health",
-            "value": "Unhealthy",
-            "effect": "NoExecute",
-            "timeAdded": "2026-12-03T09:30:00Z",
-        },
-    },
-}
+POLICY_RULE = rule_body(gpu("node-1", "gpu-1"), time_added=datetime(2026, 12, 3, 9, 30, tzinfo=UTC))
 
 
 def reporting_pod(claim_name: str, reports: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -344,7 +324,7 @@ def test_an_allocated_device_shows_signals_apart_from_the_taint_a_health_policy_
         (
             "gpu.example.com/node-1/gpu-1 has dra-operators.io/device-health=Unhealthy:NoExecute "
             "(DeviceHealthPolicy gpu-health): the claim does not tolerate it, so its pods are evicted.",
-            "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+            "DeviceTaintRule gpu-health-2816155260d0 .spec.taint",
             True,
         ),
     ]

@@ -6,6 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from devicehealth_builders import gpu, rule_body
 
 from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.kubectl_dra.devicetaints import PlacedTaint, parse_rules, placed_taints
@@ -188,24 +189,7 @@ def _slice(**taints: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-HEALTH_RULE = {
-    "metadata": {
-        "name": "gpu-health-1a2b3c4d5e6f",
-        "ownerReferences": [
-            {
-                "apiVersion": "dra-operators.io/v1alpha1",
-                "kind": "DeviceHealthPolicy",
-                "name": "gpu-health",
-                "uid": "u",
-                "controller": True,
-            }
-        ],
-    },
-    "spec": {
-        "deviceSelector": {"driver": GPU, "pool": "pool-1", "device": "gpu-1"},
-        "taint": {"key": "dra-operators.io/device-health", "value": "Unhealthy", "effect": "NoExecute"},
-    },
-}
+HEALTH_RULE = rule_body(gpu("pool-1", "gpu-1"))
 SIGNAL = {"key": f"{GPU}/health", "value": "Unhealthy", "effect": "None"}
 
 
@@ -226,7 +210,7 @@ def test_placed_taints_keep_their_source_and_the_policy_behind_a_rule() -> None:
         (
             f"{GPU}/pool-1/gpu-1",
             "dra-operators.io/device-health=Unhealthy:NoExecute (DeviceHealthPolicy gpu-health)",
-            "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+            "DeviceTaintRule gpu-health-21c87304f8ec .spec.taint",
         ),
     ]
     assert [t.blocks for t in taints] == [False, True]
@@ -242,7 +226,7 @@ def test_a_pool_lists_its_tainted_devices_with_signals_apart() -> None:
         "  DEVICE  TAINT                                     EFFECT         FROM\n"
         "  gpu-1   gpu.example.com/health=Unhealthy          None (signal)  ResourceSlice pool-1-gpus\n"
         "  gpu-1   dra-operators.io/device-health=Unhealthy  NoExecute      "
-        "DeviceTaintRule gpu-health-1a2b3c4d5e6f of DeviceHealthPolicy gpu-health\n"
+        "DeviceTaintRule gpu-health-21c87304f8ec of DeviceHealthPolicy gpu-health\n"
         "\n"
         "Bars: # allocated, x unavailable (tainted), . available.\n"
         "Taints: NoSchedule keeps new claims off a device, NoExecute also evicts the pods using it; "
@@ -263,7 +247,7 @@ def test_the_document_adds_device_taints_only_when_there_are_some() -> None:
         "key": "dra-operators.io/device-health",
         "value": "Unhealthy",
         "effect": "NoExecute",
-        "source": "DeviceTaintRule gpu-health-1a2b3c4d5e6f .spec.taint",
+        "source": "DeviceTaintRule gpu-health-21c87304f8ec .spec.taint",
         "deviceHealthPolicy": "gpu-health",
     }
     assert "deviceHealthPolicy" not in entries[0]

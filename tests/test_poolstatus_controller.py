@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from poolstatus_builders import REQUEST_RESOURCES, requests_served_on_both_surfaces, served_doc
 from prometheus_client import REGISTRY
+from runtime_support import unit_runtime
 
-from operators.core.client import ApiError, KubeClient
-from operators.core.health import Health
+from operators.core.client import ApiError
 from operators.core.keys import CLAIM, Key
 from operators.core.reconcile import Requeue
 from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
 from operators.dra import taintrules
 from operators.poolstatus.controller import DISCOVERY_KEY, TTL_KEY, PoolStatusController, request_key
 from operators.poolstatus.operator import DEFINITION
@@ -119,17 +118,7 @@ def client() -> FakeClient:
 
 def make(client: FakeClient, **settings: Any) -> tuple[PoolStatusController, Runtime]:
     """A controller on the runtime that discovers what ``client`` serves of the definition's kinds."""
-    kube = cast(KubeClient, client)
-    runtime = Runtime(
-        name="poolstatus",
-        settings=Settings(**settings),
-        client=kube,
-        reader=kube,
-        events=cast(Any, None),
-        health=Health(),
-        queue=WorkQueue("poolstatus-unit"),
-        kinds=DEFINITION.kinds,
-    )
+    runtime = unit_runtime(client, "poolstatus", Settings(**settings), kinds=DEFINITION.kinds, events=False)
     runtime.controller = PoolStatusController(runtime)
     return runtime.controller, runtime
 

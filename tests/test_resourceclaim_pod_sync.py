@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from resourceclaim_builders import (
     TEMPLATE_SPEC,
     FakeApi,
@@ -48,6 +49,14 @@ GENERATED_GPU_STATUS = [{"name": "gpu", "resourceClaimName": "my-pod-gpu-bcdfg"}
 def gpu_pod_and_template() -> ClusterCache:
     """The cache with the pod my-pod, whose one claim comes from the template gpu-tmpl, and that template."""
     return cache_with(pods=[make_pod(claims=GPU)], templates=[make_template()])
+
+
+def sync_with_failing_status_apply(failure: Failed) -> tuple[ClusterCache, FakeApi, Any]:
+    """The sync of ``gpu_pod_and_template()`` whose pod status apply fails once with ``failure``."""
+    cache = gpu_pod_and_template()
+    api = FakeApi()
+    api.fail(ApplyPodStatus, failure)
+    return cache, api, run_pod_sync(cache, api)
 
 
 def applied_statuses(api: FakeApi) -> list[dict[str, str]]:
@@ -350,10 +359,7 @@ def test_scenario_8_user_claim_by_name() -> None:
 
 
 def test_scenario_9_status_write_fails_once_and_the_watch_catches_up() -> None:
-    cache = gpu_pod_and_template()
-    api = FakeApi()
-    api.fail(ApplyPodStatus, Failed(500, "internal error"))
-    outcome = run_pod_sync(cache, api)
+    cache, api, outcome = sync_with_failing_status_apply(Failed(500, "internal error"))
     assert outcome == Retry("update pod demo/my-pod ResourceClaimStatuses: internal error")
     assert api.of_type(EmitEvent) == []
 
@@ -365,10 +371,8 @@ def test_scenario_9_status_write_fails_once_and_the_watch_catches_up() -> None:
 
 
 def test_scenario_10_retry_before_the_watch_catches_up() -> None:
-    cache = gpu_pod_and_template()
-    api = FakeApi()
-    api.fail(ApplyPodStatus, Failed(500, "internal error"))
-    assert isinstance(run_pod_sync(cache, api), Retry)
+    cache, api, outcome = sync_with_failing_status_apply(Failed(500, "internal error"))
+    assert isinstance(outcome, Retry)
     [first_apply] = api.of_type(ApplyPodStatus)
 
     # No claim watch event in between: the just-created record alone prevents a second POST.
@@ -388,20 +392,19 @@ def test_scenario_11_restart_reuses_the_claim_from_the_listing() -> None:
     assert applied_statuses(api) == GENERATED_GPU_STATUS
 
 
-def test_status_apply_404_ends_the_sync() -> None:
-    cache = gpu_pod_and_template()
-    api = FakeApi()
-    api.fail(ApplyPodStatus, Failed(404, 'pods "my-pod" not found'))
-    assert isinstance(run_pod_sync(cache, api), Done)
-
-
-def test_status_apply_conflict_on_replaced_pod_is_retried() -> None:
-    cache = gpu_pod_and_template()
-    api = FakeApi()
-    api.fail(
-        ApplyPodStatus, Failed(409, "Precondition failed: UID in precondition: U, UID in object meta: U2")
-    )
-    assert isinstance(run_pod_sync(cache, api), Retry)
+@pytest.mark.parametrize(
+    ("failure", "ending"),
+    [
+        pytest.param(Failed(404, 'pods "my-pod" not found'), Done, id="pod-gone-ends"),
+        pytest.param(
+            Failed(409, "Precondition failed: UID in precondition: U, UID in object meta: U2"),
+            Retry,
+            id="replaced-pod-retried",
+        ),
+    ],
+)
+def test_a_refused_status_apply(failure: Failed, ending: type[Done | Retry]) -> None:
+    assert isinstance(sync_with_failing_status_apply(failure)[2], ending)
 
 
 # Scenario 12.
@@ -441,26 +444,30 @@ def test_scenario_13_prescheduled_pod_reserves_allocated_claim() -> None:
     assert shared.body["status"].get("reservedFor") is None
 
 
-def test_scenario_14_unallocated_claim_is_left_alone() -> None:
-    pod = make_pod("p", "U", claims=[named_entry("gpu", "shared")], node_name="node-1")
+@pytest.mark.parametrize(
+    ("phase", "shared", "ending"),
+    [
+        pytest.param("Pending", make_claim("shared"), Done(), id="scenario-14-unallocated"),
+        pytest.param(
+            "Succeeded",
+            make_claim("shared", allocated=True, reserved_for=[pod_consumer("q", "Q")]),
+            Done("pod has terminated"),
+            id="scenario-15-terminal-prescheduled",
+        ),
+        pytest.param(
+            "Pending",
+            make_claim("shared", allocated=True, reserved_for=[pod_consumer("p", "U")]),
+            Done(),
+            id="already-reserved",
+        ),
+    ],
+)
+def test_a_claim_the_pod_need_not_reserve_is_left_alone(
+    phase: str, shared: ResourceClaim, ending: Done
+) -> None:
+    pod = make_pod("p", "U", claims=[named_entry("gpu", "shared")], node_name="node-1", phase=phase)
     api = FakeApi()
-    assert run_pod_sync(cache_with(pods=[pod], claims=[make_claim("shared")]), api, "p") == Done()
-    assert api.actions == []
-
-
-def test_scenario_15_terminal_prescheduled_pod_is_not_reserved() -> None:
-    pod = make_pod("p", "P", claims=[named_entry("gpu", "shared")], node_name="node-1", phase="Succeeded")
-    shared = make_claim("shared", allocated=True, reserved_for=[pod_consumer("q", "Q")])
-    api = FakeApi()
-    run_pod_sync(cache_with(pods=[pod], claims=[shared]), api, "p")
-    assert api.actions == []
-
-
-def test_already_reserved_claim_is_not_written() -> None:
-    pod = make_pod("p", "U", claims=[named_entry("gpu", "shared")], node_name="node-1")
-    shared = make_claim("shared", allocated=True, reserved_for=[pod_consumer("p", "U")])
-    api = FakeApi()
-    run_pod_sync(cache_with(pods=[pod], claims=[shared]), api, "p")
+    assert run_pod_sync(cache_with(pods=[pod], claims=[shared]), api, "p") == ending
     assert api.actions == []
 
 

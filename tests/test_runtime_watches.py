@@ -9,16 +9,14 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from runtime_support import unit_runtime
 
 from operators.core import runtime
-from operators.core.client import ApiError, KubeClient
-from operators.core.events import EventRecorder
-from operators.core.health import Health
+from operators.core.client import ApiError
 from operators.core.settings import OperatorSettings
-from operators.core.workqueue import WorkQueue
 
 GROUP = "example.io"
 
@@ -75,17 +73,7 @@ WATCHES: tuple[runtime.Watch[Widgets], ...] = (
 def make_runtime(
     client: DiscoveryClient, controller: Widgets, kinds: tuple[runtime.Kind, ...] = WATCHES
 ) -> runtime.Runtime:
-    kube = cast(KubeClient, client)
-    made = runtime.Runtime(
-        name="watches",
-        settings=OperatorSettings(),
-        client=kube,
-        reader=kube,
-        events=EventRecorder(kube, "watches"),
-        health=Health(),
-        queue=WorkQueue("watches-unit"),
-        kinds=kinds,
-    )
+    made = unit_runtime(client, "watches", OperatorSettings(), kinds=kinds)
     made.controller = controller
     return made
 

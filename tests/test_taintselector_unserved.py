@@ -8,17 +8,14 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
+from runtime_support import ServingClient, unit_runtime
 
-from operators.core.client import KubeClient
 from operators.core.discovery import ServedResource
-from operators.core.health import Health
 from operators.core.keys import Key
 from operators.core.runtime import Runtime
-from operators.core.workqueue import WorkQueue
 from operators.dra.taints import DeviceTaintSelector
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.kubectl_dra import commands, maintain
@@ -47,46 +44,23 @@ def test_the_text_names_every_served_version_and_each_versions_remedy() -> None:
     assert not DEVICE_TAINT_RULES_UNSERVED.endswith(".")
 
 
-@dataclass
-class FakeClient:
-    discovery: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {
-            "/apis/resource.k8s.io/v1": {
-                "resources": [{"name": "resourceslices"}, {"name": "deviceclasses"}]
-            },
-            "/apis/dra-operators.io/v1alpha1": {
-                "resources": [{"name": "devicetaintselectors"}, {"name": "devicetaintselectors/status"}]
-            },
-        }
-    )
-    applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-
-    async def get(self, path: str, **_: str) -> Any:
-        return self.discovery.get(path, {"resources": []})
-
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, **_: Any) -> Any:
-        self.applied.append((path, body))
-        return body
-
-    async def create(self, path: str, body: dict[str, Any], **_: str) -> Any:
-        self.created.append(path)
-        return body
+SERVED = {
+    "/apis/resource.k8s.io/v1": {"resources": [{"name": "resourceslices"}, {"name": "deviceclasses"}]},
+    "/apis/dra-operators.io/v1alpha1": {
+        "resources": [{"name": "devicetaintselectors"}, {"name": "devicetaintselectors/status"}]
+    },
+}
 
 
-def make_runtime(client: FakeClient) -> Runtime:
+def make_runtime(client: ServingClient) -> Runtime:
     """The runtime that discovers what ``client`` serves of the definition's kinds, with its controller."""
-    kube = cast(KubeClient, client)
-    runtime = Runtime(
-        name="taintselector",
-        settings=Settings(),
-        client=kube,
-        reader=kube,
-        events=cast(Any, None),
-        health=Health(),
-        queue=WorkQueue("taintselector-unit"),
-        field_manager="dra-operators-taintselector",
+    runtime = unit_runtime(
+        client,
+        "taintselector",
+        Settings(),
         kinds=DEFINITION.kinds,
+        field_manager="dra-operators-taintselector",
+        events=False,
     )
     runtime.controller = TaintSelectorController(runtime)
     return runtime
@@ -118,7 +92,7 @@ def slice_body() -> dict[str, Any]:
 async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_ready(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    client = FakeClient()
+    client = ServingClient({**SERVED})
     runtime = make_runtime(client)
     controller: TaintSelectorController = runtime.controller
     with caplog.at_level(logging.WARNING, logger="operators.taintselector.controller"):
@@ -130,8 +104,8 @@ async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_
     controller.upsert_selector(selector_body())
     await controller.sync(Key(SELECTOR, "", "broken-gpu"))
 
-    assert client.created == []
-    [(path, body)] = client.applied
+    [(verb, path, body)] = client.calls
+    assert verb == "patch"
     assert path == "/apis/dra-operators.io/v1alpha1/devicetaintselectors/broken-gpu/status"
     [ready] = [c for c in body["status"]["conditions"] if c["type"] == READY]
     assert (ready["status"], ready["reason"]) == ("False", REASON_DEVICE_TAINT_RULE_UNAVAILABLE)
@@ -142,7 +116,7 @@ async def test_without_a_rule_api_each_selector_says_why_and_the_operator_stays_
 async def test_without_the_selector_crd_the_runtime_says_so_and_prepare_waits(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    client = FakeClient()
+    client = ServingClient({**SERVED})
     del client.discovery["/apis/dra-operators.io/v1alpha1"]
     runtime = make_runtime(client)
     assert not await runtime.prepare()
