@@ -221,8 +221,9 @@ def node(cluster: harness.Cluster) -> realnode.NodeLayout:
 
 
 @pytest.fixture(scope="module")
-def gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
-    """The DeviceClass of the test driver's GPUs (modules that install the product define their own)."""
+def node_gpu_class(api: Kube, node: realnode.NodeLayout) -> Iterator[str]:
+    """The DeviceClass of the test driver's GPUs on the main cluster's real node (the product
+    tests' ``gpu_class`` is the one of the cluster they install)."""
     yield create_gpu_class(api)
     api.delete(f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
 

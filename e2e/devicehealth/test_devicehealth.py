@@ -213,7 +213,7 @@ def test_an_unhealthy_device_is_tainted_its_pod_replaced_and_the_rule_cleared(
     objects: Tracker,
     namespace: str,
     healthy_node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     operators: dict[str, harness.RunningOperator],
     unique_name: Callable[[str], str],
 ) -> None:
@@ -242,7 +242,7 @@ def test_the_guard_taints_one_of_four_unhealthy_devices_and_holds_three_back(
     objects: Tracker,
     namespace: str,
     healthy_node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     operators: dict[str, harness.RunningOperator],
     unique_name: Callable[[str], str],
 ) -> None:
@@ -294,7 +294,7 @@ def test_a_dry_run_lists_the_device_and_pod_and_acts_on_neither(
     objects: Tracker,
     namespace: str,
     healthy_node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     operators: dict[str, harness.RunningOperator],
     unique_name: Callable[[str], str],
 ) -> None:
@@ -347,7 +347,7 @@ def test_bad_input_is_ready_false_and_acts_on_nothing(
     objects: Tracker,
     namespace: str,
     healthy_node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     operators: dict[str, harness.RunningOperator],
     unique_name: Callable[[str], str],
     spec: dict[str, Any],

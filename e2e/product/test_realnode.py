@@ -50,7 +50,7 @@ def test_template_pod_runs_and_its_claim_is_unprepared_and_deleted(
     api: Kube,
     namespace: str,
     node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     resourceclaim: harness.RunningOperator,
 ) -> None:
     pods = f"/api/v1/namespaces/{namespace}/pods"
@@ -81,7 +81,7 @@ def test_finished_pod_succeeds_and_releases_its_claim(
     api: Kube,
     namespace: str,
     node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     resourceclaim: harness.RunningOperator,
 ) -> None:
     pods = f"/api/v1/namespaces/{namespace}/pods"
@@ -100,7 +100,7 @@ def test_noexecute_rule_evicts_the_running_pod(
     api: Kube,
     namespace: str,
     node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     operator: Callable[..., Any],
     unique_name: Callable[[str], str],
 ) -> None:
@@ -162,7 +162,7 @@ def test_device_health_reaches_the_pod_status_and_the_slice(
     api: Kube,
     namespace: str,
     node: realnode.NodeLayout,
-    gpu_class: str,
+    node_gpu_class: str,
     resourceclaim: harness.RunningOperator,
 ) -> None:
     """The test driver reports a device Unhealthy and taints it; the kubelet shows the health in the
