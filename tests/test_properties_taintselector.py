@@ -25,6 +25,7 @@ from operators.devicetaint import models as devicetaint
 from operators.devicetaint.evaluation import rule_selects
 from operators.devicetaint.pools import PoolIndex
 from operators.dra.claims import ResultWithTolerations
+from operators.dra.selection import Selection, select_devices
 from operators.dra.taintrules import rule_matches
 from operators.dra.taints import selector_matches
 from operators.poolstatus import models as poolstatus
@@ -32,7 +33,6 @@ from operators.poolstatus.counts import rules_for_driver
 from operators.taintselector import models as taintselector
 from operators.taintselector.models import DeviceId
 from operators.taintselector.rules import desired_rules, diff_rules
-from operators.taintselector.selection import Selection, select_devices
 
 Devices = set[tuple[str, str, str]]
 

@@ -10,12 +10,12 @@ from operators.core.discovery import ServedResource
 from operators.core.events import WARNING
 from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Together
 from operators.core.reconcile import Done
+from operators.dra.selection import REASON_CEL_RUNTIME_ERROR, Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.taintselector.cache import ClusterCache
 from operators.taintselector.decide import EVENT_INVALID, WRITE_CONCURRENCY, decide
 from operators.taintselector.models import DeviceId, DeviceTaintRule, TaintSelector
 from operators.taintselector.rules import desired_rules, rule_name
-from operators.taintselector.selection import REASON_CEL_RUNTIME_ERROR, Invalid, Selection
 
 RULES_V1 = ServedResource("resource.k8s.io", "v1", "devicetaintrules", namespaced=False)
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from taintselector_builders import GPU_DRIVER, selector
 
+from operators.dra.selection import Selection
 from operators.taintselector.cache import ClusterCache
 from operators.taintselector.dryrun import AllocatedClaim, DryRun, dry_run
 from operators.taintselector.models import DeviceId
-from operators.taintselector.selection import Selection
 from operators.taintselector.status import selector_status
 
 pytestmark = pytest.mark.unit

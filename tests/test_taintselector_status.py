@@ -6,10 +6,10 @@ from typing import Any
 
 from taintselector_builders import GPU_DRIVER, rule, selector
 
+from operators.dra.selection import REASON_CEL_RUNTIME_ERROR, Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 from operators.taintselector.models import DeviceId, TaintSelector
 from operators.taintselector.rules import RuleDiff, RuleUpdate
-from operators.taintselector.selection import REASON_CEL_RUNTIME_ERROR, Invalid, Selection
 from operators.taintselector.status import needs_write, selector_status
 
 NOW = "2026-03-01T12:00:00Z"

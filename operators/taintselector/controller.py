@@ -32,13 +32,14 @@ from operators.core.reconcile import Done, Result
 from operators.core.workqueue import route
 from operators.dra import taintrules
 from operators.dra.api import GROUP
+from operators.dra.selection import Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .cache import ClusterCache
 from .decide import decide
 from .models import KIND, TaintSelector
-from .selection import Invalid, Selection, evaluate
+from .selection import evaluate
 from .status import REASON_DEVICE_TAINT_RULE_UNAVAILABLE
 
 if TYPE_CHECKING:

@@ -21,13 +21,13 @@ from operators.core.conditions import TRUE, reported
 from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
 from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
+from operators.dra.selection import Invalid, Selection
 from operators.dra.taints import EFFECT_NONE
 
 from .cache import ClusterCache
 from .dryrun import DryRun, dry_run
 from .models import API_VERSION, KIND, SELECTORS, TaintSelector
 from .rules import RuleDiff, desired_rules, diff_rules
-from .selection import Invalid, Selection
 from .status import INVALID, needs_write, selector_status
 
 __all__ = ["EVENT_INVALID", "WRITE_CONCURRENCY", "decide", "rule_writes"]

@@ -9,32 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from operators.dra.selection import (
-    REASON_CEL_RUNTIME_ERROR,
-    REASON_INVALID_CEL,
-    REASON_INVALID_DEVICE_CLASS,
-    REASON_UNKNOWN_DEVICE_CLASS,
-    Invalid,
-    Selection,
-    quoted,
-    select_devices,
-)
+from operators.dra.selection import Invalid, Selection, select_devices
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_NONE
 
 from .models import DeviceClass, ResourceSlice, TaintSelectorSpec
 
-__all__ = [
-    "REASON_CEL_RUNTIME_ERROR",
-    "REASON_INVALID_CEL",
-    "REASON_INVALID_DEVICE_CLASS",
-    "REASON_INVALID_TAINT",
-    "REASON_UNKNOWN_DEVICE_CLASS",
-    "Invalid",
-    "Selection",
-    "evaluate",
-    "quoted",
-    "select_devices",
-]
+__all__ = ["REASON_INVALID_TAINT", "check_spec", "evaluate"]
 
 REASON_INVALID_TAINT = "InvalidTaint"
 

@@ -31,12 +31,12 @@ from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, merge, status_differs
 from operators.dra import taintrules
+from operators.dra.selection import Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from .dryrun import REASON_NO_EFFECT, DryRun
 from .models import DeviceTaintRule, TaintSelector
 from .rules import RuleDiff, eviction_condition
-from .selection import Invalid, Selection
 
 __all__ = [
     "INVALID",
