@@ -44,7 +44,15 @@ def test_the_component_ships_a_policy_and_its_binding_per_kind() -> None:
     component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
     assert component["kind"] == "Component"
     files = sorted(p.name for p in COMPONENT.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert sorted(component["resources"]) == files == ["devicetaintrules.yaml", "devicetaintselectors.yaml"]
+    assert (
+        sorted(component["resources"])
+        == files
+        == [
+            "devicehealthpolicies.yaml",
+            "devicetaintrules.yaml",
+            "devicetaintselectors.yaml",
+        ]
+    )
     guarded = set()
     for name in files:
         policy, binding = _documents(name)
@@ -65,9 +73,13 @@ def test_the_component_ships_a_policy_and_its_binding_per_kind() -> None:
         guarded.add((rule["apiGroups"][0], rule["resources"][0]))
         (validation,) = policy["spec"]["validations"]
         message = validation["message"]
-        for words in ("evicts every pod", "effect None", "EvictionInProgress", f'{ANNOTATION}: "true"'):
+        for words in ("evicts every pod", "effect None", f'{ANNOTATION}: "true"'):
             assert words in message, f"{name}: {words!r} not in {message!r}"
-    assert guarded == {("resource.k8s.io", "devicetaintrules"), ("dra-operators.io", "devicetaintselectors")}
+    assert guarded == {
+        ("resource.k8s.io", "devicetaintrules"),
+        ("dra-operators.io", "devicetaintselectors"),
+        ("dra-operators.io", "devicehealthpolicies"),
+    }
 
 
 def test_the_rule_policy_matches_every_version_the_operators_read() -> None:
@@ -240,3 +252,61 @@ def test_device_taint_selectors_on_update() -> None:
     assert _admits(
         policy, _selector({"allDevices": True}, annotations={"note": "x"}), _selector({"allDevices": True})
     )
+
+
+def _health_policy(
+    scope: dict[str, Any],
+    effect: str = "NoExecute",
+    max_unavailable: int | str = 1,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """As admission sees it: after the CRD's defaults (action.effect, maxUnavailable)."""
+    metadata: dict[str, Any] = {"name": "p"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceHealthPolicy",
+        "metadata": metadata,
+        "spec": {
+            "scope": scope,
+            "signals": {"sliceTaint": {"key": "example.com/unhealthy"}},
+            "action": {"effect": effect, "clearAfter": "10m"},
+            "maxUnavailable": max_unavailable,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "admitted"),
+    [
+        (_health_policy({"allDevices": True}, max_unavailable="100%"), False),
+        (_health_policy({"allDevices": True}, max_unavailable="100%", annotations=ALLOWED), True),
+        (
+            _health_policy({"allDevices": True}, max_unavailable="100%", annotations={ANNOTATION: "yes"}),
+            False,
+        ),
+        # The guard left in place: any lower limit, however large, is the administrator's choice.
+        (_health_policy({"allDevices": True}, max_unavailable="99%"), True),
+        (_health_policy({"allDevices": True}, max_unavailable=1000), True),
+        (_health_policy({"allDevices": True}), True),
+        (_health_policy({"driver": "gpu.example.com"}, max_unavailable="100%"), True),
+        (_health_policy({"allDevices": True}, "None", "100%"), True),
+        (_health_policy({"allDevices": True}, "NoSchedule", "100%"), True),
+    ],
+)
+def test_device_health_policies_on_create(policy: dict[str, Any], admitted: bool) -> None:
+    assert _admits(_policy("devicehealthpolicies.yaml"), policy) is admitted
+
+
+def test_device_health_policies_on_update() -> None:
+    guard = _policy("devicehealthpolicies.yaml")
+    dry_run = _health_policy({"allDevices": True}, "None", "100%")
+    unguarded = _health_policy({"allDevices": True}, max_unavailable="100%")
+    assert not _admits(guard, unguarded, dry_run)
+    assert not _admits(guard, unguarded, _health_policy({"allDevices": True}, max_unavailable="50%"))
+    allowed = _health_policy({"allDevices": True}, max_unavailable="100%", annotations=ALLOWED)
+    assert _admits(guard, allowed, dry_run)
+    # Metadata only: a policy stored before the guard stays editable and deletable.
+    noted = _health_policy({"allDevices": True}, max_unavailable="100%", annotations={"note": "x"})
+    assert _admits(guard, noted, unguarded)

@@ -49,6 +49,9 @@ def _refusal_of(kind_file: str, resource: str) -> Callable[[dict[str, Any]], str
 
 RULE_REFUSAL = _refusal_of("devicetaintrules.yaml", "devicetaintrules.resource.k8s.io")
 SELECTOR_REFUSAL = _refusal_of("devicetaintselectors.yaml", "devicetaintselectors.dra-operators.io")
+HEALTH_POLICY_REFUSAL = _refusal_of("devicehealthpolicies.yaml", "devicehealthpolicies.dra-operators.io")
+HEALTH_CRD = "devicehealthpolicies.dra-operators.io"
+HEALTH_POLICIES = "/apis/dra-operators.io/v1alpha1/devicehealthpolicies"
 
 
 def _rule(
@@ -116,8 +119,10 @@ def test_the_session_installed_the_component_and_its_cel_type_checks(
     check of the DeviceTaintRule policy against the built-in schema found nothing to warn about."""
     rendered = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(EVICTION_GUARD)).stdout) if d]
     assert sorted((d["kind"], d["metadata"]["name"]) for d in rendered) == [
+        ("ValidatingAdmissionPolicy", "dra-operators-eviction-guard-devicehealthpolicies"),
         ("ValidatingAdmissionPolicy", "dra-operators-eviction-guard-devicetaintrules"),
         ("ValidatingAdmissionPolicy", "dra-operators-eviction-guard-devicetaintselectors"),
+        ("ValidatingAdmissionPolicyBinding", "dra-operators-eviction-guard-devicehealthpolicies"),
         ("ValidatingAdmissionPolicyBinding", "dra-operators-eviction-guard-devicetaintrules"),
         ("ValidatingAdmissionPolicyBinding", "dra-operators-eviction-guard-devicetaintselectors"),
     ]
@@ -201,6 +206,65 @@ def test_device_taint_selectors(
     _evict_after_dry_run(api, ts.SELECTORS, dry_run, SELECTOR_REFUSAL)
 
 
+def _health_policy(
+    name: str,
+    effect: str = "NoExecute",
+    max_unavailable: int | str = "100%",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "dra-operators.io/v1alpha1",
+        "kind": "DeviceHealthPolicy",
+        "metadata": {"name": name, **({"annotations": annotations} if annotations else {})},
+        "spec": {
+            "scope": {"allDevices": True},
+            "signals": {"sliceTaint": {"key": "dra-operators.test/unhealthy"}},
+            "action": {"effect": effect},
+            "maxUnavailable": max_unavailable,
+        },
+    }
+
+
+def test_device_health_policies(
+    cluster: harness.Cluster, api: Kube, objects: Tracker, unique_name: Callable[[str], str]
+) -> None:
+    """Refused: NoExecute over allDevices with maxUnavailable 100%, also when the effect comes from
+    the CRD's default, and an update that turns such a dry run into NoExecute. Accepted: the same
+    with the annotation, with a lower maxUnavailable (a number or a percentage), and effects None
+    and NoSchedule. No devicehealth operator runs here, so a stored policy taints nothing."""
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=e2e-eviction-guard",
+        "-f",
+        str(REPO_ROOT / "crds" / f"{HEALTH_CRD}.yaml"),
+    )
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{HEALTH_CRD}", "--timeout=30s")
+    unguarded = _health_policy(unique_name("unguarded"))
+    refusal = wait_for(
+        lambda: guard_refusal(api, HEALTH_POLICIES, unguarded),
+        60,
+        "the eviction guard to refuse a NoExecute DeviceHealthPolicy over allDevices at 100%",
+    )
+    assert refusal == HEALTH_POLICY_REFUSAL(unguarded)
+    defaulted = _health_policy(unique_name("defaulted"))
+    del defaulted["spec"]["action"]
+    assert guard_refusal(api, HEALTH_POLICIES, defaulted) == HEALTH_POLICY_REFUSAL(defaulted)
+    for allowed in (
+        _health_policy(unique_name("allowed"), annotations=ALLOWED),
+        _health_policy(unique_name("fifty"), max_unavailable="50%"),
+        _health_policy(unique_name("two"), max_unavailable=2),
+        _health_policy(unique_name("no-schedule"), "NoSchedule"),
+    ):
+        assert guard_refusal(api, HEALTH_POLICIES, allowed) is None, allowed["metadata"]
+
+    dry_run = objects.create(HEALTH_POLICIES, _health_policy(unique_name("dry-run"), "None"))
+    path = f"{HEALTH_POLICIES}/{dry_run['metadata']['name']}"
+    evicting = copy.deepcopy(dry_run)
+    evicting["spec"]["action"]["effect"] = "NoExecute"
+    assert _refused_update(api, path, evicting) == HEALTH_POLICY_REFUSAL(evicting)
+
+
 def test_a_kustomization_with_a_namespace_installs_the_guard_cluster_wide(
     cluster: harness.Cluster, tmp_path: Path
 ) -> None:
@@ -223,5 +287,5 @@ def test_a_kustomization_with_a_namespace_installs_the_guard_cluster_wide(
     done = cluster.kubectl("apply", "--dry-run=server", "-k", str(tmp_path), "-o", "yaml", timeout=120)
     items = yaml.safe_load(done.stdout)["items"]
     guard = [i for i in items if i["kind"].startswith("ValidatingAdmissionPolicy")]
-    assert len(guard) == 4, [i["kind"] for i in items]
+    assert len(guard) == 6, [i["kind"] for i in items]
     assert all("namespace" not in i["metadata"] for i in guard), [i["metadata"] for i in guard]
