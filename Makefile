@@ -36,6 +36,7 @@ VERSION_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFIL
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
 LIMIT_VENV := 300
 LIMIT_UNIT := 300
+LIMIT_DOCS := 120
 LIMIT_BIN := 1800
 LIMIT_NODE := 1200
 LIMIT_E2E := 4200
@@ -53,7 +54,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint,bench,docs]'
 	touch $@
 
 .PHONY: venv
@@ -65,9 +66,13 @@ lint: $(STAMP) ## ruff (lint and format check), and the layer contracts of pypro
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+.PHONY: docs
+docs: $(STAMP) ## the documentation site into test-artifacts/site (mkdocs.yml; --strict: a link to a missing page, file or anchor fails)
+	NO_MKDOCS_2_WARNING=1 timeout $(LIMIT_DOCS) $(VENV)/bin/mkdocs build --strict
+
 .PHONY: typecheck
 typecheck: $(STAMP) ## mypy --strict
-	$(VENV)/bin/mypy operators devcluster e2e tests demo conftest.py
+	$(VENV)/bin/mypy operators devcluster e2e tests demo conftest.py scripts/docs_hooks.py
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## unit tests (no cluster)
@@ -107,7 +112,7 @@ test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (s
 		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
 
 # The version pass: the tests marked versions on devclusters of another version or profile. CI's
-# older version is the oldest supported one, with upstream's defaults (README, Support matrix).
+# older version is the oldest supported one, with upstream's defaults (docs/install.md).
 CI_OLDER_VERSION := v1.35.4
 MATRIX := v1.35.4:defaults v1.36.3:defaults v1.37.2:defaults
 # Upstream's suite at the older versions, each against its in-tree baseline (the newest runs it in
@@ -127,7 +132,7 @@ test-conformance-versions: node-bin ## upstream's DRA suite (the CI subset) at C
 		--k8s-version $(CI_OLDER_VERSION) --profile defaults
 
 .PHONY: test-matrix
-test-matrix: node-bin helm-bin ## the version pass and upstream's DRA suite (CI subset) on every supported version with upstream's defaults (README, Support matrix)
+test-matrix: node-bin helm-bin ## the version pass and upstream's DRA suite (CI subset) on every supported version with upstream's defaults (docs/install.md)
 	@for cell in $(MATRIX); do \
 		version=$${cell%%:*}; profile=$${cell##*:}; \
 		echo "== $$version $$profile"; \
@@ -155,9 +160,10 @@ test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstre
 	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) $(VERSION_FLAGS)
 
 .PHONY: test
-test: ## everything CI runs: lint, types, unit tests, binaries, e2e tests, upstream's DRA suite (subset)
+test: ## everything CI runs: lint, the docs site, types, unit tests, binaries, e2e tests, upstream's DRA suite (subset)
 	@scripts/phases venv:$(LIMIT_VENV):"$(MAKE) --no-print-directory venv" \
 		lint::"$(MAKE) --no-print-directory lint" \
+		docs::"$(MAKE) --no-print-directory docs" \
 		typecheck::"$(MAKE) --no-print-directory typecheck" \
 		test-unit::"$(MAKE) --no-print-directory test-unit" \
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \

@@ -1,8 +1,9 @@
-"""``python -m demo.maintenance [--record]``: the README's ``kubectl dra`` device-maintenance session.
+"""``python -m demo.maintenance [--record]``: the ``kubectl dra`` device-maintenance session of
+``docs/kubectl-dra.md``.
 
 The commands are a :class:`~demo.scenarios.Scenario` played by the same :class:`~demo.player.Player`
 as the demo folders, on the same cluster (``$KUBECONFIG``, else the local control plane), with
-the manifests in ``docs/kubectl-dra/``. ``--record`` writes the run into the README's block with
+the manifests in ``docs/kubectl-dra/``. ``--record`` writes the run into that page's block with
 :data:`BEGIN`; ``tests/test_kubectl_dra_docs.py`` checks that the block shows exactly these
 commands, and ``e2e/product/test_kubectl_dra_maintenance.py`` plays them and checks the outcome.
 It is not one of ``make demo``'s stories: it documents the plugin, not an operator's feature.
@@ -21,7 +22,7 @@ from demo.walkthrough import _operators, _setup, _target
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube
 
-README = REPO_ROOT / "README.md"
+PAGE = REPO_ROOT / "docs" / "kubectl-dra.md"
 BEGIN = (
     "<!-- transcript: kubectl dra maintenance, recorded by `python -m demo.maintenance --record`; "
     "do not edit by hand -->"
@@ -76,7 +77,7 @@ MAINTENANCE = Scenario(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo.maintenance", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--record", action="store_true", help="write the run into the README")
+    parser.add_argument("--record", action="store_true", help="write the run into docs/kubectl-dra.md")
     args = parser.parse_args(argv)
     target = _target()
     api = Kube(target.kubeconfig)
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cleanup.clean(api, MAINTENANCE)
             played = player.play(MAINTENANCE)
             if args.record:
-                transcripts.write(README, transcript(played), BEGIN)
+                transcripts.write(PAGE, transcript(played), BEGIN)
             cleanup.clean(api, MAINTENANCE, wait=False)
         return 0
     finally:

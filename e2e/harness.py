@@ -171,7 +171,7 @@ def served_rule_version(api: Kube) -> str | None:
 
 @contextlib.contextmanager
 def eviction_guard(cluster: Cluster) -> Iterator[None]:
-    """The eviction guard installed for a whole session, from the component as the README says,
+    """The eviction guard installed for a whole session, from the component as docs/operate.md says,
     so every DeviceTaintRule and DeviceTaintSelector of every test passes through it. It is
     enforced once the API server's policy informer has it: a dry run that it refuses says so.
     Removed at the end only from an existing cluster that did not have it before."""

@@ -26,7 +26,7 @@ ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 EVICTION_GUARD = REPO_ROOT / "manifests" / "components" / "eviction-guard"
 ALLOW_CLUSTER_WIDE_EVICTION = "dra-operators.io/allow-cluster-wide-eviction"
-"""The annotation that lets the eviction guard's refusals through (README, "Guard against
+"""The annotation that lets the eviction guard's refusals through (docs/operate.md, "Guard against
 cluster-wide eviction"); the tests that evict cluster-wide on purpose carry it."""
 
 
@@ -183,7 +183,7 @@ class Tracker:
 
 
 def eviction_guard_kustomization(directory: Path) -> Path:
-    """A kustomization that adds the component under ``components:``, as the README says. It has
+    """A kustomization that adds the component under ``components:``, as docs/operate.md says. It has
     no resources of its own: the e2e tier runs the operators on the host, not from manifests/."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "kustomization.yaml").write_text(

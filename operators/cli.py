@@ -52,7 +52,7 @@ def load_definition(name: str) -> OperatorDefinition:
 def options_markdown() -> str:
     """The options reference: the common options, then each implemented operator's own."""
     parts = [
-        "#### Common options (every operator)",
+        "### Common options (every operator)",
         "",
         settings_mod.markdown_table(settings_mod.OperatorSettings),
     ]
@@ -62,7 +62,7 @@ def options_markdown() -> str:
         except NotImplementedOperator:
             continue
         if set(model.model_fields) - set(settings_mod.OperatorSettings.model_fields):
-            parts += ["", f"#### `{name}`", "", settings_mod.markdown_table(model, only_own=True)]
+            parts += ["", f"### `{name}`", "", settings_mod.markdown_table(model, only_own=True)]
     return "\n".join(parts)
 
 
@@ -92,7 +92,7 @@ def _top_parser() -> argparse.ArgumentParser:
     run.add_argument("name", metavar="OPERATOR", nargs="?", help=", ".join(OPERATOR_NAMES))
     run.add_argument("-h", "--help", action="store_true")
     sub.add_parser("list", help="list the operators")
-    sub.add_parser("options", help="print every operator's options as Markdown (the README reference)")
+    sub.add_parser("options", help="print every operator's options as Markdown (docs/reference.md)")
     return parser
 
 

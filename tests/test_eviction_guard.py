@@ -129,13 +129,13 @@ def test_the_chart_has_the_guard_off_by_default_and_its_files_are_the_components
     )
 
 
-def test_the_readme_quotes_the_refusal_and_names_the_way_in() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_quote_the_refusal_and_name_the_way_in() -> None:
+    page = (ROOT / "docs" / "operate.md").read_text()
     (validation,) = _policy("devicetaintrules.yaml")["spec"]["validations"]
-    assert validation["message"] in readme
-    assert "- dra-operators/manifests/components/eviction-guard\n" in readme
-    assert "--set evictionGuard.enabled=true" in readme
-    assert f"{ANNOTATION}=true" in readme
+    assert validation["message"] in page
+    assert "- dra-operators/manifests/components/eviction-guard\n" in page
+    assert "--set evictionGuard.enabled=true" in page
+    assert f"{ANNOTATION}=true" in page
 
 
 _ENVIRONMENT = celpy.Environment()

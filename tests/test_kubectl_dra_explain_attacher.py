@@ -90,7 +90,7 @@ def test_a_policy_held_after_the_attacher_is_gone_names_the_escape() -> None:
     said = texts(findings)
     assert "does not run: its Lease has not been renewed since 2026-12-04T10:30:00.000000Z" in said
     escape = findings[-1]
-    assert escape.source == 'README, "If the binding attacher is gone first"'
+    assert escape.source == 'docs/install.md, "If the binding attacher is gone first"'
     unfinalize = """--type=merge -p '{"metadata":{"finalizers":null}}'"""
     for command in (
         f"kubectl patch deviceattachments.dra-operators.io -n {NS} da-1 {unfinalize}",

@@ -28,7 +28,7 @@ def _api_calls(operator: str) -> set[tuple[str, str, str]]:
     return set(importlib.import_module(f"operators.{operator}.operator").API_CALLS)
 
 
-# What a user grants after the install, as the README says: the binding attacher may write a
+# What a user grants after the install, as docs/install.md says: the binding attacher may write a
 # driver's claim status only once `kubectl dra grant-driver <driver>` has granted that driver.
 GRANTED_AFTER_INSTALL: dict[str, list[dict[str, Any]]] = {
     "bindingattacher": driver_grant("driver.example.com", "dra-operators"),

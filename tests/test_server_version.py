@@ -25,7 +25,8 @@ from operators.kubectl_dra import cli
 from operators.kubectl_dra.session import Session
 
 REFUSED_1_34 = (
-    "Kubernetes v1.34.4 is not supported: dra-operators needs 1.35 or later (docs: README, Support matrix)"
+    "Kubernetes v1.34.4 is not supported: dra-operators needs 1.35 or later "
+    "(docs: docs/install.md, Supported Kubernetes versions)"
 )
 
 

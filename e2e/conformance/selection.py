@@ -1,7 +1,7 @@
 """Which of upstream's DRA specs run here, and why the others do not.
 
 A selection is a ginkgo label filter plus regular expressions on the spec's text; the reasons
-for leaving specs out are data, printed by ``python -m e2e.conformance --list`` and in the README.
+for leaving specs out are data, printed by ``python -m e2e.conformance --list`` and in docs/development.md.
 Nothing here changes a spec: the suite runs unmodified, and a spec is either run or not.
 """
 

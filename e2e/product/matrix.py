@@ -1,5 +1,5 @@
 """The support matrix: what each supported Kubernetes version serves with its default settings, and
-so what each operator can do there. The README's table is rendered from it (``render()``; a unit
+so what each operator can do there. The table of docs/install.md is rendered from it (``render()``; a unit
 test compares the two) and the version pass asserts it against a real cluster of each version
 (``test_versions_*.py``), so the table users read is the one the tests hold.
 
@@ -77,7 +77,7 @@ COLUMNS = ((35, "defaults"), (36, "defaults"), (37, "defaults"), (37, "lab"))
 
 
 def render() -> str:
-    """The Markdown table of the README's support matrix."""
+    """The Markdown table of the support matrix (docs/install.md)."""
     columns = [cells(minor, profile) for minor, profile in COLUMNS]
     head = ["", *(f"1.{minor} {profile}" for minor, profile in COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

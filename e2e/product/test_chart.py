@@ -100,7 +100,7 @@ def test_each_profile_is_accepted_by_the_api_server(
 
 
 def _kustomize(cluster: harness.Cluster, overlay: str, components: Sequence[str], directory: Path) -> str:
-    """``overlay`` rendered, with ``components`` added the way the README says: a kustomization of
+    """``overlay`` rendered, with ``components`` added the way docs/operate.md says: a kustomization of
     one's own that lists the overlay under resources and them under components."""
     if not components:
         return cluster.kubectl("kustomize", str(REPO_ROOT / overlay)).stdout

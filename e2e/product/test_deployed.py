@@ -188,7 +188,7 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
     installed: Installed, deployed_namespace: str
 ) -> None:
     api = installed.api
-    # The series the README names (section "Metrics and health").
+    # The series docs/operate.md names (section "Metrics, health and logs").
     wanted = {
         "resourceclaim": [
             "dra_operators_resourceclaim_creates_total",
@@ -1169,8 +1169,9 @@ def test_an_api_server_outage_of_five_minutes_restarts_no_operator(
 
 
 def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
-    """The README's order: the project's objects first (while the operators can still remove
-    their finalizers), then ``kubectl delete -k``; the grants carry the project's label."""
+    """The order of docs/install.md, "Uninstall": the project's objects first (while the operators
+    can still remove their finalizers), then ``kubectl delete -k``; the grants carry the project's
+    label."""
     api = installed.api
     installed.kubectl(
         "delete",

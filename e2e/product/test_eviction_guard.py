@@ -1,8 +1,8 @@
 """The eviction guard (``manifests/components/eviction-guard``) on a real 1.37 apiserver: a NoExecute
-taint on every device of the cluster is refused, with the message the README quotes, unless the
+taint on every device of the cluster is refused, with the message docs/operate.md quotes, unless the
 object carries the annotation; everything narrower, and every other effect, is let through.
 
-The session installs the guard from the component, as the README says, before the first test
+The session installs the guard from the component, as docs/operate.md says, before the first test
 (``harness.eviction_guard``, from the ``cluster`` fixture): every DeviceTaintRule and
 DeviceTaintSelector of the whole e2e run passes through it, so the run as a whole shows that an
 ordinary rule is never affected. Only the tests that evict cluster-wide on purpose carry the
@@ -94,7 +94,7 @@ def _evict_after_dry_run(
     api: Kube, collection: str, dry_run: dict[str, Any], refusal: Callable[[dict[str, Any]], str]
 ) -> None:
     """Turning a stored dry run (effect None) into NoExecute is refused with ``refusal``; then the
-    README's two steps: the annotation (a metadata-only update, which the guard lets through),
+    two steps of docs/operate.md: the annotation (a metadata-only update, which the guard lets through),
     then the effect NoExecute (a server-side dry run, so it taints nothing)."""
     path = f"{collection}/{dry_run['metadata']['name']}"
     evicting = copy.deepcopy(dry_run)
@@ -268,7 +268,7 @@ def test_device_health_policies(
 def test_a_kustomization_with_a_namespace_installs_the_guard_cluster_wide(
     cluster: harness.Cluster, tmp_path: Path
 ) -> None:
-    """The README's form: the component beside manifests/ in a kustomization that sets a
+    """The form of docs/operate.md: the component beside manifests/ in a kustomization that sets a
     namespace. kustomize does not know the policies are cluster-scoped and gives them the
     namespace; the API server accepts them and drops it (a server-side dry run)."""
     cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "manifests/namespace/namespace.yaml"))

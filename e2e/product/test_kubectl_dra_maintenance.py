@@ -234,14 +234,14 @@ def test_drain_node_names_the_pods_that_remain(
 
 
 def test_the_readme_session(cluster: harness.Cluster, api: Kube, operators: None) -> None:
-    """The README's kubectl dra session (demo/maintenance.py), step by step, and its outcome."""
+    """The kubectl dra session of docs/kubectl-dra.md (demo/maintenance.py), step by step, and its outcome."""
     player = Player(cluster.kubectl_path, cluster.kubeconfig)
     player.run(UNTAINT)
     cleanup.clean(api, MAINTENANCE)
     try:
         started = time.monotonic()
         outputs = [p.output for p in player.play(MAINTENANCE)]
-        print(f"the README session took {time.monotonic() - started:.1f}s")
+        print(f"the docs/kubectl-dra.md session took {time.monotonic() - started:.1f}s")
     finally:
         player.run(UNTAINT)
         cleanup.clean(api, MAINTENANCE, wait=False)

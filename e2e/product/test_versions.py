@@ -3,7 +3,7 @@ settings (make test-e2e-versions, make test-matrix), installed as a self-managed
 administrator installs it (``kubectl apply -k``, the in-tree DRA controllers off). The managed
 profile on the same version is test_managed.py, which the version pass runs too.
 
-What each version serves is the support matrix (e2e/product/matrix.py, the README's table); the
+What each version serves is the support matrix (e2e/product/matrix.py, the table of docs/install.md); the
 first test holds the cluster to it, and the others assert what works where it is served and what
 the user sees where it is not (needs_served, lacks_served).
 """

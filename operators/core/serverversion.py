@@ -17,7 +17,7 @@ from typing import Any
 MINIMUM = (1, 35)
 """The oldest (major, minor) supported."""
 
-SUPPORT_DOCS = "README, Support matrix"
+SUPPORT_DOCS = "docs/install.md, Supported Kubernetes versions"
 
 # v1.35.4, v1.36.0-rc.1, v1.35.4-eks-abc, v1.35.4+k3s1: the numbers come first, whatever follows.
 _GIT_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")

@@ -150,7 +150,7 @@ class InTreeReplacementSettings(OperatorSettings):
         False,
         description="Act even when kube-controller-manager's own controller for the same objects is "
         "seen acting (for a migration; both then write the same objects). By default the operator "
-        "stops writing and turns not ready when it sees that (see the coexistence guard in the README).",
+        "stops writing and turns not ready when it sees that (docs/install.md, The coexistence guard).",
     )
 
 
@@ -255,7 +255,7 @@ def describe_invalid(err: ValidationError, sources: dict[str, str]) -> str:
 
 
 def markdown_table(model: type[OperatorSettings], only_own: bool = False) -> str:
-    """The options of ``model`` as a Markdown table (the README's reference; a test keeps it current)."""
+    """The options of ``model`` as a Markdown table (docs/reference.md; a test keeps it current)."""
     rows = ["| flag | environment variable | default | meaning |", "|---|---|---|---|"]
     inherited = set(OperatorSettings.model_fields) if only_own else set()
     for name, info in model.model_fields.items():

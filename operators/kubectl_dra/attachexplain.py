@@ -20,7 +20,7 @@ from operators.dra.attachments import LABEL_POLICY, LEASE, POLICY_FINALIZER, REC
 
 from .explainmodel import Finding
 
-README_SECTION = 'README, "If the binding attacher is gone first"'
+DOCS_SECTION = 'docs/install.md, "If the binding attacher is gone first"'
 UNFINALIZE = """--type=merge -p '{"metadata":{"finalizers":null}}'"""
 
 
@@ -90,7 +90,7 @@ def _way_out(running: bool | None, namespace: str, records: Sequence[str], polic
             + "; ".join(f"`{c}`" for c in commands)
             + ". Removing them while devices are still attached leaves those devices attached with "
             "nothing left that knows it.",
-            README_SECTION,
+            DOCS_SECTION,
         )
     ]
 

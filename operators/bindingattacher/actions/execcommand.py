@@ -60,7 +60,8 @@ DANGEROUS_ENV = re.compile(
 NOT_CONFIGURED = (
     "ExecNotConfigured",
     "spec.action.exec: this attacher runs no Exec command: its operator has not given it a directory of "
-    'allowed commands (--exec-commands-dir, a ConfigMap mounted into the Deployment; README, "Exec actions")',
+    "allowed commands (--exec-commands-dir, a ConfigMap mounted into the Deployment; "
+    'docs/install.md, "Exec actions run only your commands")',
 )
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
-"""The README's ``kubectl dra explain`` sessions are what explain says about their objects.
+"""The ``kubectl dra explain`` sessions of docs/kubectl-dra.md are what explain says about their objects.
 
 The first, about docs/examples/explain.yaml, was recorded on a devcluster; kube-scheduler's own
-sentence comes from the pod's status there, so it is taken from the README, and every other line
+sentence comes from the pod's status there, so it is taken from the page, and every other line
 must be what the code says now. The second, about device health (docs/examples/explain-health.yaml),
 carries the statuses in the file, as the kubelet and the operators write them, and is rendered.
 """
@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _shown(command: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(rf"\$ {re.escape(command)}\n(.*?)```", readme, re.S)
-    assert block is not None, f"the README shows a `{command}` session"
+    page = (ROOT / "docs" / "kubectl-dra.md").read_text()
+    block = re.search(rf"\$ {re.escape(command)}\n(.*?)```", page, re.S)
+    assert block is not None, f"docs/kubectl-dra.md shows a `{command}` session"
     return block.group(1)
 
 
@@ -50,7 +50,7 @@ def _snapshot(objects: str, pod_status: Callable[[dict[str, Any]], None] = lambd
     return snapshot
 
 
-def test_readme_explain_session_is_current() -> None:
+def test_the_explain_session_is_current() -> None:
     shown = _shown("kubectl dra explain pod trainer -n ml")
     scheduler = re.search(r"^- kube-scheduler says: (.*)$", shown, re.M)
     assert scheduler is not None
@@ -66,7 +66,7 @@ def test_readme_explain_session_is_current() -> None:
     assert render(query, explain_pod(snapshot, "ml", "trainer")) == shown
 
 
-def test_readme_device_health_session_is_current() -> None:
+def test_the_device_health_session_is_current() -> None:
     shown = _shown("kubectl dra explain pod inference -n ml")
     snapshot = _snapshot("docs/examples/explain-health.yaml")
     query = ExplainQuery("pod", "ml", "inference")
