@@ -37,6 +37,7 @@ VERSION_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFIL
 LIMIT_VENV := 300
 LIMIT_UNIT := 300
 LIMIT_DOCS := 120
+LIMIT_DIST := 900
 LIMIT_BIN := 1800
 LIMIT_NODE := 1200
 LIMIT_E2E := 4200
@@ -77,6 +78,18 @@ typecheck: $(STAMP) ## mypy --strict
 .PHONY: test-unit
 test-unit: $(STAMP) ## unit tests (no cluster)
 	timeout $(LIMIT_UNIT) $(PY) -m pytest -m unit -q --durations=15 tests $(PYTEST_ARGS)
+
+.PHONY: dist
+dist: $(STAMP) ## the Python distributions (dra-operators, and kubectl-dra alone) and the plugin's krew archive and manifest, into dist/
+	timeout $(LIMIT_DIST) $(PY) -m devcluster dist
+
+.PHONY: dist-check
+dist-check: $(STAMP) ## make dist, then twine check --strict of the four Python distributions it built
+	timeout $(LIMIT_DIST) $(PY) -m devcluster dist --check
+
+.PHONY: test-dist
+test-dist: dist-check ## make dist-check, then kubectl-dra installed into new virtualenvs from PyPI, with pip and through its krew archive
+	timeout $(LIMIT_DIST) $(PY) -m pytest -m dist -q --durations=5 tests $(PYTEST_ARGS)
 
 .PHONY: k8s-bin
 k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manager, kubectl, etcd (K8S_VERSION=...)
@@ -160,12 +173,13 @@ test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstre
 	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) $(VERSION_FLAGS)
 
 .PHONY: test
-test: ## everything CI runs: lint, the docs site, types, unit tests, binaries, e2e tests, upstream's DRA suite (subset)
+test: ## everything CI runs: lint, the docs site, types, unit tests, distributions, binaries, e2e tests, upstream's DRA suite (subset)
 	@scripts/phases venv:$(LIMIT_VENV):"$(MAKE) --no-print-directory venv" \
 		lint::"$(MAKE) --no-print-directory lint" \
 		docs::"$(MAKE) --no-print-directory docs" \
 		typecheck::"$(MAKE) --no-print-directory typecheck" \
 		test-unit::"$(MAKE) --no-print-directory test-unit" \
+		test-dist::"$(MAKE) --no-print-directory test-dist" \
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
 		node-bin::"$(MAKE) --no-print-directory node-bin" \
 		helm-bin::"$(MAKE) --no-print-directory helm-bin" \

@@ -1,4 +1,5 @@
-"""Test tiers: everything under tests/ is ``unit``, everything under e2e/ is ``e2e``.
+"""Test tiers: everything under tests/ is ``unit`` (but what is marked ``dist``), everything under
+e2e/ is ``e2e``.
 
 The e2e tier runs the smoke test first; with ``CI=true`` a skipped e2e test fails the run.
 
@@ -39,7 +40,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT).parts
         if parts and parts[0] == "tests":
-            item.add_marker(pytest.mark.unit)
+            # The distribution tests need PyPI and minutes; make test-dist runs them.
+            if not item.get_closest_marker("dist"):
+                item.add_marker(pytest.mark.unit)
         elif parts and parts[0] == "e2e":
             item.add_marker(pytest.mark.e2e)
     # The smoke test goes first, so a broken cluster stops the run before a cascade of timeouts.

@@ -1,5 +1,6 @@
 """The chart's copies of what the repository keeps once: Helm installs ``crds/`` of the chart as
-plain files, so they are copies of ``crds/``, and they must never drift."""
+plain files, so they are copies of ``crds/``, and they must never drift; and the one version of
+everything a release ships (RELEASE.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,23 @@ def test_the_chart_version_and_app_version_follow_the_package() -> None:
     chart = (CHART / "Chart.yaml").read_text()
     assert f"version: {version}\n" in chart
     assert f'appVersion: "{version}"\n' in chart
+
+
+def test_the_python_distributions_take_the_package_version() -> None:
+    """The operators' package, ``--version`` and the kubectl-dra distribution (plugin/, version
+    read from operators.__version__ at build time) carry the one version."""
+    import tomllib
+
+    import operators
+    from devcluster import dist
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert operators.__version__ == version
+    plugin = tomllib.loads((ROOT / "plugin" / "pyproject.toml").read_text())
+    assert "version" not in plugin["project"]
+    assert plugin["project"]["dynamic"] == ["version"]
+    assert plugin["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "operators.__version__"}
+    assert dist.krew_manifest(ROOT / "LICENSE", version)["spec"]["version"] == f"v{version}"
 
 
 def test_the_chart_monitoring_files_are_the_kustomize_ones() -> None:
