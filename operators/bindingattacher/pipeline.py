@@ -30,6 +30,13 @@ record must have an action instance to call; otherwise the sync is requeued shor
 
 A call outcome that produced a step is consumed only after the record was persisted, so a
 failed ledger write leaves the outcome in place for the retried sync.
+
+Every write of the sync is a :class:`~operators.core.plan.Plan` that pure code builds (the
+record writes in :mod:`.ledger`, the claim status in :mod:`.devicestatus`, the Events in
+:mod:`.decide`) and :func:`operators.core.plan.execute` carries out, directly or through the API
+layer (:mod:`.kube`), which keeps the answers in the caches. The attach, probe and detach calls
+are not API writes: a step starts them, they run in the background, and their outcome is the
+input of the next decision (decide, call, decide again, execute).
 """
 
 from __future__ import annotations
