@@ -578,8 +578,6 @@ class ClaimPipeline:
         meta = claim.metadata
         uid = meta.uid
         await self._post_events(run, claim)
-        owner = self.shared.cache.policies.owner(driver) if err.kind is WriteError.FORBIDDEN else None
-        told = Plan(refusal_events(claim, driver, err.kind, err.error, policy_ref(owner) if owner else None))
         match err.kind:
             case WriteError.CONFLICT | WriteError.NOT_ALLOCATED | WriteError.NOT_FOUND:
                 await self.shared.kube.claims.read(meta.namespace, meta.name, uid)
@@ -588,7 +586,8 @@ class ClaimPipeline:
                     return Requeue(0.0, f"claim changed under the status write ({err.kind.value})")
                 raise err.error
             case WriteError.FORBIDDEN:
-                await execute(told, self.shared)
+                owner = self.shared.cache.policies.owner(driver)
+                await self._tell_refusal(claim, driver, err, owner)
                 if owner is not None:
                     owner.recheck_authorization()
                     self.shared.queue.add(policy_key(owner.name))
@@ -601,10 +600,18 @@ class ClaimPipeline:
                     err.error.message,
                     extra={"object": f"resourceclaim {meta.namespace}/{meta.name}"},
                 )
-                await execute(told, self.shared)
+                await self._tell_refusal(claim, driver, err)
                 return Requeue(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write")
             case _:
                 raise err.error
+
+    async def _tell_refusal(
+        self, claim: ResourceClaim, driver: str, err: StatusWriteError, owner: PolicyState | None = None
+    ) -> None:
+        """The Events of a refused status write; ``owner``, the driver's policy, hears of a
+        missing permission."""
+        owner_ref = policy_ref(owner) if owner is not None else None
+        await execute(Plan(refusal_events(claim, driver, err.kind, err.error, owner_ref)), self.shared)
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the
