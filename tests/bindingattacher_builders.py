@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,9 @@ from operators.bindingattacher.models import (
 )
 from operators.bindingattacher.selection import NodeResolution
 from operators.bindingattacher.settings import Settings
+from operators.core.client import KubeClient
 from operators.core.conditions import format_time
+from operators.core.events import EventRecorder
 from operators.core.namespace import NamespaceState, Presence
 
 T0 = datetime(2026, 8, 1, 10, 0, 0, tzinfo=UTC)
@@ -202,6 +205,16 @@ async def refused_action(spec: ActionSpec, context: BuildContext) -> ActionConfi
     with pytest.raises(ActionConfigError) as refused:
         await build_action(spec, context)
     return refused.value
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What the plans' executor writes with, around a test's fake API server (the runtime's
+    client, Events and field manager in the operator)."""
+
+    client: KubeClient
+    events: EventRecorder
+    field_manager: str = "test"
 
 
 def attacher(client: object, ledger_namespace: Presence) -> BindingAttacherController:

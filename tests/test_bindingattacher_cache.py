@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import FABRIC, claim, record, result
+from bindingattacher_builders import FABRIC, Writes, claim, record, result
 
 from operators.bindingattacher.cache import (
     ClaimCache,
@@ -21,6 +21,7 @@ from operators.bindingattacher.cache import (
 from operators.bindingattacher.kube import StatusWriter
 from operators.bindingattacher.ledger import LedgerIndex
 from operators.core.client import ApiError, KubeClient
+from operators.core.events import EventRecorder
 from operators.core.keys import CLAIM, Key
 
 
@@ -105,7 +106,8 @@ async def test_a_live_read_that_finds_the_claim_gone_makes_the_cache_forget_it(
     cache = ClaimCache()
     cache.put(project_claim(_body("7"), False))
     client = cast(KubeClient, _Reader(answer))
-    writer = StatusWriter(client, client, cache, keep_test_annotations=False)
+    writes = Writes(client, cast(EventRecorder, None))
+    writer = StatusWriter(writes, client, cache, keep_test_annotations=False)
     assert await writer.read("ns", "c", "u1") is None
     assert cache.get("u1") is None
     assert not cache.put(project_claim(_body("7"), False))

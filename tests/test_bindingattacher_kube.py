@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
-from bindingattacher_builders import spawn
+from bindingattacher_builders import Writes, spawn
 
 from operators.bindingattacher.kube import InventoryMirror
-from operators.core.client import ApiError
+from operators.core.client import ApiError, KubeClient
+from operators.core.events import EventRecorder
 
 
 class FakeClient:
@@ -30,7 +31,8 @@ class FakeClient:
 
 async def test_parts_of_several_policies_are_written_together() -> None:
     client = FakeClient()
-    mirror = InventoryMirror(client, "dra-operators", "fm", spawn)  # type: ignore[arg-type]
+    writes = Writes(cast(KubeClient, client), cast(EventRecorder, None), "fm")
+    mirror = InventoryMirror(writes, "dra-operators", spawn)
     assert await mirror.load("inv") == {}
     fabric = mirror.listener("inv", "fabric")
     nic = mirror.listener("inv", "nic")

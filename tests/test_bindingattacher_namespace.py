@@ -33,7 +33,8 @@ class FakeClient:
         assert path.endswith("/selfsubjectaccessreviews")
         return {"status": {"allowed": True}}
 
-    async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
+    async def request(self, method: str, path: str, *, body: Any = None, **params: Any) -> Any:
+        assert method == "PATCH", "the finalizer patch is the only write sent through request"
         return {"metadata": {**body["metadata"], "resourceVersion": "2"}}
 
     async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:

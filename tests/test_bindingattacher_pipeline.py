@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import ATTACHED, FABRIC, attacher, claim_body, result, spawn
+from bindingattacher_builders import ATTACHED, FABRIC, Writes, attacher, claim_body, result, spawn
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
@@ -103,6 +103,16 @@ class Server:
         self.writes.append(("delete", name))
         return {}
 
+    async def request(self, method: str, path: str, *, body: Any = None, **params: Any) -> Any:
+        """The verbs the plans' executor sends through ``request``."""
+        if method == "DELETE":
+            return await self.delete(path, uid=(body.get("preconditions") or {}).get("uid"))
+        assert method == "PATCH", method
+        return await self.patch(path, body)
+
+    async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
+        raise AssertionError(f"unexpected PATCH of {path}")
+
     async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
         if self.refuse_apply is not None:
             raise self.refuse_apply
@@ -159,6 +169,7 @@ class World:
         self.calls = CallTracker(10, spawn)
         self.events = Events()
         self.queue = Queue()
+        writes = Writes(client, cast(EventRecorder, self.events))
         self.pipeline = ClaimPipeline(
             Collaborators(
                 settings=Settings(namespace="dra-operators"),
@@ -167,13 +178,13 @@ class World:
                 queue=cast(WorkQueue[Key], self.queue),
                 cache=self.cache,
                 kube=Kube(
-                    claims=StatusWriter(client, client, self.cache.claims, False),
-                    ledger=LedgerWriter(client, self.cache.records, "dra-operators", "test"),
+                    claims=StatusWriter(writes, client, self.cache.claims, False),
+                    ledger=LedgerWriter(writes, self.cache.records, "dra-operators"),
                     lookups=Lookups(client),
-                    taints=TaintRules(client, "test"),
+                    taints=TaintRules(writes),
                 ),
                 calls=self.calls,
-                mirror=InventoryMirror(client, "dra-operators", "test", spawn),
+                mirror=InventoryMirror(writes, "dra-operators", spawn),
                 field_manager="test",
             )
         )

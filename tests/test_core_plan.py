@@ -18,6 +18,7 @@ from operators.core.plan import (
     Patch,
     Plan,
     RecordEvent,
+    Replace,
     Together,
     Write,
     Writer,
@@ -52,8 +53,11 @@ class RecordingClient:
             raise self.answers[path]
         return {"answered": path}
 
-    async def create(self, path: str, body: dict[str, Any]) -> Any:
-        return await self._call("POST", path, body)
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        return await self._call("POST", path, {**body, "params": params} if params else body)
+
+    async def replace(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        return await self._call("PUT", path, {**body, "params": params})
 
     async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
         return await self._call("APPLY", path, {"manager": field_manager, "body": body})
@@ -173,6 +177,20 @@ async def test_a_delete_can_name_its_propagation_policy() -> None:
                 "params": {"propagationPolicy": "Background"},
             },
         )
+    ]
+
+
+async def test_a_replace_and_a_create_that_asks_for_it_name_the_field_manager() -> None:
+    fake = writer({f"{RULES}/stale": ApiError(409, "Conflict", "")})
+    record = {"metadata": {"name": "r", "resourceVersion": "7"}}
+    stale = Replace(f"{RULES}/stale", record, ends={409: Requeue(0.0, "changed")})
+    plan = Plan((Create(RULES, record, with_field_manager=True), Replace(f"{RULES}/r", record), stale))
+    assert await run(plan, fake) == Requeue(0.0, "changed")
+    named = {**record, "params": {"fieldManager": "dra-operators-test"}}
+    assert fake.client.calls == [
+        ("POST", RULES, named),
+        ("PUT", f"{RULES}/r", named),
+        ("PUT", f"{RULES}/stale", named),
     ]
 
 

@@ -57,15 +57,15 @@ class Collaborators:
             kube=Kube(
                 # Live reads go through the reader's token bucket, like the runtime's listings, so
                 # they never wait behind (or delay) the controller's writes.
-                claims=StatusWriter(client, runtime.reader, cache.claims, settings.enable_test_actions),
-                ledger=LedgerWriter(client, cache.records, settings.namespace, runtime.field_manager),
+                claims=StatusWriter(runtime, runtime.reader, cache.claims, settings.enable_test_actions),
+                ledger=LedgerWriter(runtime, cache.records, settings.namespace),
                 lookups=Lookups(runtime.reader),
-                taints=TaintRules(client, runtime.field_manager),
+                taints=TaintRules(runtime),
             ),
             calls=CallTracker(
                 settings.max_concurrent_actions, runtime.spawn, settings.max_actions_per_policy
             ),
-            mirror=InventoryMirror(client, settings.namespace, runtime.field_manager, runtime.spawn),
+            mirror=InventoryMirror(runtime, settings.namespace, runtime.spawn),
             field_manager=runtime.field_manager,
             own_namespace=runtime.own_namespace,
         )

@@ -16,7 +16,9 @@ Messages name the device (``driver/pool/device``), the node and the ``attachment
 failures repeat the message that also went into the claim's condition, so a user reading
 ``kubectl describe`` on the claim, the pod or the record sees the same story. Outcome events
 also go to the consumer pods (at most ``--max-pod-events``); an Event about a claim that is gone
-is posted on the ledger record instead.
+is posted on the ledger record instead. :func:`event_plan` turns the Events a sync collected
+into the :class:`~operators.core.plan.RecordEvent` steps of a plan, and :func:`refusal_events`
+those that tell of a refused status write.
 
 Failure streaks catch claims that keep failing on the same device (the livelock the default
 policy used to allow). When an attach fails, kube-scheduler deallocates the claim and schedules
@@ -35,17 +37,29 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from operators.core.client import ApiError
 from operators.core.events import NORMAL, WARNING, ObjectRef
+from operators.core.plan import Plan, RecordEvent
 from operators.dra.api import GROUP, VERSION
 
 from .actions import CallOutcome, Operation
+from .devicestatus import WriteError
 from .identity import AllocationIdentity, DeviceKey, attachment_key
 from .ledger import LedgerIndex, forgotten, identity_state
-from .models import API_VERSION, DeviceAttachment, Phase, Pod, Reported, ResourceClaim
+from .models import (
+    API_VERSION,
+    DeviceAttachment,
+    DeviceRequestAllocationResult,
+    Phase,
+    Pod,
+    Reported,
+    ResourceClaim,
+)
 from .policy import PolicySettings
 from .selection import (
     NodeResolution,
     OurResult,
+    SelectionRules,
     allocation_in_use,
     entry_state,
     foreign_failure,
@@ -312,6 +326,69 @@ def targets(
     if event in POD_EVENTS:
         refs += pod_refs(claim, max_pod_events)
     return refs
+
+
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def event_plan(
+    events: Sequence[tuple[Event, DeviceAttachment, str]], claim: ResourceClaim | None, max_pod_events: int
+) -> Plan:
+    """The Events a claim sync collected (event, record, detail), each on its targets."""
+    steps = []
+    for event, record, detail in events:
+        text = message(event, record, detail)[:EVENT_MESSAGE_LIMIT]
+        for target in targets(event, record, claim, max_pod_events):
+            steps.append(RecordEvent(target, event_type(event), event.value, text))
+    return Plan(tuple(steps))
+
+
+def missing_timestamp_event(claim: ResourceClaim) -> RecordEvent:
+    return RecordEvent(
+        claim_ref(claim),
+        WARNING,
+        "MissingAllocationTimestamp",
+        "the allocation has no allocationTimestamp (not made by a kube-scheduler with binding "
+        "conditions enabled); its devices are not attached",
+    )
+
+
+def policy_not_ready_event(
+    claim: ResourceClaim, result: DeviceRequestAllocationResult, rules: SelectionRules
+) -> RecordEvent:
+    return RecordEvent(
+        claim_ref(claim),
+        WARNING,
+        "AttachPolicyNotReady",
+        f"device {DeviceKey.of_result(result)} is not attached: the DeviceAttachPolicy for driver "
+        f"{rules.driver} is not Ready: {rules.not_ready_message}",
+    )
+
+
+def refusal_events(
+    claim: ResourceClaim, driver: str, kind: WriteError, error: ApiError, owner: ObjectRef | None
+) -> tuple[RecordEvent, ...]:
+    """What a refused status write tells (spec §11.3): an invalid entry on the claim; a missing
+    permission on the claim and on the driver's policy (``owner``), which names the grant."""
+    if kind is WriteError.INVALID:
+        return (
+            RecordEvent(claim_ref(claim), WARNING, "StatusWriteInvalid", error.message[:EVENT_MESSAGE_LIMIT]),
+        )
+    if kind is not WriteError.FORBIDDEN:
+        return ()
+    refused = f"status.devices entries of driver {driver} were refused ({error.status}): {error.message}"
+    events = [RecordEvent(claim_ref(claim), WARNING, "StatusWriteForbidden", refused[:EVENT_MESSAGE_LIMIT])]
+    if owner is not None:
+        events.append(
+            RecordEvent(
+                owner,
+                WARNING,
+                "StatusWriteForbidden",
+                f"status.devices writes for driver {driver} are refused: the attacher lacks "
+                "resourceclaims/driver arbitrary-node:patch for this driver",
+            )
+        )
+    return tuple(events)
 
 
 REPORT_EVERY = 3

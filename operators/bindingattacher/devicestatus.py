@@ -5,7 +5,8 @@ drivers' entries and other writers' fields inside our entries are never touched.
 therefore list *every* entry the driver currently maintains for the claim: an entry left out is
 removed. :func:`desired_entries` produces that full list from the ledger records of one
 (claim, driver), and :func:`apply_body` wraps it with the claim's ``uid`` and
-``resourceVersion`` so that a stale decision turns into a conflict instead of a wrong write.
+``resourceVersion`` so that a stale decision turns into a conflict instead of a wrong write;
+:func:`status_plan` is that apply as a :class:`~operators.core.plan.Plan`.
 
 Only condition types from the result's own two lists are written (never types of our own), so
 the API server's limit of 8 conditions per entry can only be reached by writers that break the
@@ -30,7 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, format_time
-from operators.dra.api import GROUP, VERSION
+from operators.core.plan import Apply, Plan
+from operators.dra.api import GROUP, RESOURCE_CLAIMS, VERSION
 
 from .identity import AllocationIdentity, DeviceKey, record_key
 from .models import (
@@ -349,6 +351,15 @@ def apply_body(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> di
         },
         "status": {"devices": [dict(e) for e in entries]},
     }
+
+
+def status_plan(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> Plan:
+    """Apply one driver's entries on the claim's status (with that driver's field manager, which
+    the writer carries). Every refusal is the caller's to classify (:func:`classify_write_error`),
+    a claim that is gone (404) included."""
+    meta = claim.metadata
+    path = RESOURCE_CLAIMS.path(meta.name, namespace=meta.namespace, subresource="status")
+    return Plan((Apply(path, apply_body(claim, entries), tolerate=frozenset()),))
 
 
 def merged_devices(

@@ -1,28 +1,22 @@
 """The attacher's API layer: every read and write of a claim sync goes through here.
 
 :class:`StatusWriter` applies one driver's ``status.devices`` entries on a claim with
-server-side apply (spec §11.1, §11.3). One field manager per driver
-(``devicestatus.field_manager``) owns exactly that driver's entries, so other drivers' entries
-and other writers' fields are never touched, and the body's ``metadata.uid``/``resourceVersion``
-make the apply a compare-and-set on the claim version the decision was taken on. The answer is
-the new claim; it goes straight into the cache. A rejection is raised as
-:class:`StatusWriteError`, classified the way §11.3 handles it.
+server-side apply (spec §11.1, §11.3), as the plan :func:`.devicestatus.status_plan` describes.
+One field manager per driver (``devicestatus.field_manager``) owns exactly that driver's
+entries, so other drivers' entries and other writers' fields are never touched, and the body's
+``metadata.uid``/``resourceVersion`` make the apply a compare-and-set on the claim version the
+decision was taken on. The answer is the new claim; it goes straight into the cache. A rejection
+is raised as :class:`StatusWriteError`, classified the way §11.3 handles it.
 
-:class:`LedgerWriter` writes ``DeviceAttachment`` records (spec §8, §13.2), always against the
-freshest version:
+:class:`LedgerWriter` carries out the ``DeviceAttachment`` record writes that :mod:`.ledger`
+plans (spec §8, §13.2). Every answer of the API server is put into the ledger index at once, so
+the next decision never waits for the watch. A plan that ends because the record was stale
+re-reads the record and answers the plan's :class:`~operators.core.reconcile.Requeue`, which
+the claim sync returns.
 
-* create: one POST carrying the first phase (the CRD has no status subresource, so the intent
-  is durable in one write);
-* update: a PUT of the whole object with its ``resourceVersion``, so a decision taken on a
-  stale record turns into a conflict;
-* finish: one PUT that removes the finalizer ``dra-operators.io/detach`` (and stores the final
-  status), then a DELETE with a UID precondition.
-
-Every answer of the API server is put into the ledger index at once, so the next decision
-never waits for the watch. A conflict or an unexpected "already exists" re-reads the record
-and answers a :class:`~operators.core.reconcile.Requeue`, which the claim sync returns: the
-claim is reconciled again from the fresh record instead of retrying a write built on stale
-data.
+All of these writes are :class:`~operators.core.plan.Plan` steps carried out by
+:func:`operators.core.plan.execute`; this layer adds only what the attacher keeps of the
+answers (its caches, the status-write metrics, the classification of a refusal).
 
 :class:`Lookups` reads the objects the attacher does not watch (spec §6, §15.3). Pods and Nodes
 are not watched: a cluster-wide pod watch is the largest memory cost of a DRA controller, and
@@ -68,19 +62,21 @@ from pydantic import ValidationError
 from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.discovery import ServedResource
+from operators.core.events import EventRecorder
 from operators.core.models import parse_or_skip
-from operators.core.reconcile import Requeue
+from operators.core.plan import Apply, Create, Delete, Plan, Writer, execute
+from operators.core.reconcile import Requeue, Result
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
 from operators.dra import taintrules
 from operators.dra.api import RESOURCE_CLAIMS, RESOURCE_SLICES
-from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER, RECORDS
+from operators.dra.attachments import LABEL_POLICY
 from operators.dra.pools import published_device
 
-from . import metrics
+from . import ledger, metrics
 from .cache import ClaimCache, project_claim, put_record
-from .devicestatus import WriteError, apply_body, classify_write_error, field_manager
+from .devicestatus import WriteError, classify_write_error, field_manager, status_plan
 from .identity import DeviceKey, taint_rule_name
-from .ledger import LedgerIndex, manifest
+from .ledger import LedgerIndex
 from .models import (
     ActionDevice,
     ConsumerReference,
@@ -110,11 +106,35 @@ def write_kind(entries: Sequence[Mapping[str, Any]], failure_types: frozenset[st
     return "ready" if true else "progress"
 
 
+@dataclass(frozen=True)
+class DriverWriter:
+    """The writer of one driver's claim status entries: the runtime's client and Events, with the
+    driver's own field manager (``devicestatus.field_manager``)."""
+
+    writer: Writer
+    field_manager: str
+
+    @property
+    def client(self) -> KubeClient:
+        return self.writer.client
+
+    @property
+    def events(self) -> EventRecorder:
+        return self.writer.events
+
+
+async def _carry_out(plan: Plan, writer: Writer) -> tuple[Result, Any]:
+    """The plan's Result and the last reply of a write answered 2xx (None if there was none)."""
+    replies: list[Any] = []
+    result = await execute(plan, writer, replied=lambda _, reply: replies.append(reply))
+    return result, replies[-1] if replies else None
+
+
 class StatusWriter:
     def __init__(
-        self, client: KubeClient, reader: KubeClient, cache: ClaimCache, keep_test_annotations: bool
+        self, writer: Writer, reader: KubeClient, cache: ClaimCache, keep_test_annotations: bool
     ) -> None:
-        self.client = client
+        self.writer = writer
         self.reader = reader
         self.cache = cache
         self.keep_test_annotations = keep_test_annotations
@@ -122,13 +142,10 @@ class StatusWriter:
     async def apply(
         self, claim: ResourceClaim, driver: str, entries: Sequence[Mapping[str, Any]], kind: str
     ) -> ResourceClaim:
-        meta = claim.metadata
         started = time.monotonic()
         try:
-            written = await self.client.apply(
-                RESOURCE_CLAIMS.path(meta.name, namespace=meta.namespace, subresource="status"),
-                apply_body(claim, entries),
-                field_manager(driver),
+            _, written = await _carry_out(
+                status_plan(claim, entries), DriverWriter(self.writer, field_manager(driver))
             )
         except ApiError as err:
             problem = classify_write_error(err.status, err.message)
@@ -160,21 +177,14 @@ class StatusWriter:
 
 
 class LedgerWriter:
-    """Record writes. A write built on a stale record answers a :class:`Requeue` instead of the
-    stored record: the record was re-read into the index, and the claim is synced again from it."""
+    """Record writes (:mod:`.ledger` plans them). A write built on a stale record answers a
+    :class:`Requeue` instead of the stored record: the record was re-read into the index, and the
+    claim is synced again from it."""
 
-    def __init__(self, client: KubeClient, index: LedgerIndex, namespace: str, field_manager: str) -> None:
-        self.client = client
+    def __init__(self, writer: Writer, index: LedgerIndex, namespace: str) -> None:
+        self.writer = writer
         self.index = index
         self.namespace = namespace
-        self.field_manager = field_manager
-
-    @property
-    def collection(self) -> str:
-        return RECORDS.path(namespace=self.namespace)
-
-    def path(self, name: str) -> str:
-        return f"{self.collection}/{name}"
 
     def _store(self, body: Any) -> DeviceAttachment | Requeue:
         try:
@@ -184,9 +194,9 @@ class LedgerWriter:
         put_record(self.index, record)
         return self.index.get(record.metadata.name) or record
 
-    async def _refresh(self, name: str, why: str, err: ApiError) -> Requeue:
+    async def _refresh(self, name: str, stale: Requeue) -> Requeue:
         try:
-            stored = self._store(await self.client.get(self.path(name)))
+            stored = self._store(await self.writer.client.get(ledger.record_path(self.namespace, name)))
         except ApiError as read:
             if not read.not_found:
                 raise
@@ -194,71 +204,37 @@ class LedgerWriter:
         else:
             if isinstance(stored, Requeue):
                 return stored
-        return Requeue(0.0, f"record {name}: {why} ({err.reason})")
+        return stale
+
+    async def _stored(self, plan: Plan, name: str) -> DeviceAttachment | Requeue:
+        result, reply = await _carry_out(plan, self.writer)
+        if isinstance(result, Requeue):
+            return await self._refresh(name, result)
+        return self._store(reply)
 
     async def create(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
-        try:
-            body = await self.client.create(
-                self.collection, manifest(record), fieldManager=self.field_manager
-            )
-        except ApiError as err:
-            if err.conflict:
-                return await self._refresh(record.metadata.name, "exists already", err)
-            raise
-        return self._store(body)
-
-    def _body(self, record: DeviceAttachment, finalizers: tuple[str, ...]) -> dict[str, Any]:
-        body = manifest(record)
-        meta = record.metadata
-        body["metadata"].update(
-            {
-                "resourceVersion": meta.resource_version,
-                "uid": meta.uid,
-                "finalizers": list(finalizers),
-                "annotations": dict(meta.annotations),
-            }
-        )
-        return body
+        return await self._stored(ledger.create_plan(record, self.namespace), record.metadata.name)
 
     async def update(self, record: DeviceAttachment) -> DeviceAttachment | Requeue:
-        try:
-            body = await self.client.replace(
-                self.path(record.metadata.name),
-                self._body(record, record.metadata.finalizers),
-                fieldManager=self.field_manager,
-            )
-        except ApiError as err:
-            if err.conflict or err.not_found:
-                return await self._refresh(record.metadata.name, "changed meanwhile", err)
-            raise
-        return self._store(body)
+        return await self._stored(ledger.update_plan(record, self.namespace), record.metadata.name)
 
     async def finish(self, record: DeviceAttachment) -> Requeue | None:
         """Store the final status without our finalizer, then delete the record."""
         name = record.metadata.name
         current = record
-        if RECORD_FINALIZER in record.metadata.finalizers and record.metadata.resource_version:
-            remaining = tuple(f for f in record.metadata.finalizers if f != RECORD_FINALIZER)
-            try:
-                body = await self.client.replace(
-                    self.path(name), self._body(record, remaining), fieldManager=self.field_manager
-                )
-            except ApiError as err:
-                if err.not_found:
-                    self.index.remove(name)
-                    return None
-                if err.conflict:
-                    return await self._refresh(name, "changed meanwhile", err)
-                raise
-            stored = self._store(body)
+        release = ledger.release_plan(record, self.namespace)
+        if release is not None:
+            result, reply = await _carry_out(release, self.writer)
+            if isinstance(result, Requeue):
+                return await self._refresh(name, result)
+            if reply is None:  # gone already
+                self.index.remove(name)
+                return None
+            stored = self._store(reply)
             if isinstance(stored, Requeue):
                 return stored
             current = stored
-        try:
-            await self.client.delete(self.path(name), uid=current.metadata.uid or None)
-        except ApiError as err:
-            if not err.not_found and not err.conflict:
-                raise
+        await execute(ledger.delete_plan(current, self.namespace), self.writer)
         self.index.remove(name)
         return None
 
@@ -404,26 +380,42 @@ def expired(rule: dict[str, Any], now: datetime) -> bool:
         return True  # an unreadable expiry was not written by us as such; do not keep it forever
 
 
+def taint_plan(
+    rules: ServedResource, device: DeviceKey, reason: str, policy_name: str, expires: datetime
+) -> Plan:
+    """Create the device's rule; one that exists (409) already keeps the device from being picked."""
+    body = rule_body(rules.api_version, device, reason, policy_name, expires)
+    return Plan((Create(rules.path(), body, with_field_manager=True),))
+
+
+def expired_rules(listing: Mapping[str, Any], rules: ServedResource, now: datetime) -> list[Delete]:
+    """The deletes of our listed rules whose expiry has passed, each if it is still that rule."""
+    deletes = []
+    for rule in listing.get("items", []):
+        if expired(rule, now):
+            meta = rule.get("metadata") or {}
+            deletes.append(Delete(rules.path(meta.get("name")), meta.get("uid") or ""))
+    return deletes
+
+
 class TaintRules:
     """Failure taints as DeviceTaintRules of the version the runtime discovered (``api``, set when
     the controller is prepared). Without one nothing is tainted: the policies then disable their
     taints and say so (:data:`.policy.TAINT_INACTIVE`), so no taint is ever asked for."""
 
-    def __init__(self, client: KubeClient, field_manager: str, api: ServedResource | None = None) -> None:
-        self.client = client
-        self.field_manager = field_manager
+    def __init__(self, writer: Writer, api: ServedResource | None = None) -> None:
+        self.writer = writer
         self.api = api
 
     async def taint(self, device: DeviceKey, reason: str, policy_name: str, duration: timedelta) -> None:
         rules = self.api
         if rules is None:
             return
-        body = rule_body(rules.api_version, device, reason, policy_name, datetime.now(UTC) + duration)
+        plan = taint_plan(rules, device, reason, policy_name, datetime.now(UTC) + duration)
         try:
-            await self.client.create(rules.path(), body, fieldManager=self.field_manager)
+            await execute(plan, self.writer)
         except ApiError as err:
-            if not err.conflict:
-                log.warning("could not taint device %s: %s", device, err)
+            log.warning("could not taint device %s: %s", device, err)
 
     async def sweep(self) -> None:
         """Delete our rules whose expiry has passed."""
@@ -431,31 +423,40 @@ class TaintRules:
         if rules is None:
             return
         try:
-            listing = await self.client.get(rules.path(), labelSelector=LABEL_POLICY)
+            listing = await self.writer.client.get(rules.path(), labelSelector=LABEL_POLICY)
         except ApiError as err:
             log.warning("could not list DeviceTaintRules: %s", err)
             return
-        now = datetime.now(UTC)
-        for rule in listing.get("items", []):
-            if not expired(rule, now):
-                continue
-            meta = rule.get("metadata") or {}
+        for delete in expired_rules(listing, rules, datetime.now(UTC)):
+            # One plan each: a refused delete is logged and the sweep goes on with the others.
             try:
-                await self.client.delete(rules.path(meta.get("name")), uid=meta.get("uid"))
+                await execute(Plan((delete,)), self.writer)
             except ApiError as err:
-                if not err.not_found and not err.conflict:
-                    log.warning("could not delete expired DeviceTaintRule %s: %s", meta.get("name"), err)
+                log.warning(
+                    "could not delete expired DeviceTaintRule %s: %s", delete.path.rsplit("/", 1)[-1], err
+                )
 
 
 RETRY_SECONDS = 1.0
 
 
+def mirror_plan(path: str, name: str, namespace: str, data: Mapping[str, str]) -> Plan:
+    """Apply the whole ``data`` of our field manager; any refusal (even 404, the namespace is
+    missing) is retried, as the mirror is what a restarted process loads back."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": dict(data),
+    }
+    return Plan((Apply(path, body, tolerate=frozenset()),))
+
+
 class InventoryMirror:
-    def __init__(self, client: KubeClient, namespace: str, field_manager: str, spawn: Spawn) -> None:
+    def __init__(self, writer: Writer, namespace: str, spawn: Spawn) -> None:
         self._spawn = spawn
-        self.client = client
+        self.writer = writer
         self.namespace = namespace
-        self.field_manager = field_manager
         self._parts: dict[str, dict[str, dict[str, str]]] = {}
         self._dirty: set[str] = set()
         self._writers: dict[str, asyncio.Task[None]] = {}
@@ -465,7 +466,7 @@ class InventoryMirror:
 
     async def load(self, name: str) -> dict[str, str]:
         try:
-            body: dict[str, Any] = await self.client.get(self.path(name))
+            body: dict[str, Any] = await self.writer.client.get(self.path(name))
         except ApiError as err:
             if err.not_found:
                 return {}
@@ -488,14 +489,8 @@ class InventoryMirror:
             data: dict[str, str] = {}
             for part in self._parts.get(name, {}).values():
                 data.update(part)
-            body = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": self.namespace},
-                "data": data,
-            }
             try:
-                await self.client.apply(self.path(name), body, self.field_manager)
+                await execute(mirror_plan(self.path(name), name, self.namespace, data), self.writer)
             except ApiError as err:
                 log.warning("could not mirror the test inventory into ConfigMap %s: %s", name, err)
                 self._dirty.add(name)

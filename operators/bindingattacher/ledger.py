@@ -9,17 +9,35 @@ call it describes, so it doubles as an intent log.
 :class:`LedgerIndex` is the in-memory view the reconciler consults: records by name, by claim
 UID (to find what a claim had after it is gone) and by device key (to serialize attaches of one
 physical device across claims, §13.3). It is plain data; the runtime feeds it from the watch.
+
+The record writes are :class:`~operators.core.plan.Plan` steps built here and carried out by
+the API layer (:class:`~.kube.LedgerWriter`), always against the record's freshest version:
+
+* create (:func:`create_plan`): one POST carrying the first phase (the CRD has no status
+  subresource, so the intent is durable in one write);
+* update (:func:`update_plan`): a PUT of the whole object with its ``resourceVersion``, so a
+  decision taken on a stale record turns into a conflict;
+* finish: one PUT that removes the finalizer (:func:`release_plan`, which also stores the final
+  status), then a DELETE with a UID precondition (:func:`delete_plan`).
+
+A write built on a stale record (a conflict, an unexpected "already exists", an update of a
+record that is gone) ends its plan with a :class:`~operators.core.reconcile.Requeue`: the
+record is re-read and the claim reconciled again from it, instead of retrying a write built on
+stale data.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from operators.core.client import ApiError
 from operators.core.models import ObjectMeta
-from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER
+from operators.core.plan import Create, Delete, Plan, Replace
+from operators.core.reconcile import Requeue
+from operators.dra.attachments import LABEL_POLICY, RECORD_FINALIZER, RECORDS
 
 from .identity import AllocationIdentity, DeviceKey, attachment_key, record_key
 from .models import (
@@ -112,6 +130,76 @@ def manifest(record: DeviceAttachment) -> dict[str, Any]:
         "spec": record.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
         "status": status_body(record.status),
     }
+
+
+def stored_body(record: DeviceAttachment, finalizers: Iterable[str]) -> dict[str, Any]:
+    """The whole record for a PUT: its ``uid`` and ``resourceVersion`` are the preconditions."""
+    body = manifest(record)
+    meta = record.metadata
+    body["metadata"].update(
+        {
+            "resourceVersion": meta.resource_version,
+            "uid": meta.uid,
+            "finalizers": list(finalizers),
+            "annotations": dict(meta.annotations),
+        }
+    )
+    return body
+
+
+def record_path(namespace: str, name: str) -> str:
+    return f"{RECORDS.path(namespace=namespace)}/{name}"
+
+
+def _stale(name: str, why: str, *statuses: int) -> Callable[[ApiError], Requeue | None]:
+    """Answers that mean the write was built on a stale record: the sync starts again from it."""
+
+    def ends(err: ApiError) -> Requeue | None:
+        return Requeue(0.0, f"record {name}: {why} ({err.reason})") if err.status in statuses else None
+
+    return ends
+
+
+def create_plan(record: DeviceAttachment, namespace: str) -> Plan:
+    """POST the record with its first phase; a namesake means the index is behind (409)."""
+    name = record.metadata.name
+    create = Create(
+        RECORDS.path(namespace=namespace),
+        manifest(record),
+        with_field_manager=True,
+        ends=_stale(name, "exists already", 409),
+    )
+    return Plan((create,))
+
+
+def update_plan(record: DeviceAttachment, namespace: str) -> Plan:
+    """PUT the record over the version it was decided on; changed (409) or gone (404) meanwhile
+    is stale."""
+    name = record.metadata.name
+    body = stored_body(record, record.metadata.finalizers)
+    return Plan(
+        (Replace(record_path(namespace, name), body, ends=_stale(name, "changed meanwhile", 404, 409)),)
+    )
+
+
+def release_plan(record: DeviceAttachment, namespace: str) -> Plan | None:
+    """Store the final status without our finalizer; None when there is no finalizer of ours to
+    remove (or no stored version to remove it from). Gone already (404) is done."""
+    meta = record.metadata
+    if RECORD_FINALIZER not in meta.finalizers or not meta.resource_version:
+        return None
+    remaining = tuple(f for f in meta.finalizers if f != RECORD_FINALIZER)
+    release = Replace(
+        record_path(namespace, meta.name),
+        stored_body(record, remaining),
+        ends=_stale(meta.name, "changed meanwhile", 409),
+    )
+    return Plan((release,))
+
+
+def delete_plan(record: DeviceAttachment, namespace: str) -> Plan:
+    """DELETE the record if it is still this one; gone (404) or another one (409) is done."""
+    return Plan((Delete(record_path(namespace, record.metadata.name), record.metadata.uid),))
 
 
 def status_body(status: DeviceAttachmentStatus) -> dict[str, Any]:

@@ -30,6 +30,13 @@ record must have an action instance to call; otherwise the sync is requeued shor
 
 A call outcome that produced a step is consumed only after the record was persisted, so a
 failed ledger write leaves the outcome in place for the retried sync.
+
+Every write of the sync is a :class:`~operators.core.plan.Plan` that pure code builds (the
+record writes in :mod:`.ledger`, the claim status in :mod:`.devicestatus`, the Events in
+:mod:`.decide`) and :func:`operators.core.plan.execute` carries out, directly or through the API
+layer (:mod:`.kube`), which keeps the answers in the caches. The attach, probe and detach calls
+are not API writes: a step starts them, they run in the background, and their outcome is the
+input of the next decision (decide, call, decide again, execute).
 """
 
 from __future__ import annotations
@@ -39,10 +46,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from operators.core.client import ApiError
 from operators.core.conditions import parse_time
-from operators.core.events import WARNING
 from operators.core.keys import Key
+from operators.core.plan import Plan, RecordEvent, execute
 from operators.core.reconcile import Done, Requeue, Result
 
 from . import ledger, metrics
@@ -54,16 +60,16 @@ from .collaborators import Collaborators
 from .decide import (
     FailureStreaks,
     RuntimeFacts,
-    claim_ref,
     entry_device,
-    event_type,
+    event_plan,
     expected_reported,
-    message,
+    missing_timestamp_event,
     observe_record,
     observe_result,
     pods_needed,
+    policy_not_ready_event,
     record_step,
-    targets,
+    refusal_events,
     would_be_name,
 )
 from .devicestatus import WriteError, desired_entries, needs_write, write_precondition
@@ -194,7 +200,7 @@ class ClaimPipeline:
             # Existing records are driven whether or not their policy is Ready now (spec §5), so
             # they are observed against every result of a configured driver.
             managed = select(claim, {d: replace(r, ready=True) for d, r in rules.items()}).ours
-            self._warn(claim, selection.missing_allocation_timestamp, selection.blocked_by_policy)
+            await self._warn(claim, selection.missing_allocation_timestamp, selection.blocked_by_policy)
             self._remember_failures(claim, managed)
         pods = await self._pods(claim, records, ours)
         run = Run(key)
@@ -217,7 +223,7 @@ class ClaimPipeline:
             if stop := await self._persist_readiness(readiness, None, claim, run):
                 return stop
         # 5. Events, and the result
-        self._post_events(run, claim)
+        await self._post_events(run, claim)
         self._conflicts.pop(key.uid, None)
         self._invalid.pop(key.uid, None)
         return run.result()
@@ -268,38 +274,29 @@ class ClaimPipeline:
             return now
         return policy.settings.attach_deadline(allocation.allocation_timestamp)
 
-    def _warn(
+    async def _warn(
         self,
         claim: ResourceClaim,
         missing_timestamp: bool,
         blocked: Sequence[tuple[DeviceRequestAllocationResult, SelectionRules]],
     ) -> None:
+        """Warn once per allocation of what keeps its devices from being attached."""
         allocation = claim.status.allocation
         if allocation is None:
             return
         uid = claim.metadata.uid
         stamp = allocation.allocation_timestamp.isoformat() if allocation.allocation_timestamp else "-"
         warned = self._warned.setdefault(uid, set())
+        warnings: list[RecordEvent] = []
         if missing_timestamp and (stamp, "") not in warned:
             warned.add((stamp, ""))
-            self.shared.events.record(
-                claim_ref(claim),
-                WARNING,
-                "MissingAllocationTimestamp",
-                "the allocation has no allocationTimestamp (not made by a kube-scheduler with binding "
-                "conditions enabled); its devices are not attached",
-            )
+            warnings.append(missing_timestamp_event(claim))
         for result, rules in blocked:
             if (stamp, rules.driver) in warned:
                 continue
             warned.add((stamp, rules.driver))
-            self.shared.events.record(
-                claim_ref(claim),
-                WARNING,
-                "AttachPolicyNotReady",
-                f"device {DeviceKey.of_result(result)} is not attached: the DeviceAttachPolicy for driver "
-                f"{rules.driver} is not Ready: {rules.not_ready_message}",
-            )
+            warnings.append(policy_not_ready_event(claim, result, rules))
+        await execute(Plan(tuple(warnings)), self.shared)
 
     # -- records: decide, then execute ------------------------------------------------------------
 
@@ -580,7 +577,7 @@ class ClaimPipeline:
         """The result of a refused apply (spec §11.3); the Events collected so far are posted."""
         meta = claim.metadata
         uid = meta.uid
-        self._post_events(run, claim)
+        await self._post_events(run, claim)
         match err.kind:
             case WriteError.CONFLICT | WriteError.NOT_ALLOCATED | WriteError.NOT_FOUND:
                 await self.shared.kube.claims.read(meta.namespace, meta.name, uid)
@@ -589,7 +586,11 @@ class ClaimPipeline:
                     return Requeue(0.0, f"claim changed under the status write ({err.kind.value})")
                 raise err.error
             case WriteError.FORBIDDEN:
-                self._forbidden(claim, driver, err.error)
+                owner = self.shared.cache.policies.owner(driver)
+                await self._tell_refusal(claim, driver, err, owner)
+                if owner is not None:
+                    owner.recheck_authorization()
+                    self.shared.queue.add(policy_key(owner.name))
                 return Requeue(FORBIDDEN_RETRY_SECONDS, f"status write forbidden: {err.error.message}")
             case WriteError.INVALID:
                 count = self._invalid[uid] = self._invalid.get(uid, 0) + 1
@@ -599,28 +600,18 @@ class ClaimPipeline:
                     err.error.message,
                     extra={"object": f"resourceclaim {meta.namespace}/{meta.name}"},
                 )
-                self.shared.events.record(
-                    claim_ref(claim), WARNING, "StatusWriteInvalid", err.error.message[:1024]
-                )
+                await self._tell_refusal(claim, driver, err)
                 return Requeue(min(INVALID_MAX_BACKOFF_SECONDS, 2.0**count), "invalid status write")
             case _:
                 raise err.error
 
-    def _forbidden(self, claim: ResourceClaim, driver: str, err: ApiError) -> None:
-        message = f"status.devices entries of driver {driver} were refused ({err.status}): {err.message}"
-        self.shared.events.record(claim_ref(claim), WARNING, "StatusWriteForbidden", message[:1024])
-        owner = self.shared.cache.policies.owner(driver)
-        if owner is None:
-            return
-        owner.recheck_authorization()
-        self.shared.queue.add(policy_key(owner.name))
-        self.shared.events.record(
-            policy_ref(owner),
-            WARNING,
-            "StatusWriteForbidden",
-            f"status.devices writes for driver {driver} are refused: the attacher lacks "
-            "resourceclaims/driver arbitrary-node:patch for this driver",
-        )
+    async def _tell_refusal(
+        self, claim: ResourceClaim, driver: str, err: StatusWriteError, owner: PolicyState | None = None
+    ) -> None:
+        """The Events of a refused status write; ``owner``, the driver's policy, hears of a
+        missing permission."""
+        owner_ref = policy_ref(owner) if owner is not None else None
+        await execute(Plan(refusal_events(claim, driver, err.kind, err.error, owner_ref)), self.shared)
 
     def _allowed(self, driver: str) -> None:
         """A status write succeeded for a driver whose policy says Authorized=False: the
@@ -632,13 +623,10 @@ class ClaimPipeline:
 
     # -- Events ------------------------------------------------------------------------------------
 
-    def _post_events(self, run: Run, claim: ResourceClaim | None) -> None:
+    async def _post_events(self, run: Run, claim: ResourceClaim | None) -> None:
         """Queue the Events collected during the sync (once; Events are diagnostics)."""
         pending, run.events = run.events, []
-        for event, record, detail in pending:
-            text = message(event, record, detail)
-            for target in targets(event, record, claim, self.shared.settings.max_pod_events):
-                self.shared.events.record(target, event_type(event), event.value, text[:1024])
+        await execute(event_plan(pending, claim, self.shared.settings.max_pod_events), self.shared)
 
 
 # -- metrics ---------------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ is rejected (spec §21.4), so acceptance and readiness are tracked apart.
   depends on has been evaluated at its current generation (:meth:`PolicyBook.settled`), so no
   claim is decided on a policy the process has not looked at yet (after a restart, for example);
 * which policy instance drives an existing record (:meth:`PolicyBook.for_record`).
+
+What the policy sync writes is planned here too, as :class:`~operators.core.plan.Plan` steps:
+the finalizer (:func:`finalizer_plan`) and the status with its ``PolicyAccepted`` or
+``PolicyRejected`` Event (:func:`status_plan`).
 """
 
 from __future__ import annotations
@@ -40,10 +44,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
+from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition, find, merge, same_content
+from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.names import is_dns_subdomain, is_qualified_name
 from operators.core.namespace import Problem
+from operators.core.plan import Apply, Patch, Plan, RecordEvent, Step
+from operators.core.reconcile import Done, Requeue
 from operators.dra.api import GROUP
+from operators.dra.attachments import POLICIES
 from operators.dra.durations import format_seconds, parse_go_duration
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
@@ -554,3 +562,66 @@ class PolicyBook:
         if owner is not None and owner.action is not None:
             return owner
         return None
+
+
+FINALIZER_CONFLICT_RETRY_SECONDS = 0.5
+
+
+def finalizer_plan(name: str, resource_version: str, finalizers: tuple[str, ...]) -> Plan:
+    """Set the policy's finalizers on the version it was read at: changed meanwhile (409) is
+    looked at again shortly, gone (404) is done."""
+    body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": resource_version}}
+    changed = Requeue(FINALIZER_CONFLICT_RETRY_SECONDS, f"policy {name} changed while setting its finalizer")
+    return Plan((Patch(POLICIES.path(name), body, ends={409: changed}),))
+
+
+def status_plan(
+    ref: ObjectRef,
+    status: Mapping[str, Any],
+    generation: int,
+    conditions: tuple[Condition, ...],
+    records: Mapping[str, Any],
+    now: str,
+) -> Plan:
+    """Apply the policy's status (``conditions[0]`` is ``Accepted``), then tell of a change of
+    acceptance in an Event. Nothing when only timestamps would change; nothing more once the
+    policy is gone (404)."""
+    current = list(status.get("conditions") or ())
+    merged: list[dict[str, Any]] = current
+    for condition in conditions:
+        merged = merge(merged, condition, now)
+    unchanged = (
+        status.get("observedGeneration") == generation
+        and status.get("records") == records
+        and all(same_content(find(current, c.type), c.to_dict()) for c in conditions)
+    )
+    if unchanged:
+        return Plan()
+    body = {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "metadata": {"name": ref.name},
+        "status": {"observedGeneration": generation, "conditions": merged, "records": dict(records)},
+    }
+    path = POLICIES.path(ref.name, subresource="status")
+    steps: list[Step] = [Apply(path, body, ends={404: Done("the policy is gone")})]
+    event = accepted_event(ref, find(current, ACCEPTED), conditions[0])
+    if event is not None:
+        steps.append(event)
+    return Plan(tuple(steps))
+
+
+def accepted_event(
+    ref: ObjectRef, previous: Mapping[str, Any] | None, accepted: Condition
+) -> RecordEvent | None:
+    """The Event of a change of ``Accepted`` (also of its first report); None when it kept its
+    status and reason."""
+    if (
+        previous is not None
+        and previous.get("status") == accepted.status
+        and previous.get("reason") == accepted.reason
+    ):
+        return None
+    if accepted.status == TRUE:
+        return RecordEvent(ref, NORMAL, "PolicyAccepted", accepted.message or "the policy was accepted")
+    return RecordEvent(ref, WARNING, "PolicyRejected", f"{accepted.reason}: {accepted.message}")

@@ -26,12 +26,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from operators.core.client import MERGE_PATCH, ApiError
-from operators.core.conditions import TRUE, Condition, find, format_time, merge, same_content
-from operators.core.events import NORMAL, WARNING, ObjectRef
+from operators.core.client import ApiError
+from operators.core.conditions import TRUE, Condition, format_time
+from operators.core.events import ObjectRef
+from operators.core.plan import Write, execute
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.resources import SECRETS, SELF_SUBJECT_ACCESS_REVIEWS
-from operators.dra.attachments import POLICIES, POLICY_FINALIZER
+from operators.dra.attachments import POLICY_FINALIZER
 from operators.dra.durations import parse_go_duration
 
 from . import ledger, policy
@@ -251,69 +252,24 @@ class PolicySync:
         return any(r.spec.policy.name == name for r in self.shared.cache.records.all())
 
     async def _set_finalizers(self, state: PolicyState, finalizers: tuple[str, ...]) -> Requeue | None:
-        body = {"metadata": {"finalizers": list(finalizers), "resourceVersion": state.resource_version}}
-        path = POLICIES.path(state.name)
-        try:
-            updated = await self.shared.client.patch(path, body, content_type=MERGE_PATCH)
-        except ApiError as err:
-            if err.conflict:
-                return Requeue(0.5, f"policy {state.name} changed while setting its finalizer")
-            if err.not_found:
-                return None
-            raise
-        meta = updated.get("metadata") or {}
-        state.finalizers = tuple(meta.get("finalizers") or ())
-        state.resource_version = str(meta.get("resourceVersion", state.resource_version))
-        return None
+        def patched(_: Write, reply: Any) -> None:
+            meta = reply.get("metadata") or {}
+            state.finalizers = tuple(meta.get("finalizers") or ())
+            state.resource_version = str(meta.get("resourceVersion", state.resource_version))
+
+        plan = policy.finalizer_plan(state.name, state.resource_version, finalizers)
+        result = await execute(plan, self.shared, replied=patched)
+        return result if isinstance(result, Requeue) else None
 
     async def _write_status(self, state: PolicyState, conditions: tuple[Condition, ...]) -> None:
-        now = format_time(datetime.now(UTC))
-        current = list(state.status.get("conditions") or ())
-        merged: list[dict[str, Any]] = current
-        for condition in conditions:
-            merged = merge(merged, condition, now)
         records = ledger.record_counts(self.shared.cache.records.all(), state.name)
-        unchanged = (
-            state.status.get("observedGeneration") == state.generation
-            and state.status.get("records") == records
-            and all(same_content(find(current, c.type), c.to_dict()) for c in conditions)
-        )
-        if unchanged:
-            return
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": state.name},
-            "status": {"observedGeneration": state.generation, "conditions": merged, "records": records},
-        }
-        try:
-            path = POLICIES.path(state.name, subresource="status")
-            written = await self.shared.client.apply(path, body, self.shared.field_manager)
-        except ApiError as err:
-            if err.not_found:
-                return
-            raise
-        previous = find(current, policy.ACCEPTED)
-        state.status = dict(written.get("status") or {})
-        self._accepted_event(state, previous, conditions[0])
+        now = format_time(datetime.now(UTC))
+        plan = policy.status_plan(policy_ref(state), state.status, state.generation, conditions, records, now)
 
-    def _accepted_event(
-        self, state: PolicyState, previous: Mapping[str, Any] | None, accepted: Condition
-    ) -> None:
-        if (
-            previous is not None
-            and previous.get("status") == accepted.status
-            and previous.get("reason") == accepted.reason
-        ):
-            return
-        if accepted.status == TRUE:
-            self.shared.events.record(
-                policy_ref(state), NORMAL, "PolicyAccepted", accepted.message or "the policy was accepted"
-            )
-        else:
-            self.shared.events.record(
-                policy_ref(state), WARNING, "PolicyRejected", f"{accepted.reason}: {accepted.message}"
-            )
+        def applied(_: Write, reply: Any) -> None:
+            state.status = dict(reply.get("status") or {})
+
+        await execute(plan, self.shared, replied=applied)
 
 
 def own_inventory(data: Mapping[str, str], driver: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ step                 sent as                                                   a
 ===================  ========================================================  =============
 :class:`Create`      POST to the collection                                    409 (exists)
 :class:`Apply`       server-side apply, the runtime's field manager, forced    404 (gone)
+:class:`Replace`     PUT of the whole object, the runtime's field manager      404 (gone)
 :class:`Patch`       a patch (JSON merge unless ``content_type`` says)         404 (gone)
 :class:`Delete`      DELETE with ``preconditions.uid``                         404, 409
 :class:`Evict`       POST ``pods/<name>/eviction``, ``preconditions.uid``      404 (gone)
@@ -22,9 +23,9 @@ step                 sent as                                                   a
 
 Preconditions travel in the body, where the API server checks them: a ``metadata.uid`` in an
 applied body keeps a status off a re-created namesake, a ``metadata.resourceVersion`` in a patch
-makes a write computed from an older view fail with 409. A create is looked up first by the pure
-code (it plans creates only for what its cache lacks); AlreadyExists means the watch has not
-delivered the object yet, and the next pass compares it.
+or a replaced object makes a write computed from an older view fail with 409. A create is looked
+up first by the pure code (it plans creates only for what its cache lacks); AlreadyExists means
+the watch has not delivered the object yet, and the next pass compares it.
 
 Each write says which answers count as done (``tolerate``, the defaults above) and which end the
 plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``, or a function of the
@@ -56,6 +57,7 @@ __all__ = [
     "Patch",
     "Plan",
     "RecordEvent",
+    "Replace",
     "Step",
     "Together",
     "Write",
@@ -88,6 +90,9 @@ class Create(_Answers):
     path: str
     body: Mapping[str, Any]
     tolerate: frozenset[int] = _tolerate(409)
+    with_field_manager: bool = field(default=False, kw_only=True)
+    """Name the runtime's field manager in the POST (``fieldManager``), so the object's
+    ``managedFields`` say who created it; without it the server names the client's user agent."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,18 @@ def status_apply(resource: ApiResource, kind: str, name: str, uid: str, status: 
         "status": status,
     }
     return Apply(resource.path(name, subresource="status"), body)
+
+
+@dataclass(frozen=True)
+class Replace(_Answers):
+    """PUT ``body``, the whole object, at ``path`` with the runtime's field manager; for an object
+    whose writes must replace it whole (a custom resource without a status subresource, its
+    finalizers). The body's ``metadata.resourceVersion`` makes the write fail with 409 when the
+    object changed since it was read."""
+
+    path: str
+    body: Mapping[str, Any]
+    tolerate: frozenset[int] = _tolerate(404)
 
 
 @dataclass(frozen=True)
@@ -156,7 +173,7 @@ class RecordEvent:
     message: str
 
 
-Write = Create | Apply | Patch | Delete | Evict
+Write = Create | Apply | Replace | Patch | Delete | Evict
 """A step that is an API call."""
 
 
@@ -270,9 +287,13 @@ async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | N
 async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
     client = writer.client
     if isinstance(write, Create):
+        if write.with_field_manager:
+            return await client.create(write.path, write.body, fieldManager=writer.field_manager)
         return await client.create(write.path, write.body)
     if isinstance(write, Apply):
         return await client.apply(write.path, write.body, writer.field_manager)
+    if isinstance(write, Replace):
+        return await client.replace(write.path, write.body, fieldManager=writer.field_manager)
     # A patched or deleted object comes back in the reply, which only a caller that asked for it
     # reads: parsing, say, a pod for nothing costs CPU on every eviction.
     if isinstance(write, Patch):
