@@ -36,14 +36,6 @@ class ScopeCache(Protocol):
     def slices(self) -> Mapping[str, Any]: ...
     @property
     def classes(self) -> Mapping[str, Any]: ...
-    def upsert_slice(self, body: Mapping[str, Any]) -> list[str]: ...
-    def delete_slice(self, body: Mapping[str, Any]) -> list[str]: ...
-    def upsert_class(self, body: Mapping[str, Any]) -> list[str]: ...
-    def delete_class(self, body: Mapping[str, Any]) -> list[str]: ...
-    def upsert_rule(self, body: Mapping[str, Any]) -> list[str]: ...
-    def delete_rule(self, body: Mapping[str, Any]) -> list[str]: ...
-    def upsert_claim(self, body: Mapping[str, Any]) -> list[str]: ...
-    def delete_claim(self, body: Mapping[str, Any]) -> list[str]: ...
 
 
 CacheT = TypeVar("CacheT", bound=ScopeCache)
@@ -54,8 +46,20 @@ class ApiVersioned(Protocol):
     def api_version(self) -> str: ...
 
 
+def _feeding(update: str, delay: float) -> Callable[[ScopeController[Any], Mapping[str, Any]], None]:
+    """A watch callback that feeds the body to the cache's method ``update`` (one of :data:`Update`)
+    and queues what that names after ``delay``."""
+
+    def feed(controller: ScopeController[Any], body: Mapping[str, Any]) -> None:
+        controller.route(getattr(controller.cache, update), body, delay)
+
+    feed.__name__ = feed.__qualname__ = update
+    return feed
+
+
 class ScopeController(ABC, Generic[CacheT]):
-    """The watch callbacks (synchronous, no API calls) and the scope evaluation of such a controller."""
+    """The watch callbacks (synchronous, no API calls) and the scope evaluation of such a controller.
+    Its cache has a method of each callback's name."""
 
     def __init__(self, cache: CacheT) -> None:
         self.cache = cache
@@ -68,29 +72,14 @@ class ScopeController(ABC, Generic[CacheT]):
     def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
         """Feed ``body`` to the cache through ``update`` and queue what it names after ``delay``."""
 
-    def upsert_slice(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_slice, body, SLICE_DEBOUNCE_SECONDS)
-
-    def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.delete_slice, body, SLICE_DEBOUNCE_SECONDS)
-
-    def upsert_class(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_class, body, SLICE_DEBOUNCE_SECONDS)
-
-    def delete_class(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.delete_class, body, SLICE_DEBOUNCE_SECONDS)
-
-    def upsert_rule(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_rule, body, RULE_DEBOUNCE_SECONDS)
-
-    def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.delete_rule, body, RULE_DEBOUNCE_SECONDS)
-
-    def upsert_claim(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_claim, body, CLAIM_DEBOUNCE_SECONDS)
-
-    def delete_claim(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.delete_claim, body, CLAIM_DEBOUNCE_SECONDS)
+    upsert_slice = _feeding("upsert_slice", SLICE_DEBOUNCE_SECONDS)
+    delete_slice = _feeding("delete_slice", SLICE_DEBOUNCE_SECONDS)
+    upsert_class = _feeding("upsert_class", SLICE_DEBOUNCE_SECONDS)
+    delete_class = _feeding("delete_class", SLICE_DEBOUNCE_SECONDS)
+    upsert_rule = _feeding("upsert_rule", RULE_DEBOUNCE_SECONDS)
+    delete_rule = _feeding("delete_rule", RULE_DEBOUNCE_SECONDS)
+    upsert_claim = _feeding("upsert_claim", CLAIM_DEBOUNCE_SECONDS)
+    delete_claim = _feeding("delete_claim", CLAIM_DEBOUNCE_SECONDS)
 
     async def select(self, evaluate: Callable[[list[Any], dict[str, Any]], Outcome]) -> Outcome:
         """``evaluate(slices, classes)`` over the cache as it is now, in a worker thread: 1000
