@@ -83,13 +83,13 @@ class DeviceHealthController(ScopeController[ClusterCache]):
     # --- Watch callbacks (synchronous; no API calls); slices, classes, claims and rules: the base's ---
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_policy, body, 0.0)
+        self.route(self.cache.upsert_owner, body, 0.0)
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         self.counts.pop(str(meta.get("name")), None)
         self.tracks.pop(str(meta.get("uid")), None)
-        self.route(self.cache.delete_policy, body, 0.0)
+        self.route(self.cache.delete_owner, body, 0.0)
 
     # Pods change as often as claims do.
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
@@ -107,7 +107,7 @@ class DeviceHealthController(ScopeController[ClusterCache]):
 
     async def sync(self, key: Key) -> Result:
         if key == RESYNC_KEY:
-            for name in self.cache.every_policy():
+            for name in self.cache.every_owner():
                 self.runtime.queue.add_after(Key(POLICY, "", name), 0.0)
             return Done()
         if key.kind != POLICY:

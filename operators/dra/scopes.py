@@ -19,6 +19,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
+from operators.core.models import KubeModel, body_name, store
+
+from .selection import DeviceClass, ResourceSlice
 from .unserved import DEVICE_TAINT_RULES_UNSERVED
 
 SLICE_DEBOUNCE_SECONDS = 0.2
@@ -31,14 +34,47 @@ Update = Callable[[Mapping[str, Any]], list[str]]
 """A cache method: takes a watched body, names the objects of the operator's kind it concerns."""
 
 
-class ScopeCache(Protocol):
-    @property
-    def slices(self) -> Mapping[str, Any]: ...
-    @property
-    def classes(self) -> Mapping[str, Any]: ...
+Owner = TypeVar("Owner", bound=KubeModel)
 
 
-CacheT = TypeVar("CacheT", bound=ScopeCache)
+class ScopeCache(Generic[Owner]):
+    """The operator's own objects (policies, selectors: the owners of the rules), by name, and the
+    ResourceSlices and DeviceClasses their scopes are evaluated over. Pure, as a cache is: each
+    event method takes a watched body and returns the names of the owners to reconcile; a body
+    that does not parse is dropped (and logged by the caller).
+
+    A slice concerns every owner, as a scope may select any device; which owners a class, a rule
+    or a claim concerns is the operator's to say.
+    """
+
+    def __init__(self, owners: dict[str, Owner], model: type[Owner]) -> None:
+        self._owners = owners
+        self._model = model
+        self.slices: dict[str, ResourceSlice] = {}
+        self.classes: dict[str, DeviceClass] = {}
+
+    def upsert_owner(self, body: Mapping[str, Any]) -> list[str]:
+        name = body_name(body)
+        store(self._owners, name, self._model, body)
+        return [name]
+
+    def delete_owner(self, body: Mapping[str, Any]) -> list[str]:
+        # Its rules go with the garbage collector; nothing is left to reconcile for it.
+        self._owners.pop(body_name(body), None)
+        return []
+
+    def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
+        store(self.slices, body_name(body), ResourceSlice, body)
+        return self.every_owner()
+
+    def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
+        return self.every_owner() if self.slices.pop(body_name(body), None) is not None else []
+
+    def every_owner(self) -> list[str]:
+        return sorted(self._owners)
+
+
+CacheT = TypeVar("CacheT", bound=ScopeCache[Any])
 
 
 class ApiVersioned(Protocol):

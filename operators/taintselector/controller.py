@@ -81,11 +81,11 @@ class TaintSelectorController(ScopeController[ClusterCache]):
     # --- Watch callbacks (synchronous; no API calls); slices, classes, rules and claims: the base's ---
 
     def upsert_selector(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_selector, body, 0.0)
+        self.route(self.cache.upsert_owner, body, 0.0)
 
     def delete_selector(self, body: Mapping[str, Any]) -> None:
         self.selected.pop(str((body.get("metadata") or {}).get("name")), None)
-        self.route(self.cache.delete_selector, body, 0.0)
+        self.route(self.cache.delete_owner, body, 0.0)
 
     def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
         route(self.runtime.queue, SELECTOR, update, body, delay, log)
