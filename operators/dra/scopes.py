@@ -1,12 +1,13 @@
 """What the operators that evaluate a device scope and own the DeviceTaintRules it asks for
 (devicehealth's policies, taintselector's selectors) share in their controllers.
 
-Both keep ResourceSlices, DeviceClasses, DeviceTaintRules and allocated ResourceClaims in a cache
-that names, for each event, the objects of their own kind it concerns; both evaluate a scope with
-CEL over every published device. :class:`ScopeController` holds those watch callbacks, with the
-debounces that make a driver republishing fifty slices cost one pass per object, the one-at-a-time
-evaluation, and the start's word on the DeviceTaintRule version. Each operator routes the names to
-its own work-queue kind (:meth:`ScopeController.route`), since the queue is not the domain's.
+Both keep their own objects, ResourceSlices, DeviceClasses, DeviceTaintRules and allocated
+ResourceClaims in a cache (:class:`ScopeCache` holds what is the same in both) that names, for each
+event, the objects of their own kind it concerns; both evaluate a scope with CEL over every
+published device. :class:`ScopeController` holds those watch callbacks, with the debounces that
+make a driver republishing fifty slices cost one pass per object, the one-at-a-time evaluation,
+and the start's word on the DeviceTaintRule version. Each operator routes the names to its own
+work-queue kind (:meth:`ScopeController.route`), since the queue is not the domain's.
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ class ScopeController(ABC, Generic[CacheT]):
     upsert_claim = _feeding("upsert_claim", CLAIM_DEBOUNCE_SECONDS)
     delete_claim = _feeding("delete_claim", CLAIM_DEBOUNCE_SECONDS)
 
-    async def select(self, evaluate: Callable[[list[Any], dict[str, Any]], Outcome]) -> Outcome:
+    async def select(
+        self, evaluate: Callable[[list[ResourceSlice], dict[str, DeviceClass]], Outcome]
+    ) -> Outcome:
         """``evaluate(slices, classes)`` over the cache as it is now, in a worker thread: 1000
         devices take a few hundred milliseconds, too long to hold the event loop."""
         async with self._evaluating:
