@@ -12,6 +12,7 @@ from operators.core.conditions import (
     merge,
     reported,
     same_content,
+    set_observed,
     status_differs,
 )
 from operators.core.models import KubeModel
@@ -48,6 +49,25 @@ def test_merge_moves_the_transition_time_when_the_status_changes() -> None:
     existing = [{"type": "Ready", "status": FALSE, "lastTransitionTime": EARLIER}, {"type": "Other"}]
     assert merge(existing, ready()) == [ready().to_dict(), {"type": "Other"}]
     assert merge([], ready(), now=EARLIER)[0]["lastTransitionTime"] == EARLIER
+
+
+def test_set_observed_stamps_every_condition_with_the_generation_and_keeps_the_others() -> None:
+    other = {"type": "Other", "status": TRUE, "reason": "Kept", "lastTransitionTime": EARLIER}
+    held = {"type": "Ready", "status": TRUE, "reason": "Old", "lastTransitionTime": EARLIER}
+    invalid = Condition(type="Invalid", status=FALSE, reason="Valid")
+    conditions = set_observed([other, held], 7, [ready(generation=None), invalid], NOW)
+    assert conditions == [
+        other,
+        {**held, "reason": "Done", "message": "m", "observedGeneration": 7},
+        {
+            "type": "Invalid",
+            "status": FALSE,
+            "reason": "Valid",
+            "message": "",
+            "observedGeneration": 7,
+            "lastTransitionTime": NOW,
+        },
+    ]
 
 
 def test_observed_condition_reads_missing_fields_as_empty() -> None:

@@ -48,8 +48,8 @@ def _rule(name: str, owner_uid: str | None) -> dict[str, Any]:
 @pytest.fixture
 def cache() -> ClusterCache:
     cache = ClusterCache()
-    cache.upsert_selector(_selector("a", "uid-a"))
-    cache.upsert_selector(_selector("b", "uid-b", device_class="gpus"))
+    cache.upsert_owner(_selector("a", "uid-a"))
+    cache.upsert_owner(_selector("b", "uid-b", device_class="gpus"))
     return cache
 
 
@@ -79,7 +79,7 @@ def test_rules_concern_their_owner_and_the_selector_that_may_want_their_name(cac
 def test_long_selector_names_match_their_truncated_rule_names() -> None:
     cache = ClusterCache()
     long_name = "n" * 250
-    cache.upsert_selector(_selector(long_name, "uid-long"))
+    cache.upsert_owner(_selector(long_name, "uid-long"))
     assert cache.delete_rule(_rule(rule_name(long_name, DeviceId("d", "p", "x")), None)) == [long_name]
 
 
@@ -96,6 +96,6 @@ def test_unparsable_objects_are_dropped_and_reported(cache: ClusterCache) -> Non
         cache.upsert_slice({"metadata": {"name": "s1"}, "spec": {"pool": {}}})
     assert "s1" not in cache.slices
     with pytest.raises(UnparsableObject):
-        cache.upsert_selector({"metadata": {"name": "a"}, "spec": {"taint": "nope"}})
+        cache.upsert_owner({"metadata": {"name": "a"}, "spec": {"taint": "nope"}})
     assert "a" not in cache.selectors
-    assert cache.delete_selector({"metadata": {"name": "b"}}) == []
+    assert cache.delete_owner({"metadata": {"name": "b"}}) == []

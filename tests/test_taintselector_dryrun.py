@@ -88,8 +88,8 @@ def test_tolerating_claims_count_but_their_pods_stay() -> None:
 
 def test_the_cache_keeps_allocated_claims_and_routes_to_dry_runs_only() -> None:
     cache = ClusterCache()
-    cache.upsert_selector(selector(name="dry", effect="None").model_dump(by_alias=True))
-    cache.upsert_selector(selector(name="evicting").model_dump(by_alias=True))
+    cache.upsert_owner(selector(name="dry", effect="None").model_dump(by_alias=True))
+    cache.upsert_owner(selector(name="evicting").model_dump(by_alias=True))
     assert cache.upsert_claim(claim_body("pending", [GPU[0]], [], allocated=False)) == []
     assert cache.claims == {}
     assert cache.upsert_claim(claim_body("c", [GPU[0]], ["A"])) == ["dry"]

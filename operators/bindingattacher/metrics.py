@@ -16,7 +16,7 @@ from typing import Protocol
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from operators.core.metrics import ScrapedState, operator_prefix, registry
+from operators.core.metrics import ScrapedState, operator_prefix
 
 P = operator_prefix("bindingattacher")
 # The scheduler's binding-condition wait histogram: 0.1 s x 2^n, 14 buckets (spec §18), so
@@ -29,76 +29,64 @@ attachments = Counter(
     f"{P}attachments",
     "Final outcome per attachment identity.",
     ["driver", "outcome"],
-    registry=registry,
 )
 repeated_failures = Counter(
     f"{P}repeated_failures",
     "Times a claim was reported failing several allocation rounds in a row on the same device.",
     ["driver"],
-    registry=registry,
 )
 events_dropped = Counter(
     f"{P}events_dropped",
     "Events not posted because too many were waiting (Events are diagnostics, spec §15.1).",
-    registry=registry,
 )
 time_to_ready = Histogram(
     f"{P}time_to_ready_seconds",
     "Seconds from allocationTimestamp to the acknowledged readiness apply.",
     ["driver"],
     buckets=READY_BUCKETS,
-    registry=registry,
 )
 attach_duration = Histogram(
     f"{P}attach_duration_seconds",
     "Seconds from the creation of a ledger record to its final attach outcome.",
     ["driver", "outcome"],
     buckets=READY_BUCKETS,
-    registry=registry,
 )
 action_calls = Counter(
     f"{P}action_calls",
     "Attach action calls by operation and result.",
     ["driver", "action_kind", "operation", "result"],
-    registry=registry,
 )
 action_call_duration = Histogram(
     f"{P}action_call_duration_seconds",
     "Seconds an attach action call took.",
     ["driver", "action_kind", "operation"],
     buckets=CALL_BUCKETS,
-    registry=registry,
 )
 detaches = Counter(
     f"{P}detaches",
     "Finished detaches by reason and outcome (succeeded, or forgotten without a call).",
     ["driver", "reason", "outcome"],
-    registry=registry,
 )
 claim_status_writes = Counter(
     f"{P}claim_status_writes",
     "Server-side applies of a claim's status.devices entries, by kind and result.",
     ["driver", "kind", "result"],
-    registry=registry,
 )
 claim_status_write_duration = Histogram(
     f"{P}claim_status_write_duration_seconds",
     "Seconds a claim status apply took.",
     ["driver"],
     buckets=WRITE_BUCKETS,
-    registry=registry,
 )
 budget_exhausted = Counter(
     f"{P}budget_exhausted",
     "Attach deadlines reached, by what the record was waiting for.",
     ["driver", "waiting_for"],
-    registry=registry,
 )
 abandoned = Counter(
     f"{P}abandoned",
     "Allocations removed before their attach deadline without a failure being shown (spec §12.3).",
     ["driver"],
-    registry=registry,
 )
 
 

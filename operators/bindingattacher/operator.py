@@ -26,48 +26,6 @@ from .settings import Settings
 DEFAULT_WORKERS: Final = 20
 """Spec §15.1 (``--workers``); the queue is keyed by claim, so one worker per claim at a time."""
 
-API_CALLS: Final[list[tuple[str, str, str]]] = [
-    # Cluster-wide watch; live GET to confirm that a claim a record refers to is gone (13.1).
-    (GROUP, "resourceclaims", "get"),
-    (GROUP, "resourceclaims", "list"),
-    (GROUP, "resourceclaims", "watch"),
-    # Server-side apply of our drivers' status.devices entries (11.1)...
-    (GROUP, "resourceclaims/status", "patch"),
-    # ...which DRAResourceClaimGranularStatusAuthorization also checks per driver name, with the
-    # request's verb; limited by resourceNames to the configured drivers (20).
-    (GROUP, "resourceclaims/driver", "arbitrary-node:patch"),
-    # Device attributes for actions: a list with fieldSelector spec.driver=<driver> (6).
-    (GROUP, "resourceslices", "list"),
-    # Optional failure taints (14): create, and the sweep's list and delete of expired rules.
-    (GROUP, taintrules.PLURAL, "create"),
-    (GROUP, taintrules.PLURAL, "delete"),
-    (GROUP, taintrules.PLURAL, "list"),
-    # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
-    ("", "pods", "get"),
-    ("", "nodes", "get"),
-    # Policies: watch, finalizer (merge patch), status (server-side apply).
-    (PROJECT_GROUP, "deviceattachpolicies", "list"),
-    (PROJECT_GROUP, "deviceattachpolicies", "watch"),
-    (PROJECT_GROUP, "deviceattachpolicies", "patch"),
-    (PROJECT_GROUP, "deviceattachpolicies/status", "patch"),
-    # Authorized condition: may this process write the driver's entries (21.4)?
-    ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
-    # The ledger. kopf watches cluster-wide, so list/watch are cluster-wide (records outside the
-    # operator namespace are ignored); every write stays in the operator namespace (Role).
-    (PROJECT_GROUP, "deviceattachments", "list"),
-    (PROJECT_GROUP, "deviceattachments", "watch"),
-    (PROJECT_GROUP, "deviceattachments", "get"),
-    (PROJECT_GROUP, "deviceattachments", "create"),
-    (PROJECT_GROUP, "deviceattachments", "update"),
-    (PROJECT_GROUP, "deviceattachments", "delete"),
-    # Webhook CA, client certificate and bearer token, in the operator namespace (10.4).
-    ("", "secrets", "get"),
-    # Test action inventory mirror (server-side apply creates it), with --enable-test-actions.
-    ("", "configmaps", "get"),
-    ("", "configmaps", "create"),
-    ("", "configmaps", "patch"),
-    *RUNTIME_API_CALLS,
-]
 
 DEFINITION = OperatorDefinition(
     name="bindingattacher",
@@ -107,3 +65,42 @@ DEFINITION = OperatorDefinition(
     discovered=(Discovered(GROUP, taintrules.PLURAL, taintrules.VERSIONS),),
     namespace_use="the DeviceAttachment ledger",
 )
+
+API_CALLS: Final[list[tuple[str, str, str]]] = [
+    # The watches of claims, policies and the ledger. kopf watches cluster-wide, so the ledger's
+    # list/watch are cluster-wide too (records outside the operator namespace are ignored).
+    *DEFINITION.watch_calls,
+    # Live GET to confirm that a claim a record refers to is gone (13.1).
+    (GROUP, "resourceclaims", "get"),
+    # Server-side apply of our drivers' status.devices entries (11.1)...
+    (GROUP, "resourceclaims/status", "patch"),
+    # ...which DRAResourceClaimGranularStatusAuthorization also checks per driver name, with the
+    # request's verb; limited by resourceNames to the configured drivers (20).
+    (GROUP, "resourceclaims/driver", "arbitrary-node:patch"),
+    # Device attributes for actions: a list with fieldSelector spec.driver=<driver> (6).
+    (GROUP, "resourceslices", "list"),
+    # Optional failure taints (14): create, and the sweep's list and delete of expired rules.
+    (GROUP, taintrules.PLURAL, "create"),
+    (GROUP, taintrules.PLURAL, "delete"),
+    (GROUP, taintrules.PLURAL, "list"),
+    # Point reads: consumer pods (node fallback, "bound" check) and Nodes for action requests.
+    ("", "pods", "get"),
+    ("", "nodes", "get"),
+    # Policies: finalizer (merge patch), status (server-side apply).
+    (PROJECT_GROUP, "deviceattachpolicies", "patch"),
+    (PROJECT_GROUP, "deviceattachpolicies/status", "patch"),
+    # Authorized condition: may this process write the driver's entries (21.4)?
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
+    # The ledger: every write stays in the operator namespace (Role).
+    (PROJECT_GROUP, "deviceattachments", "get"),
+    (PROJECT_GROUP, "deviceattachments", "create"),
+    (PROJECT_GROUP, "deviceattachments", "update"),
+    (PROJECT_GROUP, "deviceattachments", "delete"),
+    # Webhook CA, client certificate and bearer token, in the operator namespace (10.4).
+    ("", "secrets", "get"),
+    # Test action inventory mirror (server-side apply creates it), with --enable-test-actions.
+    ("", "configmaps", "get"),
+    ("", "configmaps", "create"),
+    ("", "configmaps", "patch"),
+    *RUNTIME_API_CALLS,
+]

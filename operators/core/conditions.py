@@ -108,6 +108,20 @@ def merge(
     return result
 
 
+def set_observed(
+    existing: Iterable[Mapping[str, Any]] | None,
+    generation: int | None,
+    conditions: Iterable[Condition],
+    now: str | None = None,
+) -> list[dict[str, Any]]:
+    """``existing`` with each of ``conditions`` set in turn (:func:`merge`), each as observed at
+    ``generation``: every condition a status writes describes the same generation of the spec."""
+    result = [dict(condition) for condition in existing or ()]
+    for condition in conditions:
+        result = merge(result, condition.model_copy(update={"observed_generation": generation}), now)
+    return result
+
+
 _CONTENT_KEYS = ("type", "status", "reason", "message", "observedGeneration")
 
 

@@ -190,6 +190,14 @@ class Together:
 
 Step = Write | RecordEvent | Together
 
+_OPERATIONS: dict[type[Write], str] = {Create: "create", Patch: "update", Delete: "delete"}
+
+
+def operation(write: Write) -> str | None:
+    """What a metric ``by operation`` counts ``write`` as: create, update (a patch) or delete; None
+    for the writes no such metric counts (an applied status, an eviction)."""
+    return _OPERATIONS.get(type(write))
+
 
 @dataclass(frozen=True)
 class Plan:

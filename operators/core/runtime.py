@@ -233,6 +233,12 @@ class OperatorDefinition:
         """Every kind it declares, watched or not: what the runtime asks discovery about."""
         return (*self.watches, *self.discovered)
 
+    @property
+    def watch_calls(self) -> list[tuple[str, str, str]]:
+        """The (API group, resource, verb) of the listing and the watch of every kind it watches: the
+        part of its ``API_CALLS`` its watches imply, whichever of the informer or kopf sends them."""
+        return [(watch.group, watch.plural, verb) for watch in self.watches for verb in ("list", "watch")]
+
 
 @dataclass
 class Runtime:

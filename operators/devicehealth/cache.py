@@ -22,6 +22,7 @@ from typing import Any
 
 from operators.core.models import body_key, body_metadata, body_name, parse, store, store_if
 from operators.dra.claims import is_allocated
+from operators.dra.scopes import ScopeCache
 
 from .models import (
     API_VERSION,
@@ -31,7 +32,6 @@ from .models import (
     DeviceTaintRule,
     HealthPolicy,
     Pod,
-    ResourceSlice,
 )
 
 __all__ = ["ClusterCache"]
@@ -50,58 +50,40 @@ def _owning_policy(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-class ClusterCache:
+class ClusterCache(ScopeCache[HealthPolicy]):
     def __init__(self) -> None:
         self.policies: dict[str, HealthPolicy] = {}
-        self.slices: dict[str, ResourceSlice] = {}
-        self.classes: dict[str, DeviceClass] = {}
+        super().__init__(self.policies, HealthPolicy)
         self.pods: dict[tuple[str, str], Pod] = {}
         self.claims: dict[tuple[str, str], AllocatedClaim] = {}
         self.rules: dict[str, DeviceTaintRule] = {}
 
-    # --- Events; each returns the names of the policies to reconcile ---------------------------------
-
-    def upsert_policy(self, body: Mapping[str, Any]) -> list[str]:
-        name = body_name(body)
-        store(self.policies, name, HealthPolicy, body)
-        return [name]
-
-    def delete_policy(self, body: Mapping[str, Any]) -> list[str]:
-        # Its rules go with the garbage collector; nothing is left to reconcile for it.
-        self.policies.pop(body_name(body), None)
-        return []
-
-    def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
-        store(self.slices, body_name(body), ResourceSlice, body)
-        return self.every_policy()
-
-    def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.slices.pop(body_name(body), None) is not None else []
+    # --- Events; each returns the names of the policies to reconcile (policies and slices: the base's) -
 
     def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
         store(self.classes, body_name(body), DeviceClass, body)
-        return self.every_policy()
+        return self.every_owner()
 
     def delete_class(self, body: Mapping[str, Any]) -> list[str]:
         self.classes.pop(body_name(body), None)
-        return self.every_policy()
+        return self.every_owner()
 
     def cached_pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get((namespace, name))
 
     def upsert_pod(self, body: Mapping[str, Any]) -> list[str]:
         reporting = store_if(self.pods, body_key(body), Pod, body, lambda pod: any(pod.containers_reporting))
-        return self.every_policy() if reporting else []
+        return self.every_owner() if reporting else []
 
     def delete_pod(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.pods.pop(body_key(body), None) is not None else []
+        return self.every_owner() if self.pods.pop(body_key(body), None) is not None else []
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
         allocated = store_if(self.claims, body_key(body), AllocatedClaim, body, is_allocated)
-        return self.every_policy() if allocated else []
+        return self.every_owner() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_policy() if self.claims.pop(body_key(body), None) is not None else []
+        return self.every_owner() if self.claims.pop(body_key(body), None) is not None else []
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
@@ -115,9 +97,6 @@ class ClusterCache:
         return self._owned_by(_owners(self.rules.pop(body_name(body), None)))
 
     # --- Queries ---------------------------------------------------------------------------------------
-
-    def every_policy(self) -> list[str]:
-        return sorted(self.policies)
 
     def rules_of(self, uid: str) -> list[DeviceTaintRule]:
         return [rule for rule in self.rules.values() if rule.metadata.controlled_by(uid)]

@@ -17,22 +17,22 @@ even if a requeue was lost with a failed write.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
-from operators.core.plan import Create, Delete, Patch, Write, execute
+from operators.core.plan import Create, Delete, Write, execute, operation
 from operators.core.reconcile import Done, Result
 from operators.core.workqueue import route
 from operators.dra import taintrules
 from operators.dra.api import GROUP
 from operators.dra.pods import pod_event_matters
+from operators.dra.scopes import CLAIM_DEBOUNCE_SECONDS, ScopeController, Update, report_rules_api
 from operators.dra.selection import Invalid, Selection, select_devices
-from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from . import metrics
 from .cache import ClusterCache
@@ -51,24 +51,18 @@ POLICY = "policy"
 """The kind of the work-queue keys: DeviceHealthPolicies, cluster-scoped."""
 RESYNC_KEY = Key.periodic("resync")
 RESYNC_SECONDS = 60.0
-SLICE_DEBOUNCE_SECONDS = 0.2
-RULE_DEBOUNCE_SECONDS = 0.5
-# Pods and claims change with every workload that comes and goes.
-POD_DEBOUNCE_SECONDS = 1.0
 
 
-class DeviceHealthController:
+class DeviceHealthController(ScopeController[ClusterCache]):
     def __init__(self, runtime: Runtime) -> None:
+        super().__init__(ClusterCache())
         self.runtime = runtime
-        self.cache = ClusterCache()
         self.rules_api: ServedResource | None = None
         self.tracks: dict[str, dict[DeviceId, Track]] = {}
         """Policy UID -> the signal tracks of its last pass."""
         self.counts: dict[str, Counts] = {}
         """Policy name -> its last counts, for the gauges."""
         self._prepared = False
-        # One scope evaluation at a time: each holds its own working set (see taintselector).
-        self._evaluating = asyncio.Lock()
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         metrics.state.observe(self)
 
@@ -82,66 +76,38 @@ class DeviceHealthController:
             # The version the runtime watches; a change of it restarts the process, so the rules
             # are written as the version read.
             self.rules_api = self.runtime.served_resource(GROUP, taintrules.PLURAL)
-            if self.rules_api is None:
-                log.warning("%s; policies taint nothing (condition Ready=False)", DEVICE_TAINT_RULES_UNSERVED)
-            else:
-                log.info("writing DeviceTaintRules as %s", self.rules_api.api_version)
+            report_rules_api(log, self.rules_api, "policies taint nothing (condition Ready=False)")
             self.runtime.queue.every(RESYNC_KEY, RESYNC_SECONDS, first=RESYNC_SECONDS)
         return True
 
-    # --- Watch callbacks (synchronous; no API calls) ---------------------------------------------------
+    # --- Watch callbacks (synchronous; no API calls); slices, classes, claims and rules: the base's ---
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.upsert_policy, body, 0.0)
+        self.route(self.cache.upsert_owner, body, 0.0)
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         self.counts.pop(str(meta.get("name")), None)
         self.tracks.pop(str(meta.get("uid")), None)
-        self._route(self.cache.delete_policy, body, 0.0)
+        self.route(self.cache.delete_owner, body, 0.0)
 
-    def upsert_slice(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.upsert_slice, body, SLICE_DEBOUNCE_SECONDS)
-
-    def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.delete_slice, body, SLICE_DEBOUNCE_SECONDS)
-
-    def upsert_class(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.upsert_class, body, SLICE_DEBOUNCE_SECONDS)
-
-    def delete_class(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.delete_class, body, SLICE_DEBOUNCE_SECONDS)
-
+    # Pods change as often as claims do.
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
-            self._route(self.cache.upsert_pod, body, POD_DEBOUNCE_SECONDS)
+            self.route(self.cache.upsert_pod, body, CLAIM_DEBOUNCE_SECONDS)
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
-            self._route(self.cache.delete_pod, body, POD_DEBOUNCE_SECONDS)
+            self.route(self.cache.delete_pod, body, CLAIM_DEBOUNCE_SECONDS)
 
-    def upsert_claim(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.upsert_claim, body, POD_DEBOUNCE_SECONDS)
-
-    def delete_claim(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.delete_claim, body, POD_DEBOUNCE_SECONDS)
-
-    def upsert_rule(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.upsert_rule, body, RULE_DEBOUNCE_SECONDS)
-
-    def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self._route(self.cache.delete_rule, body, RULE_DEBOUNCE_SECONDS)
-
-    def _route(
-        self, update: Callable[[Mapping[str, Any]], list[str]], body: Mapping[str, Any], delay: float
-    ) -> None:
+    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
         route(self.runtime.queue, POLICY, update, body, delay, log)
 
     # --- Reconcile -------------------------------------------------------------------------------------
 
     async def sync(self, key: Key) -> Result:
         if key == RESYNC_KEY:
-            for name in self.cache.every_policy():
+            for name in self.cache.every_owner():
                 self.runtime.queue.add_after(Key(POLICY, "", name), 0.0)
             return Done()
         if key.kind != POLICY:
@@ -166,10 +132,10 @@ class DeviceHealthController:
 
     def _written(self, decision: Decision) -> Callable[[Write], None]:
         def written(write: Write) -> None:
-            operation = _RULE_OPERATIONS.get(type(write))
-            if operation is None:
+            verb = operation(write)
+            if verb is None:
                 return
-            metrics.rule_writes.labels(operation=operation).inc()
+            metrics.rule_writes.labels(operation=verb).inc()
             if isinstance(write, Create):
                 name = str(write.body.get("metadata", {}).get("name", ""))
                 since = decision.signalled_since.get(name)
@@ -182,9 +148,4 @@ class DeviceHealthController:
         return written
 
     async def _evaluate(self, policy: HealthPolicy) -> Selection | Invalid:
-        async with self._evaluating:
-            slices, classes = list(self.cache.slices.values()), dict(self.cache.classes)
-            return await asyncio.to_thread(select_devices, policy.spec.scope, slices, classes)
-
-
-_RULE_OPERATIONS: dict[type[Write], str] = {Create: "create", Patch: "update", Delete: "delete"}
+        return await self.select(partial(select_devices, policy.spec.scope))

@@ -9,20 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from operators.core.metrics import ScrapedState, operator_prefix
+from operators.dra.scopes import rule_writes_counter
 
 from .status import Counts
 
 P = operator_prefix("devicehealth")
 
-rule_writes = Counter(
-    f"{P}rule_writes",
-    "DeviceTaintRule writes, by operation (create, update, delete).",
-    ["operation"],
-)
+rule_writes = rule_writes_counter(P)
 signal_to_taint = Histogram(
     f"{P}signal_to_taint_seconds",
     "Seconds from the start of a device's signal to the creation of its DeviceTaintRule.",

@@ -18,27 +18,6 @@ from .controller import DEFAULT_WORKERS, DeviceHealthController
 from .models import PLURAL, VERSION
 from .settings import Settings
 
-API_CALLS: list[tuple[str, str, str]] = [
-    (PROJECT_GROUP, PLURAL, "list"),
-    (PROJECT_GROUP, PLURAL, "watch"),
-    (PROJECT_GROUP, f"{PLURAL}/status", "patch"),
-    (GROUP, "resourceslices", "list"),
-    (GROUP, "resourceslices", "watch"),
-    (GROUP, "deviceclasses", "list"),
-    (GROUP, "deviceclasses", "watch"),
-    (GROUP, "resourceclaims", "list"),
-    (GROUP, "resourceclaims", "watch"),
-    (GROUP, "devicetaintrules", "list"),
-    (GROUP, "devicetaintrules", "watch"),
-    (GROUP, "devicetaintrules", "create"),
-    (GROUP, "devicetaintrules", "patch"),
-    (GROUP, "devicetaintrules", "delete"),
-    ("", "pods", "list"),
-    ("", "pods", "watch"),
-    *RUNTIME_API_CALLS,
-]
-
-
 DEFINITION = OperatorDefinition(
     name="devicehealth",
     settings_class=Settings,
@@ -89,3 +68,12 @@ DEFINITION = OperatorDefinition(
         ),
     ),
 )
+
+API_CALLS: list[tuple[str, str, str]] = [
+    *DEFINITION.watch_calls,
+    (PROJECT_GROUP, f"{PLURAL}/status", "patch"),
+    (GROUP, taintrules.PLURAL, "create"),
+    (GROUP, taintrules.PLURAL, "patch"),
+    (GROUP, taintrules.PLURAL, "delete"),
+    *RUNTIME_API_CALLS,
+]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, Condition, format_time, merge, status_differs
+from operators.core.conditions import FALSE, TRUE, Condition, format_time, set_observed, status_differs
 from operators.core.events import ObjectRef
 
 from .models import DeviceId, HealthPolicy
@@ -127,35 +127,22 @@ def policy_status(
     counts and devices of the last pass that could stay as they were (``counts`` None)."""
     generation = policy.metadata.generation
     previous = policy.status
-    conditions: list[dict[str, Any]] = list(previous.get("conditions") or ())
     if problem is not None:
         reason, message = problem
-        ready = Condition(
-            type=READY,
-            status=FALSE,
-            reason=reason,
-            message=f"{message} {_KEPT}",
-            observed_generation=generation,
-        )
+        ready = Condition(type=READY, status=FALSE, reason=reason, message=f"{message} {_KEPT}")
     else:
         ready = Condition(
-            type=READY,
-            status=TRUE,
-            reason=REASON_VALID,
-            message="The policy is valid and acting.",
-            observed_generation=generation,
+            type=READY, status=TRUE, reason=REASON_VALID, message="The policy is valid and acting."
         )
-    conditions = merge(conditions, ready, now)
     result: dict[str, Any] = {"observedGeneration": generation}
     if counts is None:
         for key in ("signalledDevices", "taintedDevices", "heldBackDevices", "devices", "dryRun"):
             if key in previous:
                 result[key] = previous[key]
-        result["conditions"] = conditions
+        result["conditions"] = set_observed(previous.get("conditions"), generation, [ready], now)
         return result
-    active = _active(counts, dry_run, limit).model_copy(update={"observed_generation": generation})
-    conditions = merge(conditions, active, now)
-    result["conditions"] = conditions
+    active = _active(counts, dry_run, limit)
+    result["conditions"] = set_observed(previous.get("conditions"), generation, [ready, active], now)
     result["signalledDevices"] = counts.signalled
     result["taintedDevices"] = counts.tainted
     result["heldBackDevices"] = counts.held_back

@@ -20,23 +20,6 @@ from .controller import DEFAULT_WORKERS, DeviceTaintController
 from .podeviction import DISRUPTION_REASON
 from .settings import Settings
 
-API_CALLS: list[tuple[str, str, str]] = [
-    ("", "pods", "list"),
-    ("", "pods", "watch"),
-    ("", "pods", "delete"),
-    ("", "pods/status", "patch"),
-    # --eviction-mode=evict: the Eviction API, which honours PodDisruptionBudgets.
-    ("", "pods/eviction", "create"),
-    (GROUP, "resourceclaims", "list"),
-    (GROUP, "resourceclaims", "watch"),
-    (GROUP, "resourceslices", "list"),
-    (GROUP, "resourceslices", "watch"),
-    (GROUP, "devicetaintrules", "list"),
-    (GROUP, "devicetaintrules", "watch"),
-    (GROUP, "devicetaintrules/status", "patch"),
-    *RUNTIME_API_CALLS,
-]
-
 
 def _disrupted_by_device_taint(pod: Mapping[str, Any]) -> bool:
     """kube-controller-manager's controllers write DisruptionTarget under one field manager;
@@ -123,3 +106,13 @@ DEFINITION = OperatorDefinition(
     ),
     in_tree=IN_TREE,
 )
+
+API_CALLS: list[tuple[str, str, str]] = [
+    *DEFINITION.watch_calls,
+    ("", "pods", "delete"),
+    ("", "pods/status", "patch"),
+    # --eviction-mode=evict: the Eviction API, which honours PodDisruptionBudgets.
+    ("", "pods/eviction", "create"),
+    (GROUP, f"{taintrules.PLURAL}/status", "patch"),
+    *RUNTIME_API_CALLS,
+]

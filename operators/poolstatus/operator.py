@@ -80,27 +80,23 @@ DEFINITION = OperatorDefinition(
     in_tree=IN_TREE,
 )
 
-_REQUESTS = [
-    (group, resource, verb)
-    for group in (GROUP, PROJECT_GROUP)
-    for resource, verbs in (
-        # list+watch: kopf's informer; get: re-read after a conflict or rejection; delete: TTL.
-        ("resourcepoolstatusrequests", ("get", "list", "watch", "delete")),
-        # patch: the one status write. get and update are granted by spec section 14 (as by
-        # upstream's role) though the operator itself only patches.
-        ("resourcepoolstatusrequests/status", ("get", "update", "patch")),
-    )
-    for verb in verbs
-]
-
 API_CALLS: list[tuple[str, str, str]] = [
-    *_REQUESTS,
-    # list+watch feed the caches; get completes the read-only set spec section 14 grants.
+    # list+watch: the informers and kopf.
+    *DEFINITION.watch_calls,
     *(
-        (GROUP, resource, verb)
-        for resource in ("resourceslices", "resourceclaims", taintrules.PLURAL)
-        for verb in ("get", "list", "watch")
+        (group, resource, verb)
+        for group in (GROUP, PROJECT_GROUP)
+        for resource, verbs in (
+            # get: re-read after a conflict or rejection; delete: TTL.
+            ("resourcepoolstatusrequests", ("get", "delete")),
+            # patch: the one status write. get and update are granted by spec section 14 (as by
+            # upstream's role) though the operator itself only patches.
+            ("resourcepoolstatusrequests/status", ("get", "update", "patch")),
+        )
+        for verb in verbs
     ),
+    # get completes the read-only set spec section 14 grants.
+    *((GROUP, resource, "get") for resource in ("resourceslices", "resourceclaims", taintrules.PLURAL)),
     *RUNTIME_API_CALLS,
 ]
 """Every (API group, resource, verb) the operator may use; the RBAC manifests grant exactly these."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from operators.core.models import camel_fields
 from operators.dra.quantity import Quantity
 
 from . import messages
@@ -44,12 +45,7 @@ class PartitionEntry:
     allocatable: int
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "attribute": self.attribute,
-            "type": self.type,
-            "total": self.total,
-            "allocatable": self.allocatable,
-        }
+        return camel_fields(self)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
-from operators.core.metrics import ScrapedState, operator_prefix, registry
+from operators.core.metrics import ScrapedState, operator_prefix
 
 from .cache import ClusterCache
 from .metric_labels import claim_gauge_counts
@@ -29,13 +29,11 @@ creates = Counter(
     "Number of ResourceClaims creation requests, by outcome, by whether admin access was requested, "
     "and by the API group and kind of the claim's owner (a Pod or a PodGroup).",
     ["status", "admin_access", "owner_api_group", "owner_api_kind"],
-    registry=registry,
 )
 
 workload_claims = Gauge(
     f"{P}workload_claims_enabled",
     "1 when the operator handles the ResourceClaims of PodGroups (--workload-claims and discovery).",
-    registry=registry,
 )
 
 

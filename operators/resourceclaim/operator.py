@@ -31,38 +31,6 @@ PROBE_CALLS: Final[list[tuple[str, str, str]]] = [
 DEFAULT_WORKERS: Final = 50
 """As kube-controller-manager's ``--concurrent-resourceclaim-syncs``."""
 
-API_CALLS: Final[list[tuple[str, str, str]]] = [
-    # Watch; live GET of a pod named in reservedFor but missing from the cache (section 8).
-    ("", "pods", "get"),
-    ("", "pods", "list"),
-    ("", "pods", "watch"),
-    # Server-side apply of status.resourceClaimStatuses (7.4).
-    ("", "pods/status", "patch"),
-    # Watch; GET of an unconfirmed just-created claim (7.3); create (7.2); finalizer removal
-    # (8); deletion of a generated claim whose pod will not run again (8, step 5).
-    (GROUP, "resourceclaims", "create"),
-    (GROUP, "resourceclaims", "delete"),
-    (GROUP, "resourceclaims", "get"),
-    (GROUP, "resourceclaims", "list"),
-    (GROUP, "resourceclaims", "update"),
-    (GROUP, "resourceclaims", "watch"),
-    # reservedFor and allocation writes (7.5, 8)...
-    (GROUP, "resourceclaims/status", "update"),
-    # ...which DRAResourceClaimGranularStatusAuthorization also checks on this synthetic
-    # subresource, cluster-wide, with the request's verb.
-    (GROUP, "resourceclaims/binding", "update"),
-    (GROUP, "resourceclaimtemplates", "list"),
-    (GROUP, "resourceclaimtemplates", "watch"),
-    # PodGroup claims: watch; live GET of a group named in reservedFor but missing from the
-    # cache; server-side apply of status.resourceClaimStatuses. Harmless where not served.
-    (SCHEDULING_GROUP, "podgroups", "get"),
-    (SCHEDULING_GROUP, "podgroups", "list"),
-    (SCHEDULING_GROUP, "podgroups", "watch"),
-    (SCHEDULING_GROUP, "podgroups/status", "patch"),
-    *PROBE_CALLS,
-    *RUNTIME_API_CALLS,
-]
-
 
 def _applies_claim_statuses(api_group: str, plural: str) -> Signature:
     """kube-controller-manager's claim controller applying ``status.resourceClaimStatuses`` under a
@@ -128,3 +96,29 @@ DEFINITION = OperatorDefinition(
     in_tree=IN_TREE,
     ask_in_tree=probe.ask,
 )
+
+API_CALLS: Final[list[tuple[str, str, str]]] = [
+    # The watches of pods, claims, templates and PodGroups (harmless where PodGroups are not served).
+    *DEFINITION.watch_calls,
+    # Live GET of a pod named in reservedFor but missing from the cache (section 8).
+    ("", "pods", "get"),
+    # Server-side apply of status.resourceClaimStatuses (7.4).
+    ("", "pods/status", "patch"),
+    # GET of an unconfirmed just-created claim (7.3); create (7.2); finalizer removal (8);
+    # deletion of a generated claim whose pod will not run again (8, step 5).
+    (GROUP, "resourceclaims", "create"),
+    (GROUP, "resourceclaims", "delete"),
+    (GROUP, "resourceclaims", "get"),
+    (GROUP, "resourceclaims", "update"),
+    # reservedFor and allocation writes (7.5, 8)...
+    (GROUP, "resourceclaims/status", "update"),
+    # ...which DRAResourceClaimGranularStatusAuthorization also checks on this synthetic
+    # subresource, cluster-wide, with the request's verb.
+    (GROUP, "resourceclaims/binding", "update"),
+    # PodGroup claims: live GET of a group named in reservedFor but missing from the cache;
+    # server-side apply of status.resourceClaimStatuses.
+    (SCHEDULING_GROUP, "podgroups", "get"),
+    (SCHEDULING_GROUP, "podgroups/status", "patch"),
+    *PROBE_CALLS,
+    *RUNTIME_API_CALLS,
+]

@@ -24,10 +24,11 @@ from typing import Any
 from operators.core.models import body_key, body_name, store, store_if
 from operators.dra import taintrules
 from operators.dra.claims import is_allocated
+from operators.dra.scopes import ScopeCache
 from operators.dra.taints import EFFECT_NONE
 
 from .dryrun import AllocatedClaim
-from .models import DeviceClass, DeviceTaintRule, ResourceSlice, TaintSelector
+from .models import DeviceClass, DeviceTaintRule, TaintSelector
 
 
 def _namespaced_name(body: Mapping[str, Any]) -> str:
@@ -35,33 +36,14 @@ def _namespaced_name(body: Mapping[str, Any]) -> str:
     return f"{namespace}/{name}"
 
 
-class ClusterCache:
+class ClusterCache(ScopeCache[TaintSelector]):
     def __init__(self) -> None:
         self.selectors: dict[str, TaintSelector] = {}
-        self.slices: dict[str, ResourceSlice] = {}
-        self.classes: dict[str, DeviceClass] = {}
+        super().__init__(self.selectors, TaintSelector)
         self.rules: dict[str, DeviceTaintRule] = {}
         self.claims: dict[str, AllocatedClaim] = {}
 
-    # --- Events; each returns the names of the selectors to reconcile ----------------------------------
-
-    def upsert_selector(self, body: Mapping[str, Any]) -> list[str]:
-        name = body_name(body)
-        store(self.selectors, name, TaintSelector, body)
-        return [name]
-
-    def delete_selector(self, body: Mapping[str, Any]) -> list[str]:
-        # Its rules go with the garbage collector; nothing is left to reconcile for it.
-        self.selectors.pop(body_name(body), None)
-        return []
-
-    def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
-        store(self.slices, body_name(body), ResourceSlice, body)
-        return sorted(self.selectors)
-
-    def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        self.slices.pop(body_name(body), None)
-        return sorted(self.selectors)
+    # --- Events; each returns the names of the selectors to reconcile (selectors and slices: the base's)
 
     def upsert_class(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from operators.core.models import camel_fields
 from operators.dra import claims
 from operators.dra.taints import EFFECT_NO_EXECUTE, DeviceTaint, taint_eviction_time
 
@@ -61,13 +62,7 @@ class DryRun:
         )
 
     def as_status(self) -> dict[str, int]:
-        return {
-            "publishedDevices": self.published_devices,
-            "allocatedDevices": self.allocated_devices,
-            "claims": self.claims,
-            "pods": self.pods,
-            "namespaces": self.namespaces,
-        }
+        return camel_fields(self)
 
 
 def _count(number: int, singular: str, plural: str) -> str:

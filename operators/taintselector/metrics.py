@@ -13,6 +13,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from operators.core.metrics import ScrapedState, operator_prefix
+from operators.dra.scopes import rule_writes_counter
 
 P = operator_prefix("taintselector")
 
@@ -26,11 +27,7 @@ evaluation_duration = Histogram(
     "Seconds spent evaluating one selector against every published device.",
     buckets=(0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-rule_writes = Counter(
-    f"{P}rule_writes",
-    "DeviceTaintRule writes, by operation (create, update, delete).",
-    ["operation"],
-)
+rule_writes = rule_writes_counter(P)
 
 
 class _Source(Protocol):

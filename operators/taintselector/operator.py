@@ -17,26 +17,6 @@ from .controller import DEFAULT_WORKERS, TaintSelectorController
 from .models import PLURAL, VERSION
 from .settings import Settings
 
-API_CALLS: list[tuple[str, str, str]] = [
-    (PROJECT_GROUP, "devicetaintselectors", "list"),
-    (PROJECT_GROUP, "devicetaintselectors", "watch"),
-    (PROJECT_GROUP, "devicetaintselectors/status", "patch"),
-    (GROUP, "resourceslices", "list"),
-    (GROUP, "resourceslices", "watch"),
-    (GROUP, "deviceclasses", "list"),
-    (GROUP, "deviceclasses", "watch"),
-    (GROUP, "devicetaintrules", "list"),
-    (GROUP, "devicetaintrules", "watch"),
-    (GROUP, "devicetaintrules", "create"),
-    (GROUP, "devicetaintrules", "patch"),
-    (GROUP, "devicetaintrules", "delete"),
-    # The dry run of effect None counts the claims on the selected devices.
-    (GROUP, "resourceclaims", "list"),
-    (GROUP, "resourceclaims", "watch"),
-    *RUNTIME_API_CALLS,
-]
-
-
 DEFINITION = OperatorDefinition(
     name="taintselector",
     settings_class=Settings,
@@ -85,3 +65,13 @@ DEFINITION = OperatorDefinition(
         ),
     ),
 )
+
+API_CALLS: list[tuple[str, str, str]] = [
+    # The claims are watched for the dry run of effect None, which counts those on the selected devices.
+    *DEFINITION.watch_calls,
+    (PROJECT_GROUP, f"{PLURAL}/status", "patch"),
+    (GROUP, taintrules.PLURAL, "create"),
+    (GROUP, taintrules.PLURAL, "patch"),
+    (GROUP, taintrules.PLURAL, "delete"),
+    *RUNTIME_API_CALLS,
+]

@@ -182,7 +182,7 @@ REASON_NOT_REPORTED = "NotReported"
 REASON_NONE_PENDING = "NoPodsPending"
 
 
-def eviction_condition(rules: Sequence[DeviceTaintRule], generation: int | None = None) -> Condition:
+def eviction_condition(rules: Sequence[DeviceTaintRule]) -> Condition:
     """``EvictionInProgress`` of a selector from the same condition of its rules.
 
     True as soon as one rule reports pods pending eviction; Unknown while some rule has not
@@ -191,13 +191,7 @@ def eviction_condition(rules: Sequence[DeviceTaintRule], generation: int | None 
     """
 
     def condition(status: str, reason: str, message: str) -> Condition:
-        return Condition(
-            type=taintrules.EVICTION_IN_PROGRESS,
-            status=status,
-            reason=reason,
-            message=message,
-            observed_generation=generation,
-        )
+        return Condition(type=taintrules.EVICTION_IN_PROGRESS, status=status, reason=reason, message=message)
 
     live = [rule for rule in rules if rule.metadata.deletion_timestamp is None]
     if not live:

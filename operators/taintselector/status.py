@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, Condition, merge, status_differs
+from operators.core.conditions import FALSE, TRUE, Condition, set_observed, status_differs
 from operators.dra import taintrules
 from operators.dra.selection import Invalid, Selection
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -131,40 +131,24 @@ def selector_status(
     generation = selector.metadata.generation
     previous = selector.status
     if isinstance(outcome, Invalid):
-        invalid = Condition(
-            type=INVALID,
-            status=TRUE,
-            reason=outcome.reason,
-            message=f"{outcome.message} {_KEPT}",
-            observed_generation=generation,
-        )
+        message = f"{outcome.message} {_KEPT}"
+        invalid = Condition(type=INVALID, status=TRUE, reason=outcome.reason, message=message)
         selected = previous.get("selectedDevices")
     else:
-        invalid = Condition(
-            type=INVALID,
-            status=FALSE,
-            reason=REASON_VALID,
-            message="The selector is valid.",
-            observed_generation=generation,
-        )
+        invalid = Condition(type=INVALID, status=FALSE, reason=REASON_VALID, message="The selector is valid.")
         selected = len(outcome.devices)
     status, reason, message = _ready(outcome, rules_available, pending)
-    ready = Condition(
-        type=READY, status=status, reason=reason, message=message, observed_generation=generation
-    )
-    conditions: list[dict[str, Any]] = list(previous.get("conditions") or ())
+    ready = Condition(type=READY, status=status, reason=reason, message=message)
     if dry_run is None:
-        eviction = eviction_condition(rules, generation)
+        eviction = eviction_condition(rules)
     else:
         eviction = Condition(
             type=taintrules.EVICTION_IN_PROGRESS,
             status=FALSE,
             reason=REASON_NO_EFFECT,
             message=dry_run.message,
-            observed_generation=generation,
         )
-    for condition in (ready, invalid, eviction):
-        conditions = merge(conditions, condition, now)
+    conditions = set_observed(previous.get("conditions"), generation, (ready, invalid, eviction), now)
     result: dict[str, Any] = {"observedGeneration": generation, "conditions": conditions}
     if selected is not None:
         result["selectedDevices"] = selected
