@@ -102,6 +102,10 @@ image-lock: $(STAMP) ## regenerate requirements/image.txt (the image's hash-lock
 		--strip-extras --no-emit-index-url --no-emit-find-links --constraint constraints.txt \
 		--output-file requirements/image.txt pyproject.toml requirements/image.in
 
+.PHONY: chart-readme
+chart-readme: $(STAMP) ## rewrite the values table of charts/dra-operators/README.md from values.yaml and values.schema.json
+	$(PY) -m devcluster chart-readme
+
 .PHONY: k8s-gomod
 k8s-gomod: $(STAMP) ## regenerate devcluster/controlplane/go.mod at K8S_VERSION=vX.Y.Z (OLDER=1: versions/<version>.mod beside it)
 	$(PY) -m devcluster gomod --k8s-version $(K8S_VERSION) $(if $(OLDER),--older)
