@@ -6,12 +6,16 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE} AS build
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml README.md requirements/image.txt ./
 COPY operators ./operators
-# The versions the tests passed with (constraints.txt), not whatever is newest today.
+# Exactly the files requirements/image.txt names, each checked against its hash: the versions the
+# tests passed with (constraints.txt), with pip and the build backend (setuptools) pinned too.
+# The project itself is built by that setuptools, with nothing fetched for it; pip check fails the
+# build if the lock misses a dependency.
 RUN python3 -m venv /opt/dra-operators \
- && /opt/dra-operators/bin/pip install --no-cache-dir --upgrade pip \
- && /opt/dra-operators/bin/pip install --no-cache-dir -c constraints.txt .
+ && /opt/dra-operators/bin/pip install --no-cache-dir --require-hashes --no-deps -r image.txt \
+ && /opt/dra-operators/bin/pip install --no-cache-dir --no-deps --no-build-isolation --no-index . \
+ && /opt/dra-operators/bin/pip check
 
 FROM ${BASE}
 # A numeric non-root user, so runAsNonRoot can be verified by the kubelet. Not named `operator`:

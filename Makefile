@@ -55,7 +55,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint,bench,docs]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,lint,bench,docs,release]'
 	touch $@
 
 .PHONY: venv
@@ -104,13 +104,25 @@ helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), f
 	timeout $(LIMIT_BIN) $(PY) -m devcluster build-helm
 
 .PHONY: release-artifacts
-release-artifacts: $(STAMP) ## the operator image tarball and the packaged chart, into dist/ (RELEASE.md)
+release-artifacts: $(STAMP) ## the operator image tarball, its SBOM and the packaged chart, into dist/ (RELEASE.md)
 	timeout $(LIMIT_NODE) $(PY) -m devcluster release-artifacts
 
 .PHONY: constraints
 constraints: $(STAMP) ## pin constraints.txt to the versions in .venv (after the tiers pass with them)
 	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
+
+# The operator image installs exactly these, each checked against its hash (pip --require-hashes):
+# the runtime dependencies at constraints.txt's versions, with pip and setuptools of image.in.
+.PHONY: image-lock
+image-lock: $(STAMP) ## regenerate requirements/image.txt (the image's hash-locked dependencies) from constraints.txt
+	CUSTOM_COMPILE_COMMAND="make image-lock" $(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+		--strip-extras --no-emit-index-url --no-emit-find-links --constraint constraints.txt \
+		--output-file requirements/image.txt pyproject.toml requirements/image.in
+
+.PHONY: chart-readme
+chart-readme: $(STAMP) ## rewrite the values table of charts/dra-operators/README.md from values.yaml and values.schema.json
+	$(PY) -m devcluster chart-readme
 
 .PHONY: k8s-gomod
 k8s-gomod: $(STAMP) ## regenerate devcluster/controlplane/go.mod at K8S_VERSION=vX.Y.Z (OLDER=1: versions/<version>.mod beside it)

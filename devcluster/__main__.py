@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import build as build_mod
-from . import dist, gomod, launcher, realnode, release
+from . import chartdocs, dist, gomod, launcher, realnode, release
 from .cluster import ensure_devcluster
 from .constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, PROFILES
 
@@ -84,12 +84,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the real node's parts: Debian packages (as root), containerd, the images",
     )
     sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
-    sub.add_parser("release-artifacts", help="the image tarball and the packaged chart, into dist/")
+    sub.add_parser("release-artifacts", help="the image tarball, its SBOM and the packaged chart, into dist/")
     d = sub.add_parser(
         "dist",
         help="the Python distributions, and the kubectl plugin alone with its krew archive, into dist/",
     )
     d.add_argument("--check", action="store_true", help="then twine check --strict the Python distributions")
+    sub.add_parser("chart-readme", help="rewrite the values table of charts/dra-operators/README.md")
     g = sub.add_parser("gomod", help="regenerate devcluster/controlplane/go.mod and go.sum")
     g.add_argument("--k8s-version", required=True)
     g.add_argument(
@@ -161,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             made = dist.build()
             if args.check:
                 dist.check(made)
+            return 0
+        if args.command == "chart-readme":
+            print(chartdocs.write_readme())
             return 0
         if args.command == "build-helm":
             print(build_mod.build_helm().directory / "helm")

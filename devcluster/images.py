@@ -12,7 +12,7 @@ Three images, each cached under ``cache_root()/images/<name>-<key>/`` (``image.t
   kept in this repository). Key: the Kubernetes version, the compiler flags, ``RECIPE_VERSION``.
 - the operator image: the repository's ``Dockerfile`` built by ``buildah bud`` (chroot
   isolation, host network for PyPI, throwaway storage) on top of the base. Key: the build
-  context (Dockerfile, pyproject.toml, constraints.txt, README.md, operators/), the base
+  context (Dockerfile, pyproject.toml, requirements/image.txt, README.md, operators/), the base
   image's manifest digest and ``RECIPE_VERSION``. The built image must run
   every operator's modules and ``dra-operators --help`` before it is kept.
 
@@ -91,7 +91,7 @@ _MERGED_USR_HOOKS = Path("/usr/share/mmdebstrap/hooks/merged-usr")
 _PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # The operator image's build context: exactly what the Dockerfile COPYs.
-CONTEXT_FILES = ("Dockerfile", "pyproject.toml", "constraints.txt", "README.md")
+CONTEXT_FILES = ("Dockerfile", "pyproject.toml", "requirements/image.txt", "README.md")
 CONTEXT_DIRS = ("operators",)
 _SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")

@@ -109,8 +109,8 @@ def test_context_files_are_what_the_dockerfile_copies() -> None:
 
 
 def test_a_missing_context_file_is_a_clear_error(context: Path) -> None:
-    (context / "constraints.txt").unlink()
-    with pytest.raises(images.ImageError, match=r"lacks constraints\.txt"):
+    (context / "requirements" / "image.txt").unlink()
+    with pytest.raises(images.ImageError, match=r"lacks requirements/image\.txt"):
         images.context_files(context)
 
 
