@@ -34,7 +34,7 @@ CLUSTER_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFIL
 VERSION_FLAGS := $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION)) $(if $(PROFILE),--profile $(PROFILE))
 
 # Each phase of `make test` runs under its own hard limit (seconds), inside CI's 90 minutes.
-LIMIT_VENV := 300
+LIMIT_VENV := 600
 LIMIT_UNIT := 300
 LIMIT_DOCS := 120
 LIMIT_DIST := 900
