@@ -96,7 +96,7 @@ def granted(calls: list[tuple[str, str, Any]]) -> None:
 
 
 async def test_a_slice_taint_held_for_after_is_tainted_and_status_applied() -> None:
-    controller, runtime = await started(at(60))
+    controller, runtime = await started(at(61))
     controller.upsert_policy(policy_body(evictions_per_minute=6))
     controller.upsert_slice(slice_body("node-1", device("gpu-0", unhealthy_since=at(0)), device("gpu-1")))
     assert (KEY, 0.0) in runtime.queue.added

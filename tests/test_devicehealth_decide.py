@@ -31,6 +31,7 @@ from operators.devicehealth.decide import (
     Decision,
     View,
     decide,
+    held_from,
 )
 from operators.devicehealth.models import DeviceTaintRule, HealthPolicy
 from operators.devicehealth.rules import TAINT_KEY
@@ -100,7 +101,7 @@ def condition(plan: Plan, type_: str) -> dict[str, Any]:
 
 
 def test_a_signal_held_for_after_taints_the_device_with_a_rule_owned_by_the_policy() -> None:
-    decision = run(policy(evictions_per_minute=6), slices=all_unhealthy_since(0, count=1), now=60)
+    decision = run(policy(evictions_per_minute=6), slices=all_unhealthy_since(0, count=1), now=61)
     (create,) = writes(decision.plan)
     assert isinstance(create, Create)
     assert create.path == RULES
@@ -132,7 +133,8 @@ def test_a_signal_held_for_after_taints_the_device_with_a_rule_owned_by_the_poli
 def test_before_after_nothing_is_tainted_and_the_pass_comes_back_when_it_is_due() -> None:
     decision = run(policy(), slices=all_unhealthy_since(50, count=1), now=80)
     assert writes(decision.plan) == []
-    assert decision.plan.result == Requeue(30.0, decision.plan.result.why)  # type: ignore[union-attr]
+    # after (60 s) counts from the second after the taint's timeAdded: due at 111.
+    assert decision.plan.result == Requeue(31.0, decision.plan.result.why)  # type: ignore[union-attr]
     assert status(decision.plan)["devices"] == [
         {
             "driver": GPU,
@@ -144,8 +146,20 @@ def test_before_after_nothing_is_tainted_and_the_pass_comes_back_when_it_is_due(
     ]
 
 
+def test_after_counts_from_the_second_after_the_taints_time_added_so_it_never_fires_early() -> None:
+    # timeAdded 12:00:00 may stand for a signal written at 12:00:00.9: at 60 s it is not yet due.
+    early = run(policy(), slices=all_unhealthy_since(0, count=1), now=60)
+    assert writes(early.plan) == []
+    assert early.plan.result == Requeue(1.0, early.plan.result.why)  # type: ignore[union-attr]
+    due = run(policy(), slices=all_unhealthy_since(0, count=1), now=61, tracks=dict(early.tracks))
+    assert [type(w) for w in writes(due.plan)] == [Create]
+    # A start with sub-second precision (the kubelet's first sight) also counts from its next second.
+    assert held_from(at(0.4)) == at(1)
+    assert held_from(at(0)) == at(1)
+
+
 def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
-    decision = run(policy(max_unavailable=1), slices=all_unhealthy_since(0), now=60)
+    decision = run(policy(max_unavailable=1), slices=all_unhealthy_since(0), now=61)
     creates = [w for w in writes(decision.plan) if isinstance(w, Create)]
     assert [c.body["spec"]["deviceSelector"]["device"] for c in creates] == ["gpu-0"]
     assert events(decision.plan)[0].reason == EVENT_HELD_BACK
@@ -158,7 +172,7 @@ def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
         policy(max_unavailable=1, status=status(decision.plan)),
         slices=all_unhealthy_since(0),
         rules=[rule(FOUR[0])],
-        now=61,
+        now=62,
         tracks=dict(decision.tracks),
     )
     assert writes(again.plan) == []
@@ -166,7 +180,7 @@ def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
 
 
 def test_a_percentage_rounds_down_but_leaves_one_place() -> None:
-    decision = run(policy(max_unavailable="30%"), slices=all_unhealthy_since(0), now=60)
+    decision = run(policy(max_unavailable="30%"), slices=all_unhealthy_since(0), now=61)
     assert len([w for w in writes(decision.plan) if isinstance(w, Create)]) == 1
     assert decision.counts is not None
     assert decision.counts.held_back == 3
@@ -178,7 +192,7 @@ def test_quiet_for_clear_after_deletes_the_rule_with_its_uid() -> None:
     assert writes(quiet.plan) == []
     assert quiet.plan.result == Requeue(600.0, quiet.plan.result.why)  # type: ignore[union-attr]
     cleared = run(
-        policy(), slices=all_unhealthy_since(0, count=0), rules=[owned], now=600, tracks=dict(quiet.tracks)
+        policy(), slices=all_unhealthy_since(0, count=0), rules=[owned], now=610, tracks=dict(quiet.tracks)
     )
     assert writes(cleared.plan) == [Delete(f"{RULES}/{owned.metadata.name}", owned.metadata.uid)]
     assert EVENT_CLEARED in [e.reason for e in events(cleared.plan)]
@@ -213,7 +227,7 @@ def test_the_dry_run_writes_no_rule_and_lists_each_pod_once() -> None:
         ("team-a", "far"): claim("far", ("gpu", "node-1", "gpu-3"), pods=("elsewhere",)),
     }
     dry = policy(action={"effect": "None"}, max_unavailable=2)
-    decision = run(dry, slices=all_unhealthy_since(0, count=3), claims=claims, now=60)
+    decision = run(dry, slices=all_unhealthy_since(0, count=3), claims=claims, now=61)
     assert writes(decision.plan) == []
     assert events(decision.plan)[0].reason == EVENT_HELD_BACK
     current = status(decision.plan)
@@ -266,13 +280,13 @@ def _kwargs(target: HealthPolicy) -> dict[str, Any]:
 
 
 def test_without_a_rule_api_the_policy_is_not_ready() -> None:
-    decision = run(policy(), slices=all_unhealthy_since(0), now=60, served=False)
+    decision = run(policy(), slices=all_unhealthy_since(0), now=61, served=False)
     _acts_on_nothing(decision, REASON_DEVICE_TAINT_RULE_UNAVAILABLE)
 
 
 def test_toleration_seconds_first_taints_no_schedule_then_no_execute() -> None:
     windowed = policy(action={"effect": "NoExecute", "tolerationSeconds": 30})
-    first = run(windowed, slices=all_unhealthy_since(0, count=1), now=60)
+    first = run(windowed, slices=all_unhealthy_since(0, count=1), now=61)
     (create,) = writes(first.plan)
     assert isinstance(create, Create)
     assert create.body["spec"]["taint"]["effect"] == "NoSchedule"
@@ -310,7 +324,7 @@ def test_the_kubelet_signal_starts_at_first_sight_and_events_reach_the_pods_and_
     first = run(policy(), pods=[reporter], claims=claims, now=0)
     assert writes(first.plan) == []
     assert first.tracks[FOUR[2]] == Track(since=at(0))
-    due = run(policy(), pods=[reporter], claims=claims, now=60, tracks=dict(first.tracks))
+    due = run(policy(), pods=[reporter], claims=claims, now=61, tracks=dict(first.tracks))
     assert len(writes(due.plan)) == 1
     unhealthy = [e for e in events(due.plan) if e.reason == EVENT_DEVICE_UNHEALTHY]
     assert sorted((e.ref.kind, e.ref.name) for e in unhealthy) == [("Pod", "trainer"), ("ResourceClaim", "c")]
@@ -318,7 +332,7 @@ def test_the_kubelet_signal_starts_at_first_sight_and_events_reach_the_pods_and_
 
 def test_devices_outside_the_scope_are_not_signalled() -> None:
     decision = run(
-        policy(), slices=all_unhealthy_since(0), now=60, outcome=Selection(devices=FOUR[:1]), tracks={}
+        policy(), slices=all_unhealthy_since(0), now=61, outcome=Selection(devices=FOUR[:1]), tracks={}
     )
     assert decision.counts is not None
     assert decision.counts.signalled == 1

@@ -22,36 +22,21 @@ from typing import Any
 import pytest
 
 from devcluster import realnode
-from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
 from e2e import harness
+from e2e.devicehealth.support import POLICIES, POLICY_UID_LABEL, RULES
 from e2e.product.support import RESOURCE, pod_body, template
 from e2e.support import ARTIFACTS, Tracker
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
 
-CRD = "devicehealthpolicies.dra-operators.io"
-POLICIES = "/apis/dra-operators.io/v1alpha1/devicehealthpolicies"
-RULES = f"{RESOURCE}/devicetaintrules"
-POLICY_UID_LABEL = "dra-operators.io/health-policy-uid"
 SIGNAL = {"key": "dra-operators.test/unhealthy", "value": "ecc", "effect": "None"}
 AFTER, CLEAR_AFTER = 5.0, 10.0
 RUNS = 5
-"""Runs of the one-device story, for the signal-to-stop seconds (the issue asks 20: 8 minutes)."""
+"""Runs of the one-device story in the timed tier; the benchmark below does the issue's 20."""
+BENCHMARK_RUNS = 20
 # The container ends at once on SIGTERM, so its stop measures the eviction, not a grace period.
 SCRIPT = "trap 'exit 0' TERM; sleep 3600 & wait"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def crd(cluster: harness.Cluster) -> None:
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=e2e-devicehealth",
-        "-f",
-        str(REPO_ROOT / "crds" / f"{CRD}.yaml"),
-    )
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD}", "--timeout=30s")
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +167,7 @@ def one_run(api: Kube, namespace: str, node: realnode.NodeLayout, name: str, uid
     realnode.set_device_health(node, device, "Unhealthy", SIGNAL)
     (rule,) = wait_for(lambda: rules_of(api, uid), AFTER + 30, f"a rule for {device}")
     tainted = time.monotonic() - written
-    assert tainted >= AFTER - 1, f"tainted {tainted:.1f} s after the signal, before after={AFTER}s"
+    assert tainted >= AFTER, f"tainted {tainted:.1f} s after the signal, before after={AFTER}s"
     assert rule["spec"]["deviceSelector"] == {
         "driver": realnode.DRIVER_NAME,
         "pool": realnode.NODE_NAME,
@@ -208,6 +193,36 @@ def one_run(api: Kube, namespace: str, node: realnode.NodeLayout, name: str, uid
     return {"device": device, "taint": round(tainted, 2), "stop": round(stop, 2), "clear": round(cleared, 2)}
 
 
+def remediate(
+    api: Kube,
+    objects: Tracker,
+    namespace: str,
+    node: realnode.NodeLayout,
+    name: str,
+    runs: int,
+    artifact: str,
+) -> dict[str, Any]:
+    """``runs`` of :func:`one_run` on one policy and one Deployment's pod; the seconds from the
+    driver's signal to the old container's stop, summarised in ``test-artifacts/<artifact>``."""
+    uid = policy(objects, name)["metadata"]["uid"]
+    wait_condition(api, name, "Ready", "True", "Valid")
+    deployment(api, namespace, "worker", replicas=1)
+    timings = [one_run(api, namespace, node, name, uid) for _ in range(runs)]
+    stops = [t["stop"] for t in timings]
+    summary = {
+        "runs": timings,
+        "signal_to_stop_p50": round(statistics.median(stops), 2),
+        "signal_to_stop_p99": round(percentile(stops, 0.99), 2),
+        "signal_to_stop_min": min(stops),
+        "signal_to_stop_max": max(stops),
+    }
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / artifact).write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"device health remediation, seconds from the driver's signal: {json.dumps(summary)}")
+    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments/worker")
+    return summary
+
+
 def test_an_unhealthy_device_is_tainted_its_pod_replaced_and_the_rule_cleared(
     api: Kube,
     objects: Tracker,
@@ -220,21 +235,34 @@ def test_an_unhealthy_device_is_tainted_its_pod_replaced_and_the_rule_cleared(
     """The driver marks the device of the Deployment's pod Unhealthy; after ``after`` the policy's
     NoExecute rule appears, devicetaint evicts the pod and the replacement runs on another GPU; once
     the device is Healthy again for ``clearAfter``, the rule is gone. Repeated RUNS times."""
-    name = unique_name("health")
-    uid = policy(objects, name)["metadata"]["uid"]
-    wait_condition(api, name, "Ready", "True", "Valid")
-    deployment(api, namespace, "worker", replicas=1)
-    timings = [one_run(api, namespace, healthy_node, name, uid) for _ in range(RUNS)]
-    stops = [t["stop"] for t in timings]
-    summary = {
-        "runs": timings,
-        "signal_to_stop_p50": round(statistics.median(stops), 2),
-        "signal_to_stop_p99": round(percentile(stops, 0.99), 2),
-    }
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "device-health-remediation.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"device health remediation, seconds from the driver's signal: {json.dumps(summary)}")
-    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments/worker")
+    remediate(
+        api, objects, namespace, healthy_node, unique_name("health"), RUNS, "device-health-remediation.json"
+    )
+
+
+@pytest.mark.benchmark
+@pytest.mark.timeout(BENCHMARK_RUNS * 60)
+def test_signal_to_stop_over_twenty_runs(
+    api: Kube,
+    objects: Tracker,
+    namespace: str,
+    healthy_node: realnode.NodeLayout,
+    node_gpu_class: str,
+    operators: dict[str, harness.RunningOperator],
+    unique_name: Callable[[str], str],
+) -> None:
+    """The issue's measurement: the seconds from the driver's signal to the container stopped, p50
+    and p99 over 20 runs (each run as in the test above, so each asserts what that one does). A
+    benchmark, not a timed test: about 8 minutes, for numbers rather than a verdict."""
+    remediate(
+        api,
+        objects,
+        namespace,
+        healthy_node,
+        unique_name("bench"),
+        BENCHMARK_RUNS,
+        "device-health-signal-to-stop.json",
+    )
 
 
 def test_the_guard_taints_one_of_four_unhealthy_devices_and_holds_three_back(

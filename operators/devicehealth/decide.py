@@ -171,7 +171,7 @@ def _act(
     for device, state in new_tracks.items():
         if state.since is None or device in owned:
             continue
-        ready_at = state.since + timedelta(seconds=spec.after)
+        ready_at = held_from(state.since) + timedelta(seconds=spec.after)
         if now >= ready_at:
             candidates.append((state.since, device))
         else:
@@ -323,3 +323,10 @@ def _newly_failing(policy: HealthPolicy, reason: str) -> bool:
 
 def _policy_ref(policy: HealthPolicy) -> ObjectRef:
     return ObjectRef(API_VERSION, KIND, policy.metadata.name, None, policy.metadata.uid)
+
+
+def held_from(since: datetime) -> datetime:
+    """The moment ``after`` counts from: the whole second after ``since``. A slice taint's
+    ``timeAdded`` is truncated to the second, so the signal may have begun up to a second after it
+    says; counting from the next second makes ``after`` never fire early, at most a second late."""
+    return since.replace(microsecond=0) + timedelta(seconds=1)
