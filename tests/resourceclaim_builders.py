@@ -6,15 +6,18 @@ functions the operator uses. The fake API answers the planners' actions and reco
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, cast
 
 from strategies import pod_consumer as pod_consumer
 from strategies import pod_group_consumer as pod_group_consumer
 from strategies import pod_group_object, pod_owner
 from strategies import pod_group_owner as pod_group_owner
 
+from operators.core.client import ApiError, KubeClient
+from operators.core.events import EventRecorder
 from operators.core.reconcile import Result
 from operators.dra.podgroups import PodGroup
 from operators.resourceclaim.cache import ClusterCache
@@ -267,8 +270,25 @@ class FakeApi:
             return Ok({"metadata": {"name": action.name, "uid": self.live_claims[action.name]}})
         return Ok()
 
-    def run(self, plan: Plan) -> Result:
+    def run(self, plan: Plan | Coroutine[Any, Any, Result]) -> Result:
+        """The outcome of a planner, or of a sync that writes through this fake (a Writer)."""
+        if isinstance(plan, Coroutine):
+            return asyncio.run(plan)
         return drive(plan, self)
+
+    # The Writer a sync executes its plans with: each request is recorded as the action it is.
+
+    @property
+    def client(self) -> KubeClient:
+        return cast(KubeClient, _RecordingClient(self))
+
+    @property
+    def events(self) -> EventRecorder:
+        raise AssertionError("no Event expected")
+
+    @property
+    def field_manager(self) -> str:
+        return "dra-operators-resourceclaim"
 
     def of_type(self, action_type: type) -> list[Any]:
         return [action for action in self.actions if isinstance(action, action_type)]
@@ -301,3 +321,43 @@ def cache_with(
     for pod in pods:
         cache.apply_pod_event(None, pod)
     return cache
+
+
+class _RecordingClient:
+    """The requests of a sync, answered by ``api`` as the actions they are."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def _answer(self, action: Action) -> Any:
+        reply = self.api(action)
+        if isinstance(reply, Failed):
+            raise ApiError(reply.code, "Failed", reply.message, reply.retry_after)
+        return reply.body
+
+    async def get(self, path: str, **_: str) -> Any:
+        namespace, resource, name, _sub = _parts(path)
+        get: Action = (
+            GetPod(namespace, name)
+            if resource == "pods"
+            else GetPodGroup(namespace, name)
+            if resource == "podgroups"
+            else GetClaim(namespace, name)
+        )
+        return self._answer(get)
+
+    async def replace(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        namespace, _resource, name, subresource = _parts(path)
+        put = PutClaimStatus if subresource == "status" else PutClaim
+        return self._answer(put(namespace, name, dict(body)))
+
+    async def request(self, method: str, path: str, *, body: Any = None, **options: Any) -> Any:
+        assert method == "DELETE", method
+        namespace, _, name, _sub = _parts(path)
+        return self._answer(DeleteClaim(namespace, name, body["preconditions"]["uid"]))
+
+
+def _parts(path: str) -> tuple[str, str, str, str]:
+    """(namespace, resource, name, subresource) of an object's path."""
+    after = path.split("/namespaces/", 1)[1].split("/")
+    return after[0], after[1], after[2], after[3] if len(after) > 3 else ""

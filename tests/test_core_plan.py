@@ -18,6 +18,7 @@ from operators.core.plan import (
     Patch,
     Plan,
     RecordEvent,
+    Replace,
     Together,
     Write,
     Writer,
@@ -52,8 +53,11 @@ class RecordingClient:
             raise self.answers[path]
         return {"answered": path}
 
-    async def create(self, path: str, body: dict[str, Any]) -> Any:
-        return await self._call("POST", path, body)
+    async def create(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        return await self._call("POST", path, {**body, "params": params} if params else body)
+
+    async def replace(self, path: str, body: dict[str, Any], **params: str) -> Any:
+        return await self._call("PUT", path, {**body, "params": params})
 
     async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
         return await self._call("APPLY", path, {"manager": field_manager, "body": body})
@@ -296,3 +300,49 @@ def test_status_apply_writes_the_whole_status_of_one_incarnation() -> None:
         "metadata": {"name": "t", "uid": "uid-1"},
         "status": {"observedGeneration": 1},
     }
+
+
+async def test_a_create_names_the_field_manager_only_when_asked() -> None:
+    fake = writer()
+    await run(Plan((Create("/a", {"k": 1}), Create("/b", {"k": 2}, field_manager=True))), fake)
+    assert fake.client.calls == [
+        ("POST", "/a", {"k": 1}),
+        ("POST", "/b", {"k": 2, "params": {"fieldManager": "dra-operators-test"}}),
+    ]
+
+
+async def test_a_replace_is_a_put_naming_the_field_manager_and_tolerates_404() -> None:
+    fake = writer({"/gone": ApiError(404, "NotFound", "")})
+    assert await run(Plan((Replace("/gone", {}), Replace("/kept", {"k": 1}))), fake) == Done()
+    assert fake.client.calls[-1] == (
+        "PUT",
+        "/kept",
+        {"k": 1, "params": {"fieldManager": "dra-operators-test"}},
+    )
+
+
+async def test_a_refused_replace_is_sent_again_by_its_resend_whose_answer_counts() -> None:
+    refusal = ApiError(422, "Invalid", "spec is immutable")
+    fake = writer({"/claim": refusal})
+    resent: list[tuple[str, str, Any, ApiError]] = []
+
+    async def resend(client: Any, manager: str, path: str, body: Any, refused: ApiError) -> Any:
+        resent.append((manager, path, body, refused))
+        return {"resent": path}
+
+    replies: list[Any] = []
+    as_writer: Writer = fake  # type: ignore[assignment]
+    plan = Plan((Replace("/claim", {"k": 1}, resend=resend),), Requeue(5))
+    assert await execute(plan, as_writer, replied=lambda _, reply: replies.append(reply)) == Requeue(5)
+    assert resent == [("dra-operators-test", "/claim", {"k": 1}, refusal)]
+    assert replies == [{"resent": "/claim"}]
+
+
+async def test_a_resend_that_raises_the_refusal_leaves_it_to_ends() -> None:
+    refusal = ApiError(409, "Conflict", "changed")
+
+    async def resend(client: Any, manager: str, path: str, body: Any, refused: ApiError) -> Any:
+        raise refused
+
+    plan = Plan((Replace("/claim", {}, resend=resend, ends={409: Done("conflict")}),))
+    assert await run(plan, writer({"/claim": refusal})) == Done("conflict")

@@ -47,7 +47,7 @@ from strategies import (
 
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Requeue, Retry
-from operators.dra.podgroups import PodGroup
+from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
 from operators.resourceclaim.constants import MAX_GENERATE_NAME_BASE, POD_CLAIM_NAME_ANNOTATION
@@ -315,7 +315,7 @@ def test_claim_sync_keeps_unknown_consumers(world: World, data: st.DataObject) -
         api.live_pod_groups[group["metadata"]["name"]] = group["metadata"]["uid"]
     for body in world.claims:
         before = len(api.actions)
-        outcome = api.run(sync_claim(cache, NS, body["metadata"]["name"]))
+        outcome = api.run(sync_claim(cache, NS, body["metadata"]["name"], api, POD_GROUPS))
         assert isinstance(outcome, RESULTS)
         original = list(body["status"].get("reservedFor") or [])
         for action in api.actions[before:]:

@@ -74,6 +74,12 @@ class FakeClient:
         self._record("DELETE", path, {"uid": uid or ""}, None)
         return {}
 
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
+        """The executor's DELETE: its body is the DeleteOptions that carry the UID precondition."""
+        assert method == "DELETE", method
+        assert body["kind"] == "DeleteOptions", body
+        return await self.delete(path, uid=body["preconditions"]["uid"])
+
     async def get(self, path: str, **params: str) -> Any:
         self._record("GET", path, params, None)
         if path in self.objects:

@@ -23,7 +23,7 @@ from resourceclaim_builders import (
 
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Retry
-from operators.dra.podgroups import PodGroup
+from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.bodies import owner_labels
 from operators.resourceclaim.cache import DELETED, ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
@@ -383,7 +383,9 @@ def test_a_group_that_exists_keeps_its_reservation_when_members_finish(group: Po
     done = member(phase="Succeeded", statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = member_cache(done, group=group, claims=[reserved_group_claim()])
     api = FakeApi()
-    assert api.run(sync_claim(cache, "demo", "pg-gpu-abcde")) == Done("claim is still in use")
+    assert api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS)) == Done(
+        "claim is still in use"
+    )
     assert api.actions == []
 
 
@@ -392,7 +394,7 @@ def test_a_deleted_group_is_dropped_and_its_claim_deallocated_but_not_deleted() 
     cache = member_cache(group=group, claims=[reserved_group_claim()])
     cache.apply_pod_group_event(DELETED, group)
     api = FakeApi()
-    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert result == Done("claim is not controlled by a pod")
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == []
@@ -413,7 +415,7 @@ def test_a_group_missing_from_the_cache_is_asked_for_live(live: str | None, kept
     api = FakeApi()
     if live is not None:
         api.live_pod_groups["pg"] = live
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == [GetPodGroup("demo", "pg")]
     assert (api.of_type(PutClaimStatus) == []) is kept
 
@@ -421,7 +423,7 @@ def test_a_group_missing_from_the_cache_is_asked_for_live(live: str | None, kept
 def test_a_replaced_group_in_the_cache_is_dropped_without_a_get() -> None:
     cache = member_cache(group=make_pod_group(uid="G2", claims=[GPU]), claims=[reserved_group_claim()])
     api = FakeApi()
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == []
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == []
@@ -431,7 +433,7 @@ def test_a_failed_live_get_retries() -> None:
     cache = cache_with(claims=[reserved_group_claim()], workload_claims=True)
     api = FakeApi()
     api.fail(GetPodGroup, Failed(503, "unavailable"))
-    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert result == Retry("get PodGroup demo/pg: unavailable")
 
 
@@ -440,7 +442,7 @@ def test_where_podgroup_claims_are_off_a_group_reservation_is_someone_elses() ->
         claims=[reserved_group_claim(reserved_for=[pod_group_consumer(), pod_consumer("p", "P")])]
     )
     api = FakeApi()
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == []
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == [pod_group_consumer()]

@@ -12,6 +12,7 @@ Every write is idempotent, so a plan that fails half-way is simply planned again
 step                 sent as                                                   also done on
 ===================  ========================================================  =============
 :class:`Create`      POST to the collection                                    409 (exists)
+:class:`Replace`     PUT of the whole object, the runtime's field manager      404 (gone)
 :class:`Apply`       server-side apply, the runtime's field manager, forced    404 (gone)
 :class:`Patch`       a patch (JSON merge unless ``content_type`` says)         404 (gone)
 :class:`Delete`      DELETE with ``preconditions.uid``                         404, 409
@@ -38,7 +39,7 @@ it is not transient, as for every exception that escapes a sync.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +57,8 @@ __all__ = [
     "Patch",
     "Plan",
     "RecordEvent",
+    "Replace",
+    "Resend",
     "Step",
     "Together",
     "Write",
@@ -88,6 +91,9 @@ class Create(_Answers):
     path: str
     body: Mapping[str, Any]
     tolerate: frozenset[int] = _tolerate(409)
+    field_manager: bool = field(default=False, kw_only=True)
+    """Name the runtime's field manager (``fieldManager``), so that the object's managed fields
+    say who created it."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,25 @@ class Patch(_Answers):
     body: Mapping[str, Any]
     content_type: str = MERGE_PATCH
     tolerate: frozenset[int] = _tolerate(404)
+
+
+Resend = Callable[[KubeClient, str, str, Mapping[str, Any], ApiError], Awaitable[Any]]
+"""Another way to send a refused :class:`Replace` (client, field manager, path, body, the
+refusal): the reply of the write sent again, or the refusal raised where it does not apply."""
+
+
+@dataclass(frozen=True)
+class Replace(_Answers):
+    """A PUT of the whole object at ``path`` (or its ``status``), naming the runtime's field
+    manager; the ``metadata.resourceVersion`` in ``body`` makes it fail with 409 rather than
+    overwrite a change it was not computed from."""
+
+    path: str
+    body: Mapping[str, Any]
+    tolerate: frozenset[int] = _tolerate(404)
+    resend: Resend | None = field(default=None, kw_only=True, compare=False)
+    """What to do with an answer only another encoding of the body avoids (e.g. a ResourceClaim
+    whose raw parameters JSON cannot write back, :mod:`operators.dra.claimwire`)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +181,7 @@ class RecordEvent:
     message: str
 
 
-Write = Create | Apply | Patch | Delete | Evict
+Write = Create | Apply | Replace | Patch | Delete | Evict
 """A step that is an API call."""
 
 
@@ -270,7 +295,16 @@ async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | N
 async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
     client = writer.client
     if isinstance(write, Create):
+        if write.field_manager:
+            return await client.create(write.path, write.body, fieldManager=writer.field_manager)
         return await client.create(write.path, write.body)
+    if isinstance(write, Replace):
+        try:
+            return await client.replace(write.path, write.body, fieldManager=writer.field_manager)
+        except ApiError as refused:
+            if write.resend is None:
+                raise
+            return await write.resend(client, writer.field_manager, write.path, write.body, refused)
     if isinstance(write, Apply):
         return await client.apply(write.path, write.body, writer.field_manager)
     # A patched or deleted object comes back in the reply, which only a caller that asked for it

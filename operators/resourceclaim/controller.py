@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.core import metrics as core_metrics
-from operators.core import protowire
 from operators.core.client import ApiError
 from operators.core.events import ObjectRef
 from operators.core.keys import CLAIM, POD, Key
@@ -39,7 +38,6 @@ from operators.core.models import parse_or_skip
 from operators.core.reconcile import Result
 from operators.core.resources import PODS, ApiResource
 from operators.core.runtime import Runtime
-from operators.dra import claimwire
 from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import (
     POD_GROUPS,
@@ -52,7 +50,7 @@ from operators.dra.pods import pod_event_matters
 
 from . import metrics
 from .cache import DELETED, ClusterCache
-from .claim_sync import sync_claim
+from .claim_sync import resend_as_protobuf, sync_claim
 from .constants import JUST_CREATED_CONFIRMATION_SECONDS
 from .group_sync import sync_pod_group
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
@@ -62,15 +60,11 @@ from .plan import (
     ApplyPodStatus,
     CountClaimCreate,
     CreateClaim,
-    DeleteClaim,
     EmitEvent,
     Failed,
     GetClaim,
-    GetPod,
-    GetPodGroup,
     Log,
     Ok,
-    PutClaim,
     PutClaimStatus,
     Reply,
     drive_async,
@@ -201,7 +195,7 @@ class ResourceClaimController:
         elif key.kind == POD_GROUP:
             plan = sync_pod_group(self.cache, key.namespace, key.name)
         elif key.kind == CLAIM:
-            plan = sync_claim(self.cache, key.namespace, key.name)
+            return await sync_claim(self.cache, key.namespace, key.name, self.runtime, self.pod_groups)
         elif key == CONFIRM_KEY:
             plan = confirm_created_claims(self.cache)
         else:
@@ -247,16 +241,6 @@ class ResourceClaimController:
             result = await client.apply(path, action.body, manager, force=True, want_reply=False)
         elif isinstance(action, PutClaimStatus):
             result = await self._put_claim(action.namespace, action.name, action.body, "status")
-        elif isinstance(action, PutClaim):
-            result = await self._put_claim(action.namespace, action.name, action.body, "")
-        elif isinstance(action, DeleteClaim):
-            result = await client.delete(
-                RESOURCE_CLAIMS.path(action.name, namespace=action.namespace), uid=action.uid
-            )
-        elif isinstance(action, GetPod):
-            result = await client.get(PODS.path(action.name, namespace=action.namespace))
-        elif isinstance(action, GetPodGroup):
-            result = await client.get(self.pod_groups.path(action.name, namespace=action.namespace))
         elif isinstance(action, GetClaim):
             result = await client.get(RESOURCE_CLAIMS.path(action.name, namespace=action.namespace))
         else:  # pragma: no cover - the Action union is exhausted above
@@ -270,15 +254,4 @@ class ResourceClaimController:
         try:
             return await client.replace(path, body, fieldManager=manager)
         except ApiError as err:
-            if not claimwire.refused_as_changed(err.body):
-                raise
-        # Its raw parameters were stored in a form no JSON client writes back (claimwire).
-        envelope = await client.get_protobuf(RESOURCE_CLAIMS.path(name, namespace=namespace))
-        _, _, stored = protowire.unwrap(envelope)
-        try:
-            message = claimwire.written_as(stored, body)
-        except claimwire.StaleClaim as stale:
-            raise ApiError(409, "Conflict", f"claim {namespace}/{name} changed meanwhile: {stale}") from stale
-        log.info("Writing claim %s/%s as protobuf: its raw parameters do not survive JSON", namespace, name)
-        envelope = protowire.wrap(claimwire.API_VERSION, claimwire.KIND, message)
-        return await client.replace_protobuf(path, envelope, fieldManager=manager)
+            return await resend_as_protobuf(client, manager, path, body, err)
