@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from strategies import pod_consumer as pod_consumer
@@ -17,28 +18,128 @@ from strategies import pod_group_object, pod_owner
 from strategies import pod_group_owner as pod_group_owner
 
 from operators.core.client import ApiError, KubeClient
-from operators.core.events import EventRecorder
+from operators.core.events import EventRecorder, ObjectRef
 from operators.core.reconcile import Result
 from operators.dra.podgroups import PodGroup
+from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
-from operators.resourceclaim.plan import (
-    Action,
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CreateClaim,
-    DeleteClaim,
-    Failed,
-    GetClaim,
-    GetPod,
-    GetPodGroup,
-    Ok,
-    Plan,
-    PutClaim,
-    PutClaimStatus,
-    Reply,
-    drive,
+
+# The requests and notices of a sync, as the tests name them: the fake API server below records
+# what the core's executor sends as these.
+
+
+@dataclass(frozen=True)
+class CreateClaim:
+    namespace: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApplyPodStatus:
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApplyPodGroupStatus:
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PutClaimStatus:
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PutClaim:
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class GetPod:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class GetPodGroup:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class GetClaim:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    namespace: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+    api_version: str = "v1"
+    kind: str = "Pod"
+
+
+@dataclass(frozen=True)
+class CountClaimCreate:
+    """An increment of the create counter."""
+
+    status: str
+    admin_access: str
+    owner_api_group: str = ""
+    owner_api_kind: str = "Pod"
+
+
+Action = (
+    CreateClaim
+    | ApplyPodStatus
+    | ApplyPodGroupStatus
+    | PutClaimStatus
+    | PutClaim
+    | DeleteClaim
+    | GetPod
+    | GetPodGroup
+    | GetClaim
+    | EmitEvent
+    | CountClaimCreate
 )
+
+
+@dataclass(frozen=True)
+class Ok:
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An API error: ``code`` is the HTTP status, 0 for timeouts and connection errors."""
+
+    code: int
+    message: str
+    retry_after: float | None = None
+
+
+Reply = Ok | Failed
 
 NS = "demo"
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -218,7 +319,7 @@ class FakeClock:
 
 
 class FakeApi:
-    """Answers planner actions like kube-apiserver would, unless a failure is scripted.
+    """Answers a sync's requests like kube-apiserver would, unless a failure is scripted.
 
     ``failures[ActionType]`` is a list of replies used, in order, before normal answers.
     ``live_pods`` maps pod names to UIDs for live GETs; ``live_claims`` likewise.
@@ -228,13 +329,13 @@ class FakeApi:
 
     def __init__(self) -> None:
         self.actions: list[Action] = []
-        self.failures: dict[type, list[Failed]] = {}
+        self.failures: dict[type, list[Reply]] = {}
         self.live_pods: dict[str, str] = {}
         self.live_claims: dict[str, str] = {}
         self.live_pod_groups: dict[str, str] = {}
         self.created: list[dict[str, Any]] = []
 
-    def fail(self, action_type: type, *replies: Failed) -> None:
+    def fail(self, action_type: type, *replies: Reply) -> None:
         self.failures.setdefault(action_type, []).extend(replies)
 
     def __call__(self, action: Action) -> Reply:
@@ -270,11 +371,14 @@ class FakeApi:
             return Ok({"metadata": {"name": action.name, "uid": self.live_claims[action.name]}})
         return Ok()
 
-    def run(self, plan: Plan | Coroutine[Any, Any, Result]) -> Result:
-        """The outcome of a planner, or of a sync that writes through this fake (a Writer)."""
-        if isinstance(plan, Coroutine):
-            return asyncio.run(plan)
-        return drive(plan, self)
+    def run(self, sync: Coroutine[Any, Any, Result]) -> Result:
+        """The outcome of a sync that reads and writes through this fake (its Writer); the creates
+        it counted are recorded after its requests."""
+        before = _create_counts()
+        result = asyncio.run(sync)
+        for labels, count in _create_counts().items():
+            self.actions.extend([CountClaimCreate(*labels)] * int(count - before.get(labels, 0)))
+        return result
 
     # The Writer a sync executes its plans with: each request is recorded as the action it is.
 
@@ -284,7 +388,7 @@ class FakeApi:
 
     @property
     def events(self) -> EventRecorder:
-        raise AssertionError("no Event expected")
+        return cast(EventRecorder, _RecordingEvents(self))
 
     @property
     def field_manager(self) -> str:
@@ -356,8 +460,46 @@ class _RecordingClient:
         namespace, _, name, _sub = _parts(path)
         return self._answer(DeleteClaim(namespace, name, body["preconditions"]["uid"]))
 
+    async def create(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        assert params == {"fieldManager": "dra-operators-resourceclaim"}, params
+        namespace = path.split("/namespaces/", 1)[1].split("/")[0]
+        return self._answer(CreateClaim(namespace, dict(body)))
+
+    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str, **_: Any) -> Any:
+        namespace, resource, name, subresource = _parts(path)
+        assert subresource == "status", path
+        apply: Action = (
+            ApplyPodStatus(namespace, name, dict(body))
+            if resource == "pods"
+            else ApplyPodGroupStatus(namespace, name, dict(body))
+        )
+        return self._answer(apply)
+
 
 def _parts(path: str) -> tuple[str, str, str, str]:
     """(namespace, resource, name, subresource) of an object's path."""
     after = path.split("/namespaces/", 1)[1].split("/")
     return after[0], after[1], after[2], after[3] if len(after) > 3 else ""
+
+
+class _RecordingEvents:
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.api.actions.append(
+            EmitEvent(
+                obj.namespace or "", obj.name, obj.uid, type_, reason, message, obj.api_version, obj.kind
+            )
+        )
+
+
+def _create_counts() -> dict[tuple[str, ...], float]:
+    """The create counter's value per label set."""
+    [family] = metrics.creates.collect()
+    names = ("status", "admin_access", "owner_api_group", "owner_api_kind")
+    return {
+        tuple(sample.labels[label] for label in names): sample.value
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }

@@ -26,7 +26,19 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from resourceclaim_builders import FakeApi, cache_with
+from resourceclaim_builders import (
+    Action,
+    ApplyPodGroupStatus,
+    ApplyPodStatus,
+    CreateClaim,
+    Failed,
+    FakeApi,
+    Ok,
+    PutClaim,
+    PutClaimStatus,
+    Reply,
+    cache_with,
+)
 from strategies import (
     CLAIM_NAMES,
     TEMPLATE_NAMES,
@@ -54,17 +66,6 @@ from operators.resourceclaim.constants import MAX_GENERATE_NAME_BASE, POD_CLAIM_
 from operators.resourceclaim.group_sync import sync_pod_group
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
 from operators.resourceclaim.naming import claim_generate_name
-from operators.resourceclaim.plan import (
-    Action,
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CreateClaim,
-    Failed,
-    Ok,
-    PutClaim,
-    PutClaimStatus,
-    Reply,
-)
 from operators.resourceclaim.pod_sync import sync_pod
 from operators.resourceclaim.resolution import POD_GROUP, is_for_pod
 
@@ -233,7 +234,7 @@ def test_pod_sync_maps_each_entry_to_one_claim(world: World, apply_fails: bool, 
     for round_ in range(3):
         for name in sorted(pods):
             before = len(api.replies)
-            outcomes[name] = api.run(sync_pod(cache, NS, name))
+            outcomes[name] = api.run(sync_pod(cache, NS, name, api))
             assert isinstance(outcomes[name], RESULTS)
             for action, reply in api.replies[before:]:
                 if isinstance(action, ApplyPodStatus):
@@ -286,7 +287,7 @@ def test_pod_group_sync_applies_sorted_unique_statuses(world: World, apply_fails
         api.fail(ApplyPodGroupStatus, Failed(409, "the object has been modified"))
     for _ in range(2):
         for body in world.groups:
-            outcome = api.run(sync_pod_group(cache, NS, body["metadata"]["name"]))
+            outcome = api.run(sync_pod_group(cache, NS, body["metadata"]["name"], api, POD_GROUPS))
             assert isinstance(outcome, RESULTS)
     for action in api.of_type(ApplyPodGroupStatus):
         _check_applied(_applied_statuses(action.body))

@@ -7,7 +7,12 @@ from typing import Any
 
 from resourceclaim_builders import (
     FINALIZER,
+    DeleteClaim,
+    Failed,
     FakeApi,
+    GetPod,
+    PutClaim,
+    PutClaimStatus,
     cache_with,
     make_claim,
     make_pod,
@@ -30,13 +35,6 @@ from operators.resourceclaim.claim_sync import (
     remaining_consumers,
     sync_claim,
     unprotect,
-)
-from operators.resourceclaim.plan import (
-    DeleteClaim,
-    Failed,
-    GetPod,
-    PutClaim,
-    PutClaimStatus,
 )
 
 WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "W"}

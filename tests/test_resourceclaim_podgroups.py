@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 from resourceclaim_builders import (
+    ApplyPodGroupStatus,
+    ApplyPodStatus,
+    CountClaimCreate,
+    CreateClaim,
+    DeleteClaim,
+    EmitEvent,
+    Failed,
     FakeApi,
+    GetPodGroup,
+    PutClaim,
+    PutClaimStatus,
     cache_with,
     make_claim,
     make_pod,
@@ -29,18 +39,6 @@ from operators.resourceclaim.cache import DELETED, ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
 from operators.resourceclaim.group_sync import sync_pod_group
 from operators.resourceclaim.models import Pod, ResourceClaim
-from operators.resourceclaim.plan import (
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CountClaimCreate,
-    CreateClaim,
-    DeleteClaim,
-    EmitEvent,
-    Failed,
-    GetPodGroup,
-    PutClaim,
-    PutClaimStatus,
-)
 from operators.resourceclaim.pod_sync import sync_pod
 from operators.resourceclaim.resolution import POD_GROUP
 
@@ -124,7 +122,7 @@ def test_template_entry_gets_one_claim_owned_by_the_group_and_recorded_in_its_st
     group = make_pod_group(claims=[GPU])
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [create] = api.of_type(CreateClaim)
     metadata = create.body["metadata"]
     assert metadata["generateName"] == "pg-gpu-"
@@ -146,9 +144,9 @@ def test_a_retry_before_the_watch_finds_the_created_claim_instead_of_another() -
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
     api.fail(ApplyPodGroupStatus, Failed(500, "etcd timeout"))
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     retry = FakeApi()
-    assert retry.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert retry.run(sync_pod_group(cache, "demo", "pg", retry, POD_GROUPS)) == Done()
     assert retry.of_type(CreateClaim) == []
     [apply] = retry.of_type(ApplyPodGroupStatus)
     assert group_statuses(apply) == [{"name": "gpu", "resourceClaimName": "pg-gpu-bcdfg"}]
@@ -158,7 +156,7 @@ def test_a_recorded_claim_that_exists_needs_no_write() -> None:
     group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[group_claim()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
 
 
@@ -172,7 +170,7 @@ def test_a_re_created_claim_keeps_the_other_entries_in_the_status() -> None:
         templates=[make_template()], claims=[group_claim()], pod_groups=[group], workload_claims=True
     )
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [create] = api.of_type(CreateClaim)
     assert create.body["metadata"]["generateName"] == "pg-nic-"
     [apply] = api.of_type(ApplyPodGroupStatus)
@@ -186,7 +184,7 @@ def test_a_missing_template_is_an_event_on_the_group_and_no_status_write() -> No
     group = make_pod_group(claims=[GPU, template_entry("late", "late-tmpl")])
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod_group(cache, "demo", "pg"))
+    result = api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS))
     assert isinstance(result, Retry)
     assert result.error == (
         'PodGroup demo/pg, PodGroupResourceClaim late: resource claim template "late-tmpl": '
@@ -214,7 +212,7 @@ def test_an_entry_without_a_supported_field_gives_up() -> None:
     group = make_pod_group(claims=[{"name": "odd"}])
     cache = cache_with(pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod_group(cache, "demo", "pg"))
+    result = api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS))
     assert isinstance(result, GiveUp)
     [event] = api.of_type(EmitEvent)
     assert event.message == (
@@ -234,7 +232,7 @@ def test_an_entry_without_a_supported_field_gives_up() -> None:
 def test_nothing_is_created_for_a_direct_claim_or_a_terminating_group(group: PodGroup) -> None:
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Done)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Done)
     assert api.actions == []
 
 
@@ -244,7 +242,7 @@ def test_a_failed_create_counts_with_the_group_owner_labels() -> None:
     )
     api = FakeApi()
     api.fail(CreateClaim, Failed(403, "quota exceeded"))
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     assert api.of_type(CountClaimCreate) == [
         CountClaimCreate("failure", "false", "scheduling.k8s.io", "PodGroup")
     ]
@@ -276,7 +274,7 @@ def member_cache(
 def test_a_member_records_its_groups_claim_and_creates_none() -> None:
     cache = member_cache(member())
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m1")) == Done("kube-scheduler makes the reservations")
+    assert api.run(sync_pod(cache, "demo", "m1", api)) == Done("kube-scheduler makes the reservations")
     assert api.of_type(CreateClaim) == []
     [apply] = api.of_type(ApplyPodStatus)
     assert apply.body["status"]["resourceClaimStatuses"] == [
@@ -287,14 +285,14 @@ def test_a_member_records_its_groups_claim_and_creates_none() -> None:
 def test_a_member_waits_silently_while_its_group_has_no_claim_yet() -> None:
     cache = member_cache(member(), group=make_pod_group(claims=[GPU]), claims=[])
     api = FakeApi()
-    assert isinstance(api.run(sync_pod(cache, "demo", "m1")), Done)
+    assert isinstance(api.run(sync_pod(cache, "demo", "m1", api)), Done)
     assert api.actions == []
 
 
 def test_a_member_of_a_missing_group_gets_none_of_its_claims() -> None:
     cache = cache_with(templates=[make_template()], pods=[member(claims=[GPU, NIC])], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod(cache, "demo", "m1"))
+    result = api.run(sync_pod(cache, "demo", "m1", api))
     assert isinstance(result, Done)
     assert "PodGroup pg does not exist yet" in result.reason
     assert api.actions == []
@@ -307,7 +305,7 @@ def test_a_members_own_entries_stay_its_own() -> None:
     cache.apply_template_event(None, make_template("other-tmpl"))
     for name, owner_uid in (("m1", "M1"), ("m2", "M2")):
         api = FakeApi()
-        api.run(sync_pod(cache, "demo", name))
+        api.run(sync_pod(cache, "demo", name, api))
         [create] = api.of_type(CreateClaim)
         assert create.body["metadata"]["ownerReferences"][0]["uid"] == owner_uid
         assert api.of_type(CountClaimCreate) == [CountClaimCreate("success", "false", "", "Pod")]
@@ -317,14 +315,14 @@ def test_a_recorded_group_claim_is_accepted_and_one_of_another_group_is_not() ->
     recorded = member(statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = member_cache(recorded)
     api = FakeApi()
-    assert isinstance(api.run(sync_pod(cache, "demo", "m1")), Done)
+    assert isinstance(api.run(sync_pod(cache, "demo", "m1", api)), Done)
     assert api.actions == []
 
     foreign = make_claim("other-gpu", owner_ref=pod_group_owner("other", "O"), entry="gpu")
     stray = member(statuses=[named_entry("gpu", "other-gpu")])
     cache = member_cache(stray, claims=[group_claim(), foreign])
     api = FakeApi()
-    api.run(sync_pod(cache, "demo", "m1"))
+    api.run(sync_pod(cache, "demo", "m1", api))
     # Re-pointed at its own group's claim, never a claim of its own.
     assert api.of_type(CreateClaim) == []
     [apply] = api.of_type(ApplyPodStatus)
@@ -337,7 +335,7 @@ def test_where_podgroup_claims_are_off_a_group_owned_claim_is_still_refused() ->
     recorded = member(statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[group_claim()], pods=[recorded])
     api = FakeApi()
-    result = api.run(sync_pod(cache, "demo", "m1"))
+    result = api.run(sync_pod(cache, "demo", "m1", api))
     assert isinstance(result, GiveUp)
     assert "PodGroup ResourceClaims are not supported" in result.error
 
@@ -349,7 +347,7 @@ def test_a_prescheduled_member_reserves_a_shared_claim_for_the_group_once() -> N
     m1 = member(claims=[direct], node_name="node-1")
     cache = member_cache(m1, group=group, claims=[shared])
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m1")) == Done()
+    assert api.run(sync_pod(cache, "demo", "m1", api)) == Done()
     [put] = api.of_type(PutClaimStatus)
     assert put.body["status"]["reservedFor"] == [pod_group_consumer()]
     assert api.of_type(ApplyPodStatus) == []
@@ -359,7 +357,7 @@ def test_a_prescheduled_member_reserves_a_shared_claim_for_the_group_once() -> N
     m2 = member("m2", "M2", claims=[direct], node_name="node-1")
     assert cache.apply_pod_event(None, m2) == []
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m2")) == Done()
+    assert api.run(sync_pod(cache, "demo", "m2", api)) == Done()
     assert api.actions == []
 
 
@@ -483,7 +481,7 @@ def test_a_group_served_as_v1alpha2_is_written_as_v1alpha2() -> None:
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     cache.pod_group_api_version = "scheduling.k8s.io/v1alpha2"
     api = FakeApi()
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     [create] = api.of_type(CreateClaim)
     assert create.body["metadata"]["ownerReferences"] == [
         {**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
@@ -493,7 +491,7 @@ def test_a_group_served_as_v1alpha2_is_written_as_v1alpha2() -> None:
 
     cache.apply_template_event(None, make_template("late-tmpl"))
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [apply] = api.of_type(ApplyPodGroupStatus)
     assert apply.body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
 
@@ -509,5 +507,5 @@ def test_a_claim_owned_by_the_group_in_either_version_is_the_groups() -> None:
     group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[alpha_owned], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
