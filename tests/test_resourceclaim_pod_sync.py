@@ -28,11 +28,14 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.client import ApiError
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.plan import Apply, Create, RecordEvent
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.creation import DECIDE_AGAIN
 from operators.resourceclaim.models import Pod, ResourceClaim
-from operators.resourceclaim.pod_sync import confirm_created_claims, sync_pod
+from operators.resourceclaim.pod_sync import confirm_created_claims, decide_pod, sync_pod
 
 GPU = [template_entry("gpu", "gpu-tmpl")]
 
@@ -592,3 +595,46 @@ def test_confirmation_keeps_existing_and_drops_missing_claims() -> None:
     assert [claim.name for claim in cache.unconfirmed_created_claims()] == ["flaky"]
     assert cache.find_generated_claim("demo", "U", "kept") is not None
     assert cache.find_generated_claim("demo", "U", "gone") is None
+
+
+# The passes of the pod sync, as plans.
+
+
+def test_a_pass_that_needs_a_claim_plans_its_create_alone_and_decides_again() -> None:
+    cache = gpu_pod_and_template()
+    plan = decide_pod(cache, "demo", "my-pod", {})
+    [create] = plan.steps
+    assert isinstance(create, Create)
+    assert create.path == "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
+    assert create.field_manager
+    assert create.tolerate == frozenset()
+    assert create.body["metadata"]["generateName"] == "my-pod-gpu-"
+    assert plan.result is DECIDE_AGAIN
+    assert callable(create.ends)
+    assert create.ends(ApiError(409, "AlreadyExists", "")) is DECIDE_AGAIN
+
+
+def test_once_the_claim_is_recorded_the_next_pass_applies_the_status() -> None:
+    cache = gpu_pod_and_template()
+    cache.record_created(make_claim("my-pod-gpu-bcdfg", "N", owner=("my-pod", "U"), entry="gpu"))
+    [apply] = decide_pod(cache, "demo", "my-pod", {}).steps
+    assert isinstance(apply, Apply)
+    assert apply.path == "/api/v1/namespaces/demo/pods/my-pod/status"
+    assert apply.body["status"]["resourceClaimStatuses"] == GENERATED_GPU_STATUS
+    assert callable(apply.ends)
+    assert apply.ends(ApiError(404, "NotFound", "")) == Done(
+        "pod is gone; the garbage collector takes its claims"
+    )
+
+
+def test_a_refused_create_is_reported_on_its_entry_by_the_next_pass() -> None:
+    cache = gpu_pod_and_template()
+    refused = {"gpu": ApiError(403, "Forbidden", "quota exceeded", retry_after=3)}
+    plan = decide_pod(cache, "demo", "my-pod", refused)
+    [event] = plan.steps
+    assert isinstance(event, RecordEvent)
+    assert (event.type, event.reason) == ("Warning", "FailedResourceClaimCreation")
+    assert event.message == "PodResourceClaim gpu: create ResourceClaim : quota exceeded"
+    assert plan.result == Retry(
+        "pod demo/my-pod, PodResourceClaim gpu: create ResourceClaim : quota exceeded", 3
+    )

@@ -32,12 +32,14 @@ from resourceclaim_builders import (
 )
 
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.plan import Apply, Create
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.bodies import owner_labels
 from operators.resourceclaim.cache import DELETED, ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
-from operators.resourceclaim.group_sync import sync_pod_group
+from operators.resourceclaim.creation import DECIDE_AGAIN
+from operators.resourceclaim.group_sync import decide_pod_group, sync_pod_group
 from operators.resourceclaim.models import Pod, ResourceClaim
 from operators.resourceclaim.pod_sync import sync_pod
 from operators.resourceclaim.resolution import POD_GROUP
@@ -509,3 +511,24 @@ def test_a_claim_owned_by_the_group_in_either_version_is_the_groups() -> None:
     api = FakeApi()
     assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
+
+
+def test_a_group_pass_plans_its_claim_create_then_its_status_apply_in_the_served_version() -> None:
+    cache = cache_with(
+        pod_groups=[make_pod_group(claims=[GPU])],
+        templates=[make_template()],
+        workload_claims=True,
+    )
+    plan = decide_pod_group(cache, "demo", "pg", POD_GROUPS, {})
+    [create] = plan.steps
+    assert isinstance(create, Create)
+    assert create.body["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    assert plan.result is DECIDE_AGAIN
+    created = {**create.body["metadata"], "name": "pg-gpu-bcdfg", "uid": "N"}
+    cache.record_created(ResourceClaim.from_body({**create.body, "metadata": created}))
+    [apply] = decide_pod_group(cache, "demo", "pg", POD_GROUPS, {}).steps
+    assert isinstance(apply, Apply)
+    assert apply.path == POD_GROUPS.path("pg", namespace="demo", subresource="status")
+    assert apply.body["status"]["resourceClaimStatuses"] == [
+        {"name": "gpu", "resourceClaimName": "pg-gpu-bcdfg"}
+    ]
