@@ -36,31 +36,26 @@ class CreateClaim:
 
 
 @dataclass(frozen=True)
-class ApplyPodStatus:
+class _ObjectWrite:
     namespace: str
     name: str
     body: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ApplyPodGroupStatus:
-    namespace: str
-    name: str
-    body: dict[str, Any]
+class ApplyPodStatus(_ObjectWrite):
+    """A server-side apply of ``pods/<name>/status``."""
 
 
-@dataclass(frozen=True)
-class PutClaimStatus:
-    namespace: str
-    name: str
-    body: dict[str, Any]
+class ApplyPodGroupStatus(_ObjectWrite):
+    """A server-side apply of ``podgroups/<name>/status``."""
 
 
-@dataclass(frozen=True)
-class PutClaim:
-    namespace: str
-    name: str
-    body: dict[str, Any]
+class PutClaimStatus(_ObjectWrite):
+    """A PUT of ``resourceclaims/<name>/status``."""
+
+
+class PutClaim(_ObjectWrite):
+    """A PUT of ``resourceclaims/<name>``."""
 
 
 @dataclass(frozen=True)
@@ -71,21 +66,21 @@ class DeleteClaim:
 
 
 @dataclass(frozen=True)
-class GetPod:
+class _ObjectRead:
     namespace: str
     name: str
 
 
-@dataclass(frozen=True)
-class GetPodGroup:
-    namespace: str
-    name: str
+class GetPod(_ObjectRead):
+    pass
 
 
-@dataclass(frozen=True)
-class GetClaim:
-    namespace: str
-    name: str
+class GetPodGroup(_ObjectRead):
+    pass
+
+
+class GetClaim(_ObjectRead):
+    pass
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,29 @@ def claim_create(
     return Plan((create,), DECIDE_AGAIN)
 
 
+def claim_of_entry(
+    cache: ClusterCache,
+    owner: Mapping[str, Any],
+    namespace: str,
+    entry_name: str,
+    template_name: str,
+    new_mappings: dict[str, str],
+    refused: Refused,
+    replaced: str | None,
+) -> Plan | EntryFailure | None:
+    """The claim already generated for a template entry of ``owner`` (a pod's or a PodGroup's
+    controller reference), added to ``new_mappings``; else the pass that creates it, or why the
+    entry fails. ``replaced`` says which claim no longer owned by it the new one replaces: logged
+    when the pass plans the create."""
+    claim = cache.find_generated_claim(namespace, str(owner["uid"]), entry_name)
+    if claim is not None:
+        new_mappings[entry_name] = claim.name
+        return None
+    if replaced is not None and entry_name not in refused:
+        log.info("%s", replaced)
+    return claim_create(cache, owner, namespace, entry_name, template_name, refused)
+
+
 def status_apply(path: str, body: Mapping[str, Any], kind: str, namespaced_name: str) -> Apply:
     """The server-side apply of a pod's or PodGroup's ``status.resourceClaimStatuses``; every
     refusal ends the sync, a 404 as done."""

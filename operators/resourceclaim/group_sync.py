@@ -36,7 +36,7 @@ from operators.dra.podgroups import PodGroup, PodGroupResourceClaim, pod_group_o
 from .bodies import pod_group_status_apply
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON
-from .creation import EntryFailure, Refused, claim_create, decide_and_execute, status_apply
+from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
 from .models import ResourceClaim
 from .resolution import Resolved, group_unsupported_message, is_controlled_by_group, resolve_group_entry
 
@@ -116,18 +116,14 @@ def _handle_entry(
     if template_name is None:
         return None
 
-    claim = cache.find_generated_claim(group.namespace, group.uid, entry.name)
-    if claim is not None:
-        new_mappings[entry.name] = claim.name
-        return None
-    if not_owned is not None and entry.name not in refused:
-        log.info(
+    replaced = None
+    if not_owned is not None:
+        replaced = (
             "Claim that was created for the PodGroup is no longer owned by the PodGroup, creating a new one "
-            "podGroup=%s/%s podGroupClaim=%s resourceClaim=%s",
-            group.namespace,
-            group.name,
-            entry.name,
-            not_owned.name,
+            f"podGroup={group.namespace}/{group.name} podGroupClaim={entry.name} "
+            f"resourceClaim={not_owned.name}"
         )
     owner = pod_group_owner(group, cache.pod_group_api_version)
-    return claim_create(cache, owner, group.namespace, entry.name, template_name, refused)
+    return claim_of_entry(
+        cache, owner, group.namespace, entry.name, template_name, new_mappings, refused, replaced
+    )

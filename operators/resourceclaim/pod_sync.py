@@ -33,7 +33,7 @@ from .bodies import pod_owner, pod_status_apply, reserved_for
 from .cache import ClusterCache
 from .claim_sync import resend_as_protobuf
 from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
-from .creation import EntryFailure, Refused, claim_create, decide_and_execute, status_apply
+from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
 from .models import Pod, ResourceClaim
 from .resolution import (
     Resolved,
@@ -167,20 +167,16 @@ def _handle_entry(
             new_mappings[entry.name] = shared.name
         return None
 
-    claim = cache.find_generated_claim(pod.namespace, pod.uid, entry.name)
-    if claim is not None:
-        new_mappings[entry.name] = claim.name
-        return None
-    if not_owned is not None and entry.name not in refused:
-        log.info(
+    replaced = None
+    if not_owned is not None:
+        replaced = (
             "Claim that was created for the pod is no longer owned by the pod, creating a new one "
-            "pod=%s/%s podClaim=%s resourceClaim=%s",
-            pod.namespace,
-            pod.name,
-            entry.name,
-            not_owned.name,
+            f"pod={pod.namespace}/{pod.name} podClaim={entry.name} resourceClaim={not_owned.name}"
         )
-    return claim_create(cache, pod_owner(pod), pod.namespace, entry.name, template_name, refused)
+    owner = pod_owner(pod)
+    return claim_of_entry(
+        cache, owner, pod.namespace, entry.name, template_name, new_mappings, refused, replaced
+    )
 
 
 def reserve(cache: ClusterCache, pod: Pod, group: PodGroup | None) -> tuple[tuple[Replace, ...], Result]:
