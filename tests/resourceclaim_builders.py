@@ -1,7 +1,8 @@
 """Builders of plain API bodies and a scripted fake API for the resourceclaim unit tests.
 
 The bodies look like what kube-apiserver returns, so the tests parse them with the same
-functions the operator uses. The fake API answers the planners' actions and records them.
+functions the operator uses. The fake API answers the syncs' requests and records them as the
+actions below.
 """
 
 from __future__ import annotations

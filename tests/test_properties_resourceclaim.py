@@ -2,7 +2,7 @@
 
 A generated cluster is one namespace's pods, PodGroups, claims and templates, with names drawn
 from small pools so that statuses name existing claims, claims are owned by the pods and groups
-at hand, and members share their group's entries. The planners run against a fake API that
+at hand, and members share their group's entries. The syncs run against a fake API that
 answers every call as kube-apiserver would, or fails the first status write when asked.
 
 Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many):

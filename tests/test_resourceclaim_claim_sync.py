@@ -1,4 +1,4 @@
-"""The ``claim:`` sync planner (spec section 8) and the acceptance scenarios it decides."""
+"""The ``claim:`` sync (spec section 8): its plans and the acceptance scenarios it decides."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The resourceclaim I/O layer with a recording fake client: which requests a sync sends,
-how planner outcomes reach the work queue, and that every request is in ``API_CALLS``."""
+how sync outcomes reach the work queue, and that every request is in ``API_CALLS``."""
 
 from __future__ import annotations
 

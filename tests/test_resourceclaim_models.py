@@ -1,4 +1,4 @@
-"""Projections of watched objects and the planner step protocol."""
+"""Projections of watched objects and the bodies built from them."""
 
 from __future__ import annotations
 

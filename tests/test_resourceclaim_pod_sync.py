@@ -1,4 +1,4 @@
-"""The ``pod:`` sync planner (spec section 7) and the acceptance scenarios it decides."""
+"""The ``pod:`` sync (spec section 7): its passes and the acceptance scenarios it decides."""
 
 from __future__ import annotations
 
