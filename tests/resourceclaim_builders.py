@@ -1,41 +1,141 @@
 """Builders of plain API bodies and a scripted fake API for the resourceclaim unit tests.
 
 The bodies look like what kube-apiserver returns, so the tests parse them with the same
-functions the operator uses. The fake API answers the planners' actions and records them.
+functions the operator uses. The fake API answers the syncs' requests and records them as the
+actions below.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
 
 from strategies import pod_consumer as pod_consumer
 from strategies import pod_group_consumer as pod_group_consumer
 from strategies import pod_group_object, pod_owner
 from strategies import pod_group_owner as pod_group_owner
 
+from operators.core.client import ApiError, KubeClient
+from operators.core.events import EventRecorder, ObjectRef
 from operators.core.reconcile import Result
 from operators.dra.podgroups import PodGroup
+from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
-from operators.resourceclaim.plan import (
-    Action,
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CreateClaim,
-    DeleteClaim,
-    Failed,
-    GetClaim,
-    GetPod,
-    GetPodGroup,
-    Ok,
-    Plan,
-    PutClaim,
-    PutClaimStatus,
-    Reply,
-    drive,
+
+# The requests and notices of a sync, as the tests name them: the fake API server below records
+# what the core's executor sends as these.
+
+
+@dataclass(frozen=True)
+class CreateClaim:
+    namespace: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _ObjectWrite:
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+class ApplyPodStatus(_ObjectWrite):
+    """A server-side apply of ``pods/<name>/status``."""
+
+
+class ApplyPodGroupStatus(_ObjectWrite):
+    """A server-side apply of ``podgroups/<name>/status``."""
+
+
+class PutClaimStatus(_ObjectWrite):
+    """A PUT of ``resourceclaims/<name>/status``."""
+
+
+class PutClaim(_ObjectWrite):
+    """A PUT of ``resourceclaims/<name>``."""
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class _ObjectRead:
+    namespace: str
+    name: str
+
+
+class GetPod(_ObjectRead):
+    pass
+
+
+class GetPodGroup(_ObjectRead):
+    pass
+
+
+class GetClaim(_ObjectRead):
+    pass
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    namespace: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+    api_version: str = "v1"
+    kind: str = "Pod"
+
+
+@dataclass(frozen=True)
+class CountClaimCreate:
+    """An increment of the create counter."""
+
+    status: str
+    admin_access: str
+    owner_api_group: str = ""
+    owner_api_kind: str = "Pod"
+
+
+Action = (
+    CreateClaim
+    | ApplyPodStatus
+    | ApplyPodGroupStatus
+    | PutClaimStatus
+    | PutClaim
+    | DeleteClaim
+    | GetPod
+    | GetPodGroup
+    | GetClaim
+    | EmitEvent
+    | CountClaimCreate
 )
+
+
+@dataclass(frozen=True)
+class Ok:
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An API error: ``code`` is the HTTP status, 0 for timeouts and connection errors."""
+
+    code: int
+    message: str
+    retry_after: float | None = None
+
+
+Reply = Ok | Failed
 
 NS = "demo"
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -215,7 +315,7 @@ class FakeClock:
 
 
 class FakeApi:
-    """Answers planner actions like kube-apiserver would, unless a failure is scripted.
+    """Answers a sync's requests like kube-apiserver would, unless a failure is scripted.
 
     ``failures[ActionType]`` is a list of replies used, in order, before normal answers.
     ``live_pods`` maps pod names to UIDs for live GETs; ``live_claims`` likewise.
@@ -225,13 +325,13 @@ class FakeApi:
 
     def __init__(self) -> None:
         self.actions: list[Action] = []
-        self.failures: dict[type, list[Failed]] = {}
+        self.failures: dict[type, list[Reply]] = {}
         self.live_pods: dict[str, str] = {}
         self.live_claims: dict[str, str] = {}
         self.live_pod_groups: dict[str, str] = {}
         self.created: list[dict[str, Any]] = []
 
-    def fail(self, action_type: type, *replies: Failed) -> None:
+    def fail(self, action_type: type, *replies: Reply) -> None:
         self.failures.setdefault(action_type, []).extend(replies)
 
     def __call__(self, action: Action) -> Reply:
@@ -267,8 +367,28 @@ class FakeApi:
             return Ok({"metadata": {"name": action.name, "uid": self.live_claims[action.name]}})
         return Ok()
 
-    def run(self, plan: Plan) -> Result:
-        return drive(plan, self)
+    def run(self, sync: Coroutine[Any, Any, Result]) -> Result:
+        """The outcome of a sync that reads and writes through this fake (its Writer); the creates
+        it counted are recorded after its requests."""
+        before = _create_counts()
+        result = asyncio.run(sync)
+        for labels, count in _create_counts().items():
+            self.actions.extend([CountClaimCreate(*labels)] * int(count - before.get(labels, 0)))
+        return result
+
+    # The Writer a sync executes its plans with: each request is recorded as the action it is.
+
+    @property
+    def client(self) -> KubeClient:
+        return cast(KubeClient, _RecordingClient(self))
+
+    @property
+    def events(self) -> EventRecorder:
+        return cast(EventRecorder, _RecordingEvents(self))
+
+    @property
+    def field_manager(self) -> str:
+        return "dra-operators-resourceclaim"
 
     def of_type(self, action_type: type) -> list[Any]:
         return [action for action in self.actions if isinstance(action, action_type)]
@@ -301,3 +421,81 @@ def cache_with(
     for pod in pods:
         cache.apply_pod_event(None, pod)
     return cache
+
+
+class _RecordingClient:
+    """The requests of a sync, answered by ``api`` as the actions they are."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def _answer(self, action: Action) -> Any:
+        reply = self.api(action)
+        if isinstance(reply, Failed):
+            raise ApiError(reply.code, "Failed", reply.message, reply.retry_after)
+        return reply.body
+
+    async def get(self, path: str, **_: str) -> Any:
+        namespace, resource, name, _sub = _parts(path)
+        get: Action = (
+            GetPod(namespace, name)
+            if resource == "pods"
+            else GetPodGroup(namespace, name)
+            if resource == "podgroups"
+            else GetClaim(namespace, name)
+        )
+        return self._answer(get)
+
+    async def replace(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        namespace, _resource, name, subresource = _parts(path)
+        put = PutClaimStatus if subresource == "status" else PutClaim
+        return self._answer(put(namespace, name, dict(body)))
+
+    async def request(self, method: str, path: str, *, body: Any = None, **options: Any) -> Any:
+        assert method == "DELETE", method
+        namespace, _, name, _sub = _parts(path)
+        return self._answer(DeleteClaim(namespace, name, body["preconditions"]["uid"]))
+
+    async def create(self, path: str, body: Mapping[str, Any], **params: str) -> Any:
+        assert params == {"fieldManager": "dra-operators-resourceclaim"}, params
+        namespace = path.split("/namespaces/", 1)[1].split("/")[0]
+        return self._answer(CreateClaim(namespace, dict(body)))
+
+    async def apply(self, path: str, body: Mapping[str, Any], field_manager: str, **_: Any) -> Any:
+        namespace, resource, name, subresource = _parts(path)
+        assert subresource == "status", path
+        apply: Action = (
+            ApplyPodStatus(namespace, name, dict(body))
+            if resource == "pods"
+            else ApplyPodGroupStatus(namespace, name, dict(body))
+        )
+        return self._answer(apply)
+
+
+def _parts(path: str) -> tuple[str, str, str, str]:
+    """(namespace, resource, name, subresource) of an object's path."""
+    after = path.split("/namespaces/", 1)[1].split("/")
+    return after[0], after[1], after[2], after[3] if len(after) > 3 else ""
+
+
+class _RecordingEvents:
+    def __init__(self, api: FakeApi) -> None:
+        self.api = api
+
+    def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.api.actions.append(
+            EmitEvent(
+                obj.namespace or "", obj.name, obj.uid, type_, reason, message, obj.api_version, obj.kind
+            )
+        )
+
+
+def _create_counts() -> dict[tuple[str, ...], float]:
+    """The create counter's value per label set."""
+    [family] = metrics.creates.collect()
+    names = ("status", "admin_access", "owner_api_group", "owner_api_kind")
+    return {
+        tuple(sample.labels[label] for label in names): sample.value
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }

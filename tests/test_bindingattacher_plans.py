@@ -53,7 +53,7 @@ def test_a_record_is_created_with_its_first_phase_and_a_namesake_is_stale() -> N
     assert isinstance(create, Create)
     assert create.path == RECORDS
     assert create.body == ledger.manifest(rec)
-    assert create.with_field_manager
+    assert create.field_manager
     assert callable(create.ends)
     stale = create.ends(ApiError(409, "AlreadyExists", "exists"))
     assert stale == Requeue(0.0, f"record {rec.metadata.name}: exists already (AlreadyExists)")
@@ -199,7 +199,7 @@ def test_a_failure_taint_is_created_once() -> None:
     assert create == Create(
         "/apis/resource.k8s.io/v1/devicetaintrules",
         rule_body("resource.k8s.io/v1", device, "AttachFailed", "fabric", expires),
-        with_field_manager=True,
+        field_manager=True,
     )
     assert 409 in create.tolerate, "a rule that exists already taints the device"
 

@@ -180,20 +180,6 @@ async def test_a_delete_can_name_its_propagation_policy() -> None:
     ]
 
 
-async def test_a_replace_and_a_create_that_asks_for_it_name_the_field_manager() -> None:
-    fake = writer({f"{RULES}/stale": ApiError(409, "Conflict", "")})
-    record = {"metadata": {"name": "r", "resourceVersion": "7"}}
-    stale = Replace(f"{RULES}/stale", record, ends={409: Requeue(0.0, "changed")})
-    plan = Plan((Create(RULES, record, with_field_manager=True), Replace(f"{RULES}/r", record), stale))
-    assert await run(plan, fake) == Requeue(0.0, "changed")
-    named = {**record, "params": {"fieldManager": "dra-operators-test"}}
-    assert fake.client.calls == [
-        ("POST", RULES, named),
-        ("PUT", f"{RULES}/r", named),
-        ("PUT", f"{RULES}/stale", named),
-    ]
-
-
 async def test_replied_hears_the_answer_of_each_write_answered_2xx_only() -> None:
     fake = writer({"/gone": ApiError(404, "NotFound", "")})
     replies: list[tuple[Write, Any]] = []
@@ -314,3 +300,49 @@ def test_status_apply_writes_the_whole_status_of_one_incarnation() -> None:
         "metadata": {"name": "t", "uid": "uid-1"},
         "status": {"observedGeneration": 1},
     }
+
+
+async def test_a_create_names_the_field_manager_only_when_asked() -> None:
+    fake = writer()
+    await run(Plan((Create("/a", {"k": 1}), Create("/b", {"k": 2}, field_manager=True))), fake)
+    assert fake.client.calls == [
+        ("POST", "/a", {"k": 1}),
+        ("POST", "/b", {"k": 2, "params": {"fieldManager": "dra-operators-test"}}),
+    ]
+
+
+async def test_a_replace_is_a_put_naming_the_field_manager_and_tolerates_404() -> None:
+    fake = writer({"/gone": ApiError(404, "NotFound", "")})
+    assert await run(Plan((Replace("/gone", {}), Replace("/kept", {"k": 1}))), fake) == Done()
+    assert fake.client.calls[-1] == (
+        "PUT",
+        "/kept",
+        {"k": 1, "params": {"fieldManager": "dra-operators-test"}},
+    )
+
+
+async def test_a_refused_replace_is_sent_again_by_its_resend_whose_answer_counts() -> None:
+    refusal = ApiError(422, "Invalid", "spec is immutable")
+    fake = writer({"/claim": refusal})
+    resent: list[tuple[str, str, Any, ApiError]] = []
+
+    async def resend(client: Any, manager: str, path: str, body: Any, refused: ApiError) -> Any:
+        resent.append((manager, path, body, refused))
+        return {"resent": path}
+
+    replies: list[Any] = []
+    as_writer: Writer = fake  # type: ignore[assignment]
+    plan = Plan((Replace("/claim", {"k": 1}, resend=resend),), Requeue(5))
+    assert await execute(plan, as_writer, replied=lambda _, reply: replies.append(reply)) == Requeue(5)
+    assert resent == [("dra-operators-test", "/claim", {"k": 1}, refusal)]
+    assert replies == [{"resent": "/claim"}]
+
+
+async def test_a_resend_that_raises_the_refusal_leaves_it_to_ends() -> None:
+    refusal = ApiError(409, "Conflict", "changed")
+
+    async def resend(client: Any, manager: str, path: str, body: Any, refused: ApiError) -> Any:
+        raise refused
+
+    plan = Plan((Replace("/claim", {}, resend=resend, ends={409: Done("conflict")}),))
+    assert await run(plan, writer({"/claim": refusal})) == Done("conflict")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from operators.core import protowire
+from operators.core.client import ApiError, KubeClient
 from operators.dra import claimwire
+from operators.resourceclaim.claim_sync import resend_as_protobuf
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "claim-shared-spaced.json").read_text())
 ENVELOPE = base64.b64decode(FIXTURE["protobuf_base64"])
@@ -104,3 +106,46 @@ def test_malformed_input_is_an_error_not_a_guess() -> None:
         protowire.parse(b"\x0a\x05ab")
     with pytest.raises(protowire.ProtobufError):
         protowire.unwrap(b"{}")
+
+
+class ProtobufClient:
+    """Serves the stored claim as protobuf and records the protobuf PUT."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def get_protobuf(self, path: str) -> bytes:
+        self.calls.append(("GET", path, None))
+        return ENVELOPE
+
+    async def replace_protobuf(self, path: str, envelope: bytes, **params: str) -> Any:
+        self.calls.append(("PUT", path, params))
+        return {"written": protowire.unwrap(envelope)[2]}
+
+
+REFUSED = ApiError(
+    422,
+    "Invalid",
+    "spec: field is immutable",
+    body={"reason": "Invalid", "details": {"causes": [{"field": "spec", "reason": "FieldValueInvalid"}]}},
+)
+
+
+async def test_a_claim_put_refused_as_changed_is_sent_again_as_protobuf() -> None:
+    intended = json.loads(json.dumps(AS_JSON))
+    intended["status"]["reservedFor"] = intended["status"]["reservedFor"][1:]
+    client = ProtobufClient()
+    path = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims/shared/status"
+    reply = await resend_as_protobuf(cast(KubeClient, client), "manager", path, intended, REFUSED)
+    assert client.calls == [
+        ("GET", path.removesuffix("/status"), None),
+        ("PUT", path, {"fieldManager": "manager"}),
+    ]
+    assert reply == {"written": claimwire.written_as(stored(), intended)}
+
+
+async def test_any_other_refusal_of_a_claim_put_is_raised() -> None:
+    conflict = ApiError(409, "Conflict", "changed")
+    with pytest.raises(ApiError) as raised:
+        await resend_as_protobuf(cast(KubeClient, ProtobufClient()), "manager", "/x", AS_JSON, conflict)
+    assert raised.value is conflict

@@ -2,7 +2,7 @@
 
 A generated cluster is one namespace's pods, PodGroups, claims and templates, with names drawn
 from small pools so that statuses name existing claims, claims are owned by the pods and groups
-at hand, and members share their group's entries. The planners run against a fake API that
+at hand, and members share their group's entries. The syncs run against a fake API that
 answers every call as kube-apiserver would, or fails the first status write when asked.
 
 Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many):
@@ -26,7 +26,19 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from resourceclaim_builders import FakeApi, cache_with
+from resourceclaim_builders import (
+    Action,
+    ApplyPodGroupStatus,
+    ApplyPodStatus,
+    CreateClaim,
+    Failed,
+    FakeApi,
+    Ok,
+    PutClaim,
+    PutClaimStatus,
+    Reply,
+    cache_with,
+)
 from strategies import (
     CLAIM_NAMES,
     TEMPLATE_NAMES,
@@ -47,24 +59,13 @@ from strategies import (
 
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.reconcile import Done, GiveUp, Requeue, Retry
-from operators.dra.podgroups import PodGroup
+from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
 from operators.resourceclaim.constants import MAX_GENERATE_NAME_BASE, POD_CLAIM_NAME_ANNOTATION
 from operators.resourceclaim.group_sync import sync_pod_group
 from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimTemplate
 from operators.resourceclaim.naming import claim_generate_name
-from operators.resourceclaim.plan import (
-    Action,
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CreateClaim,
-    Failed,
-    Ok,
-    PutClaim,
-    PutClaimStatus,
-    Reply,
-)
 from operators.resourceclaim.pod_sync import sync_pod
 from operators.resourceclaim.resolution import POD_GROUP, is_for_pod
 
@@ -233,7 +234,7 @@ def test_pod_sync_maps_each_entry_to_one_claim(world: World, apply_fails: bool, 
     for round_ in range(3):
         for name in sorted(pods):
             before = len(api.replies)
-            outcomes[name] = api.run(sync_pod(cache, NS, name))
+            outcomes[name] = api.run(sync_pod(cache, NS, name, api))
             assert isinstance(outcomes[name], RESULTS)
             for action, reply in api.replies[before:]:
                 if isinstance(action, ApplyPodStatus):
@@ -286,7 +287,7 @@ def test_pod_group_sync_applies_sorted_unique_statuses(world: World, apply_fails
         api.fail(ApplyPodGroupStatus, Failed(409, "the object has been modified"))
     for _ in range(2):
         for body in world.groups:
-            outcome = api.run(sync_pod_group(cache, NS, body["metadata"]["name"]))
+            outcome = api.run(sync_pod_group(cache, NS, body["metadata"]["name"], api, POD_GROUPS))
             assert isinstance(outcome, RESULTS)
     for action in api.of_type(ApplyPodGroupStatus):
         _check_applied(_applied_statuses(action.body))
@@ -315,7 +316,7 @@ def test_claim_sync_keeps_unknown_consumers(world: World, data: st.DataObject) -
         api.live_pod_groups[group["metadata"]["name"]] = group["metadata"]["uid"]
     for body in world.claims:
         before = len(api.actions)
-        outcome = api.run(sync_claim(cache, NS, body["metadata"]["name"]))
+        outcome = api.run(sync_claim(cache, NS, body["metadata"]["name"], api, POD_GROUPS))
         assert isinstance(outcome, RESULTS)
         original = list(body["status"].get("reservedFor") or [])
         for action in api.actions[before:]:

@@ -1,12 +1,18 @@
-"""The ``claim:`` sync planner (spec section 8) and the acceptance scenarios it decides."""
+"""The ``claim:`` sync (spec section 8): its plans and the acceptance scenarios it decides."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from resourceclaim_builders import (
     FINALIZER,
+    DeleteClaim,
+    Failed,
     FakeApi,
+    GetPod,
+    PutClaim,
+    PutClaimStatus,
     cache_with,
     make_claim,
     make_pod,
@@ -17,16 +23,18 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.client import ApiError
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.plan import Delete, Plan, Replace
 from operators.core.reconcile import Done, Retry
+from operators.dra.podgroups import POD_GROUPS
 from operators.resourceclaim.cache import ClusterCache
-from operators.resourceclaim.claim_sync import sync_claim
-from operators.resourceclaim.plan import (
-    DeleteClaim,
-    Failed,
-    GetPod,
-    PutClaim,
-    PutClaimStatus,
+from operators.resourceclaim.claim_sync import (
+    delete_unused,
+    release,
+    remaining_consumers,
+    sync_claim,
+    unprotect,
 )
 
 WIDGET = {"apiGroup": "example.com", "resource": "widgets", "name": "w", "uid": "W"}
@@ -34,7 +42,7 @@ POD_GROUP = pod_group_consumer("g", "G")
 
 
 def run_claim_sync(cache: ClusterCache, api: FakeApi, name: str) -> Any:
-    return api.run(sync_claim(cache, "demo", name))
+    return api.run(sync_claim(cache, "demo", name, api, POD_GROUPS))
 
 
 def generated_pod(phase: str = "Running", *, name: str = "my-pod", uid: str = "U", **kwargs: Any) -> Any:
@@ -482,3 +490,59 @@ def test_scenario_30_restart_catch_up() -> None:
     run_claim_sync(cache, api, "shared")
     assert api.of_type(GetPod) == [GetPod("demo", "gone")]
     assert_released_and_unfinalized(api)
+
+
+CLAIM_PATH = "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims/shared"
+
+
+def test_release_plans_the_status_put_and_unprotect_the_finalizer_put_from_its_answer() -> None:
+    claim = make_claim(
+        "shared", allocated=True, finalizers=[FINALIZER], reserved_for=[pod_consumer("gone", "X")]
+    )
+    cache = cache_with(claims=[claim])
+    remaining = remaining_consumers(cache, claim, {"X": None})
+    assert remaining == []
+    [status_put] = release(claim, remaining).steps
+    assert isinstance(status_put, Replace)
+    assert status_put.path == CLAIM_PATH + "/status"
+    assert status_put.body["status"] == {"reservedFor": []}
+    returned = {**status_put.body, "metadata": {**status_put.body["metadata"], "resourceVersion": "9"}}
+    [finalizer_put] = unprotect(claim, remaining, returned).steps
+    assert isinstance(finalizer_put, Replace)
+    assert finalizer_put.path == CLAIM_PATH
+    assert finalizer_put.body["metadata"]["finalizers"] == []
+    assert finalizer_put.body["metadata"]["resourceVersion"] == "9"
+    # Still allocated in the answer (a driver allocated meanwhile): the finalizer stays.
+    assert unprotect(claim, remaining, {**returned, "status": {"allocation": {}}}) == Plan()
+
+
+def test_a_consumer_the_live_read_finds_under_its_uid_stays() -> None:
+    claim = make_claim("shared", reserved_for=[pod_consumer("newer", "N")])
+    cache = cache_with(claims=[claim])
+    assert remaining_consumers(cache, claim, {"N": "N"}) == [pod_consumer("newer", "N")]
+    assert remaining_consumers(cache, claim, {"N": "other"}) == []
+    assert release(claim, [pod_consumer("newer", "N")]) == Plan()
+
+
+def test_every_failed_claim_write_ends_the_sync_404_as_done() -> None:
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer("gone", "X")])
+    [put] = release(claim, []).steps
+    assert isinstance(put, Replace)
+    assert put.tolerate == frozenset()
+    assert callable(put.ends)
+    assert put.ends(ApiError(404, "NotFound", "gone")) == Done("claim is gone")
+    assert put.ends(ApiError(409, "Conflict", "changed", retry_after=2)) == Retry(
+        "update status of claim demo/shared: changed", 2
+    )
+
+
+def test_the_delete_of_an_unused_generated_claim_carries_its_uid_and_a_log_line() -> None:
+    cache = cache_with(pods=[generated_pod(phase="Succeeded")], claims=[generated_claim()])
+    claim = cache.claim("demo", "my-pod-gpu-abcde")
+    assert claim is not None
+    plan, done = delete_unused(cache, claim)
+    [delete] = plan.steps
+    assert isinstance(delete, Delete)
+    assert (delete.uid, delete.tolerate) == ("C", frozenset())
+    assert plan.result == Done("deleted unused generated claim")
+    assert done == (logging.INFO, "Deleted unused generated claim claim=demo/my-pod-gpu-abcde")

@@ -1,5 +1,5 @@
 """The resourceclaim I/O layer with a recording fake client: which requests a sync sends,
-how planner outcomes reach the work queue, and that every request is in ``API_CALLS``."""
+how sync outcomes reach the work queue, and that every request is in ``API_CALLS``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,12 @@ class FakeClient:
     async def delete(self, path: str, uid: str | None = None, **params: str) -> Any:
         self._record("DELETE", path, {"uid": uid or ""}, None)
         return {}
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
+        """The executor's DELETE: its body is the DeleteOptions that carry the UID precondition."""
+        assert method == "DELETE", method
+        assert body["kind"] == "DeleteOptions", body
+        return await self.delete(path, uid=body["preconditions"]["uid"])
 
     async def get(self, path: str, **params: str) -> Any:
         self._record("GET", path, params, None)

@@ -1,25 +1,11 @@
-"""Projections of watched objects and the planner step protocol."""
+"""Projections of watched objects and the bodies built from them."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
-
-import pytest
 from resourceclaim_builders import claim_body, make_pod, make_template, pod_body
 
-from operators.core.reconcile import Done, Result, Retry
 from operators.resourceclaim.bodies import generated_claim, pod_owner
 from operators.resourceclaim.models import Pod, ResourceClaim
-from operators.resourceclaim.plan import (
-    Action,
-    Failed,
-    GetPod,
-    Log,
-    Ok,
-    Reply,
-    drive,
-    drive_async,
-)
 
 
 def test_claim_keeps_raw_body_without_managed_fields() -> None:
@@ -94,37 +80,3 @@ def test_each_generated_claim_gets_a_spec_of_its_own() -> None:
     second = generated_claim(pod_owner(pod), pod.namespace, "gpu", template)
     assert second["spec"] == template.spec.spec
     assert template.spec.spec["devices"]["requests"][0]["name"] == "req-0"
-
-
-def sample_plan() -> Generator[Action, Reply, Result]:
-    reply = yield GetPod("demo", "p")
-    yield Log("got a reply")
-    if isinstance(reply, Failed):
-        return Retry(reply.message)
-    return Done()
-
-
-def test_drive_sends_each_reply_back() -> None:
-    seen: list[Action] = []
-
-    def execute(action: Action) -> Reply:
-        seen.append(action)
-        return Failed(500, "boom") if isinstance(action, GetPod) else Ok()
-
-    assert drive(sample_plan(), execute) == Retry("boom")
-    assert seen == [GetPod("demo", "p"), Log("got a reply")]
-
-
-async def test_drive_async() -> None:
-    async def execute(action: Action) -> Reply:
-        return Ok()
-
-    assert await drive_async(sample_plan(), execute) == Done()
-
-
-async def test_drive_async_propagates_executor_errors() -> None:
-    async def execute(action: Action) -> Reply:
-        raise RuntimeError("cancelled")
-
-    with pytest.raises(RuntimeError, match="cancelled"):
-        await drive_async(sample_plan(), execute)

@@ -1,14 +1,23 @@
-"""The ``pod:`` sync planner (spec section 7) and the acceptance scenarios it decides."""
+"""The ``pod:`` sync (spec section 7): its passes and the acceptance scenarios it decides."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from resourceclaim_builders import (
     TEMPLATE_SPEC,
+    ApplyPodStatus,
+    CountClaimCreate,
+    CreateClaim,
+    EmitEvent,
+    Failed,
     FakeApi,
     FakeClock,
+    GetClaim,
+    Ok,
+    PutClaimStatus,
     cache_with,
     make_claim,
     make_pod,
@@ -19,25 +28,14 @@ from resourceclaim_builders import (
     template_entry,
 )
 
+from operators.core.client import ApiError
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.plan import Apply, Create, RecordEvent
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.resourceclaim.cache import ClusterCache
+from operators.resourceclaim.creation import DECIDE_AGAIN
 from operators.resourceclaim.models import Pod, ResourceClaim
-from operators.resourceclaim.plan import (
-    Action,
-    ApplyPodStatus,
-    CountClaimCreate,
-    CreateClaim,
-    EmitEvent,
-    Failed,
-    GetClaim,
-    Log,
-    Ok,
-    PutClaimStatus,
-    Reply,
-    drive,
-)
-from operators.resourceclaim.pod_sync import confirm_created_claims, sync_pod
+from operators.resourceclaim.pod_sync import confirm_created_claims, decide_pod, sync_pod
 
 GPU = [template_entry("gpu", "gpu-tmpl")]
 
@@ -66,7 +64,7 @@ def applied_statuses(api: FakeApi) -> list[dict[str, str]]:
 
 
 def run_pod_sync(cache: ClusterCache, api: FakeApi, name: str = "my-pod") -> Any:
-    return api.run(sync_pod(cache, "demo", name))
+    return api.run(sync_pod(cache, "demo", name, api))
 
 
 def status_entries(action: ApplyPodStatus) -> list[dict[str, str]]:
@@ -410,15 +408,17 @@ def test_a_refused_status_apply(failure: Failed, ending: type[Done | Retry]) -> 
 # Scenario 12.
 
 
-def test_scenario_12_claim_no_longer_owned() -> None:
+def test_scenario_12_claim_no_longer_owned(caplog: pytest.LogCaptureFixture) -> None:
     pod = make_pod(claims=GPU, statuses=[{"name": "gpu", "resourceClaimName": "x"}])
     orphan = make_claim("x", entry="gpu")
     cache = cache_with(pods=[pod], claims=[orphan], templates=[make_template()])
     api = FakeApi()
-    run_pod_sync(cache, api)
-    [log] = [action for action in api.of_type(Log) if "no longer owned" in action.message]
-    assert (
-        log.message == "Claim that was created for the pod is no longer owned by the pod, creating a new one"
+    with caplog.at_level(logging.INFO, "operators.resourceclaim"):
+        run_pod_sync(cache, api)
+    [line] = [record.getMessage() for record in caplog.records if "no longer owned" in record.getMessage()]
+    assert line == (
+        "Claim that was created for the pod is no longer owned by the pod, creating a new one "
+        "pod=demo/my-pod podClaim=gpu resourceClaim=x"
     )
     assert len(api.of_type(CreateClaim)) == 1
     assert applied_statuses(api) == GENERATED_GPU_STATUS
@@ -578,21 +578,63 @@ def test_confirmation_keeps_existing_and_drops_missing_claims() -> None:
     for name, uid in (("kept", "K"), ("gone", "G"), ("flaky", "F")):
         cache.record_created(make_claim(name, uid, owner=("my-pod", "U"), entry=name))
     clock.now += 60
-    replies: dict[str, Reply] = {
-        "kept": Ok({"metadata": {"name": "kept", "uid": "K"}}),
-        "gone": Failed(404, 'resourceclaims.resource.k8s.io "gone" not found'),
-        "flaky": Failed(0, "connection refused"),
-    }
-    asked: list[str] = []
-
-    def execute(action: Action) -> Reply:
-        assert isinstance(action, GetClaim)
-        asked.append(action.name)
-        return replies[action.name]
-
-    assert drive(confirm_created_claims(cache), execute) == Done()
-    assert asked == ["kept", "gone", "flaky"]
+    api = FakeApi()
+    api.fail(
+        GetClaim,
+        Ok({"metadata": {"name": "kept", "uid": "K"}}),
+        Failed(404, 'resourceclaims.resource.k8s.io "gone" not found'),
+        Failed(0, "connection refused"),
+    )
+    assert api.run(confirm_created_claims(cache, api.client)) == Done()
+    assert api.of_type(GetClaim) == [
+        GetClaim("demo", "kept"),
+        GetClaim("demo", "gone"),
+        GetClaim("demo", "flaky"),
+    ]
     # The failed GET changes nothing: the claim is checked again next round.
     assert [claim.name for claim in cache.unconfirmed_created_claims()] == ["flaky"]
     assert cache.find_generated_claim("demo", "U", "kept") is not None
     assert cache.find_generated_claim("demo", "U", "gone") is None
+
+
+# The passes of the pod sync, as plans.
+
+
+def test_a_pass_that_needs_a_claim_plans_its_create_alone_and_decides_again() -> None:
+    cache = gpu_pod_and_template()
+    plan = decide_pod(cache, "demo", "my-pod", {})
+    [create] = plan.steps
+    assert isinstance(create, Create)
+    assert create.path == "/apis/resource.k8s.io/v1/namespaces/demo/resourceclaims"
+    assert create.field_manager
+    assert create.tolerate == frozenset()
+    assert create.body["metadata"]["generateName"] == "my-pod-gpu-"
+    assert plan.result is DECIDE_AGAIN
+    assert callable(create.ends)
+    assert create.ends(ApiError(409, "AlreadyExists", "")) is DECIDE_AGAIN
+
+
+def test_once_the_claim_is_recorded_the_next_pass_applies_the_status() -> None:
+    cache = gpu_pod_and_template()
+    cache.record_created(make_claim("my-pod-gpu-bcdfg", "N", owner=("my-pod", "U"), entry="gpu"))
+    [apply] = decide_pod(cache, "demo", "my-pod", {}).steps
+    assert isinstance(apply, Apply)
+    assert apply.path == "/api/v1/namespaces/demo/pods/my-pod/status"
+    assert apply.body["status"]["resourceClaimStatuses"] == GENERATED_GPU_STATUS
+    assert callable(apply.ends)
+    assert apply.ends(ApiError(404, "NotFound", "")) == Done(
+        "pod is gone; the garbage collector takes its claims"
+    )
+
+
+def test_a_refused_create_is_reported_on_its_entry_by_the_next_pass() -> None:
+    cache = gpu_pod_and_template()
+    refused = {"gpu": ApiError(403, "Forbidden", "quota exceeded", retry_after=3)}
+    plan = decide_pod(cache, "demo", "my-pod", refused)
+    [event] = plan.steps
+    assert isinstance(event, RecordEvent)
+    assert (event.type, event.reason) == ("Warning", "FailedResourceClaimCreation")
+    assert event.message == "PodResourceClaim gpu: create ResourceClaim : quota exceeded"
+    assert plan.result == Retry(
+        "pod demo/my-pod, PodResourceClaim gpu: create ResourceClaim : quota exceeded", 3
+    )

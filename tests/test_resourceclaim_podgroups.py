@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 from resourceclaim_builders import (
+    ApplyPodGroupStatus,
+    ApplyPodStatus,
+    CountClaimCreate,
+    CreateClaim,
+    DeleteClaim,
+    EmitEvent,
+    Failed,
     FakeApi,
+    GetPodGroup,
+    PutClaim,
+    PutClaimStatus,
     cache_with,
     make_claim,
     make_pod,
@@ -22,25 +32,15 @@ from resourceclaim_builders import (
 )
 
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.plan import Apply, Create
 from operators.core.reconcile import Done, GiveUp, Retry
-from operators.dra.podgroups import PodGroup
+from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.bodies import owner_labels
 from operators.resourceclaim.cache import DELETED, ClusterCache
 from operators.resourceclaim.claim_sync import sync_claim
-from operators.resourceclaim.group_sync import sync_pod_group
+from operators.resourceclaim.creation import DECIDE_AGAIN
+from operators.resourceclaim.group_sync import decide_pod_group, sync_pod_group
 from operators.resourceclaim.models import Pod, ResourceClaim
-from operators.resourceclaim.plan import (
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CountClaimCreate,
-    CreateClaim,
-    DeleteClaim,
-    EmitEvent,
-    Failed,
-    GetPodGroup,
-    PutClaim,
-    PutClaimStatus,
-)
 from operators.resourceclaim.pod_sync import sync_pod
 from operators.resourceclaim.resolution import POD_GROUP
 
@@ -124,7 +124,7 @@ def test_template_entry_gets_one_claim_owned_by_the_group_and_recorded_in_its_st
     group = make_pod_group(claims=[GPU])
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [create] = api.of_type(CreateClaim)
     metadata = create.body["metadata"]
     assert metadata["generateName"] == "pg-gpu-"
@@ -146,9 +146,9 @@ def test_a_retry_before_the_watch_finds_the_created_claim_instead_of_another() -
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
     api.fail(ApplyPodGroupStatus, Failed(500, "etcd timeout"))
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     retry = FakeApi()
-    assert retry.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert retry.run(sync_pod_group(cache, "demo", "pg", retry, POD_GROUPS)) == Done()
     assert retry.of_type(CreateClaim) == []
     [apply] = retry.of_type(ApplyPodGroupStatus)
     assert group_statuses(apply) == [{"name": "gpu", "resourceClaimName": "pg-gpu-bcdfg"}]
@@ -158,7 +158,7 @@ def test_a_recorded_claim_that_exists_needs_no_write() -> None:
     group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[group_claim()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
 
 
@@ -172,7 +172,7 @@ def test_a_re_created_claim_keeps_the_other_entries_in_the_status() -> None:
         templates=[make_template()], claims=[group_claim()], pod_groups=[group], workload_claims=True
     )
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [create] = api.of_type(CreateClaim)
     assert create.body["metadata"]["generateName"] == "pg-nic-"
     [apply] = api.of_type(ApplyPodGroupStatus)
@@ -186,7 +186,7 @@ def test_a_missing_template_is_an_event_on_the_group_and_no_status_write() -> No
     group = make_pod_group(claims=[GPU, template_entry("late", "late-tmpl")])
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod_group(cache, "demo", "pg"))
+    result = api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS))
     assert isinstance(result, Retry)
     assert result.error == (
         'PodGroup demo/pg, PodGroupResourceClaim late: resource claim template "late-tmpl": '
@@ -214,7 +214,7 @@ def test_an_entry_without_a_supported_field_gives_up() -> None:
     group = make_pod_group(claims=[{"name": "odd"}])
     cache = cache_with(pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod_group(cache, "demo", "pg"))
+    result = api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS))
     assert isinstance(result, GiveUp)
     [event] = api.of_type(EmitEvent)
     assert event.message == (
@@ -234,7 +234,7 @@ def test_an_entry_without_a_supported_field_gives_up() -> None:
 def test_nothing_is_created_for_a_direct_claim_or_a_terminating_group(group: PodGroup) -> None:
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Done)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Done)
     assert api.actions == []
 
 
@@ -244,7 +244,7 @@ def test_a_failed_create_counts_with_the_group_owner_labels() -> None:
     )
     api = FakeApi()
     api.fail(CreateClaim, Failed(403, "quota exceeded"))
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     assert api.of_type(CountClaimCreate) == [
         CountClaimCreate("failure", "false", "scheduling.k8s.io", "PodGroup")
     ]
@@ -276,7 +276,7 @@ def member_cache(
 def test_a_member_records_its_groups_claim_and_creates_none() -> None:
     cache = member_cache(member())
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m1")) == Done("kube-scheduler makes the reservations")
+    assert api.run(sync_pod(cache, "demo", "m1", api)) == Done("kube-scheduler makes the reservations")
     assert api.of_type(CreateClaim) == []
     [apply] = api.of_type(ApplyPodStatus)
     assert apply.body["status"]["resourceClaimStatuses"] == [
@@ -287,14 +287,14 @@ def test_a_member_records_its_groups_claim_and_creates_none() -> None:
 def test_a_member_waits_silently_while_its_group_has_no_claim_yet() -> None:
     cache = member_cache(member(), group=make_pod_group(claims=[GPU]), claims=[])
     api = FakeApi()
-    assert isinstance(api.run(sync_pod(cache, "demo", "m1")), Done)
+    assert isinstance(api.run(sync_pod(cache, "demo", "m1", api)), Done)
     assert api.actions == []
 
 
 def test_a_member_of_a_missing_group_gets_none_of_its_claims() -> None:
     cache = cache_with(templates=[make_template()], pods=[member(claims=[GPU, NIC])], workload_claims=True)
     api = FakeApi()
-    result = api.run(sync_pod(cache, "demo", "m1"))
+    result = api.run(sync_pod(cache, "demo", "m1", api))
     assert isinstance(result, Done)
     assert "PodGroup pg does not exist yet" in result.reason
     assert api.actions == []
@@ -307,7 +307,7 @@ def test_a_members_own_entries_stay_its_own() -> None:
     cache.apply_template_event(None, make_template("other-tmpl"))
     for name, owner_uid in (("m1", "M1"), ("m2", "M2")):
         api = FakeApi()
-        api.run(sync_pod(cache, "demo", name))
+        api.run(sync_pod(cache, "demo", name, api))
         [create] = api.of_type(CreateClaim)
         assert create.body["metadata"]["ownerReferences"][0]["uid"] == owner_uid
         assert api.of_type(CountClaimCreate) == [CountClaimCreate("success", "false", "", "Pod")]
@@ -317,14 +317,14 @@ def test_a_recorded_group_claim_is_accepted_and_one_of_another_group_is_not() ->
     recorded = member(statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = member_cache(recorded)
     api = FakeApi()
-    assert isinstance(api.run(sync_pod(cache, "demo", "m1")), Done)
+    assert isinstance(api.run(sync_pod(cache, "demo", "m1", api)), Done)
     assert api.actions == []
 
     foreign = make_claim("other-gpu", owner_ref=pod_group_owner("other", "O"), entry="gpu")
     stray = member(statuses=[named_entry("gpu", "other-gpu")])
     cache = member_cache(stray, claims=[group_claim(), foreign])
     api = FakeApi()
-    api.run(sync_pod(cache, "demo", "m1"))
+    api.run(sync_pod(cache, "demo", "m1", api))
     # Re-pointed at its own group's claim, never a claim of its own.
     assert api.of_type(CreateClaim) == []
     [apply] = api.of_type(ApplyPodStatus)
@@ -337,7 +337,7 @@ def test_where_podgroup_claims_are_off_a_group_owned_claim_is_still_refused() ->
     recorded = member(statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[group_claim()], pods=[recorded])
     api = FakeApi()
-    result = api.run(sync_pod(cache, "demo", "m1"))
+    result = api.run(sync_pod(cache, "demo", "m1", api))
     assert isinstance(result, GiveUp)
     assert "PodGroup ResourceClaims are not supported" in result.error
 
@@ -349,7 +349,7 @@ def test_a_prescheduled_member_reserves_a_shared_claim_for_the_group_once() -> N
     m1 = member(claims=[direct], node_name="node-1")
     cache = member_cache(m1, group=group, claims=[shared])
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m1")) == Done()
+    assert api.run(sync_pod(cache, "demo", "m1", api)) == Done()
     [put] = api.of_type(PutClaimStatus)
     assert put.body["status"]["reservedFor"] == [pod_group_consumer()]
     assert api.of_type(ApplyPodStatus) == []
@@ -359,7 +359,7 @@ def test_a_prescheduled_member_reserves_a_shared_claim_for_the_group_once() -> N
     m2 = member("m2", "M2", claims=[direct], node_name="node-1")
     assert cache.apply_pod_event(None, m2) == []
     api = FakeApi()
-    assert api.run(sync_pod(cache, "demo", "m2")) == Done()
+    assert api.run(sync_pod(cache, "demo", "m2", api)) == Done()
     assert api.actions == []
 
 
@@ -383,7 +383,9 @@ def test_a_group_that_exists_keeps_its_reservation_when_members_finish(group: Po
     done = member(phase="Succeeded", statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = member_cache(done, group=group, claims=[reserved_group_claim()])
     api = FakeApi()
-    assert api.run(sync_claim(cache, "demo", "pg-gpu-abcde")) == Done("claim is still in use")
+    assert api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS)) == Done(
+        "claim is still in use"
+    )
     assert api.actions == []
 
 
@@ -392,7 +394,7 @@ def test_a_deleted_group_is_dropped_and_its_claim_deallocated_but_not_deleted() 
     cache = member_cache(group=group, claims=[reserved_group_claim()])
     cache.apply_pod_group_event(DELETED, group)
     api = FakeApi()
-    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert result == Done("claim is not controlled by a pod")
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == []
@@ -413,7 +415,7 @@ def test_a_group_missing_from_the_cache_is_asked_for_live(live: str | None, kept
     api = FakeApi()
     if live is not None:
         api.live_pod_groups["pg"] = live
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == [GetPodGroup("demo", "pg")]
     assert (api.of_type(PutClaimStatus) == []) is kept
 
@@ -421,7 +423,7 @@ def test_a_group_missing_from_the_cache_is_asked_for_live(live: str | None, kept
 def test_a_replaced_group_in_the_cache_is_dropped_without_a_get() -> None:
     cache = member_cache(group=make_pod_group(uid="G2", claims=[GPU]), claims=[reserved_group_claim()])
     api = FakeApi()
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == []
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == []
@@ -431,7 +433,7 @@ def test_a_failed_live_get_retries() -> None:
     cache = cache_with(claims=[reserved_group_claim()], workload_claims=True)
     api = FakeApi()
     api.fail(GetPodGroup, Failed(503, "unavailable"))
-    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    result = api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert result == Retry("get PodGroup demo/pg: unavailable")
 
 
@@ -440,7 +442,7 @@ def test_where_podgroup_claims_are_off_a_group_reservation_is_someone_elses() ->
         claims=[reserved_group_claim(reserved_for=[pod_group_consumer(), pod_consumer("p", "P")])]
     )
     api = FakeApi()
-    api.run(sync_claim(cache, "demo", "pg-gpu-abcde"))
+    api.run(sync_claim(cache, "demo", "pg-gpu-abcde", api, POD_GROUPS))
     assert api.of_type(GetPodGroup) == []
     [status_put] = api.of_type(PutClaimStatus)
     assert status_put.body["status"]["reservedFor"] == [pod_group_consumer()]
@@ -481,7 +483,7 @@ def test_a_group_served_as_v1alpha2_is_written_as_v1alpha2() -> None:
     cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
     cache.pod_group_api_version = "scheduling.k8s.io/v1alpha2"
     api = FakeApi()
-    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg")), Retry)
+    assert isinstance(api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)), Retry)
     [create] = api.of_type(CreateClaim)
     assert create.body["metadata"]["ownerReferences"] == [
         {**pod_group_owner(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
@@ -491,7 +493,7 @@ def test_a_group_served_as_v1alpha2_is_written_as_v1alpha2() -> None:
 
     cache.apply_template_event(None, make_template("late-tmpl"))
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     [apply] = api.of_type(ApplyPodGroupStatus)
     assert apply.body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
 
@@ -507,5 +509,26 @@ def test_a_claim_owned_by_the_group_in_either_version_is_the_groups() -> None:
     group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-abcde")])
     cache = cache_with(claims=[alpha_owned], pod_groups=[group], workload_claims=True)
     api = FakeApi()
-    assert api.run(sync_pod_group(cache, "demo", "pg")) == Done()
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
+
+
+def test_a_group_pass_plans_its_claim_create_then_its_status_apply_in_the_served_version() -> None:
+    cache = cache_with(
+        pod_groups=[make_pod_group(claims=[GPU])],
+        templates=[make_template()],
+        workload_claims=True,
+    )
+    plan = decide_pod_group(cache, "demo", "pg", POD_GROUPS, {})
+    [create] = plan.steps
+    assert isinstance(create, Create)
+    assert create.body["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    assert plan.result is DECIDE_AGAIN
+    created = {**create.body["metadata"], "name": "pg-gpu-bcdfg", "uid": "N"}
+    cache.record_created(ResourceClaim.from_body({**create.body, "metadata": created}))
+    [apply] = decide_pod_group(cache, "demo", "pg", POD_GROUPS, {}).steps
+    assert isinstance(apply, Apply)
+    assert apply.path == POD_GROUPS.path("pg", namespace="demo", subresource="status")
+    assert apply.body["status"]["resourceClaimStatuses"] == [
+        {"name": "gpu", "resourceClaimName": "pg-gpu-bcdfg"}
+    ]

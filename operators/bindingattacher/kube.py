@@ -385,7 +385,7 @@ def taint_plan(
 ) -> Plan:
     """Create the device's rule; one that exists (409) already keeps the device from being picked."""
     body = rule_body(rules.api_version, device, reason, policy_name, expires)
-    return Plan((Create(rules.path(), body, with_field_manager=True),))
+    return Plan((Create(rules.path(), body, field_manager=True),))
 
 
 def expired_rules(listing: Mapping[str, Any], rules: ServedResource, now: datetime) -> list[Delete]:

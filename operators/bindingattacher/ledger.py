@@ -166,7 +166,7 @@ def create_plan(record: DeviceAttachment, namespace: str) -> Plan:
     create = Create(
         RECORDS.path(namespace=namespace),
         manifest(record),
-        with_field_manager=True,
+        field_manager=True,
         ends=_stale(name, "exists already", 409),
     )
     return Plan((create,))

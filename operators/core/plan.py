@@ -12,8 +12,8 @@ Every write is idempotent, so a plan that fails half-way is simply planned again
 step                 sent as                                                   also done on
 ===================  ========================================================  =============
 :class:`Create`      POST to the collection                                    409 (exists)
-:class:`Apply`       server-side apply, the runtime's field manager, forced    404 (gone)
 :class:`Replace`     PUT of the whole object, the runtime's field manager      404 (gone)
+:class:`Apply`       server-side apply, the runtime's field manager, forced    404 (gone)
 :class:`Patch`       a patch (JSON merge unless ``content_type`` says)         404 (gone)
 :class:`Delete`      DELETE with ``preconditions.uid``                         404, 409
 :class:`Evict`       POST ``pods/<name>/eviction``, ``preconditions.uid``      404 (gone)
@@ -39,7 +39,7 @@ it is not transient, as for every exception that escapes a sync.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,6 +58,7 @@ __all__ = [
     "Plan",
     "RecordEvent",
     "Replace",
+    "Resend",
     "Step",
     "Together",
     "Write",
@@ -90,9 +91,9 @@ class Create(_Answers):
     path: str
     body: Mapping[str, Any]
     tolerate: frozenset[int] = _tolerate(409)
-    with_field_manager: bool = field(default=False, kw_only=True)
-    """Name the runtime's field manager in the POST (``fieldManager``), so the object's
-    ``managedFields`` say who created it; without it the server names the client's user agent."""
+    field_manager: bool = field(default=False, kw_only=True)
+    """Name the runtime's field manager (``fieldManager``), so that the object's managed fields
+    say who created it."""
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,6 @@ def status_apply(resource: ApiResource, kind: str, name: str, uid: str, status: 
 
 
 @dataclass(frozen=True)
-class Replace(_Answers):
-    """PUT ``body``, the whole object, at ``path`` with the runtime's field manager; for an object
-    whose writes must replace it whole (a custom resource without a status subresource, its
-    finalizers). The body's ``metadata.resourceVersion`` makes the write fail with 409 when the
-    object changed since it was read."""
-
-    path: str
-    body: Mapping[str, Any]
-    tolerate: frozenset[int] = _tolerate(404)
-
-
-@dataclass(frozen=True)
 class Patch(_Answers):
     """A patch of ``path`` (a JSON merge patch unless ``content_type`` says otherwise)."""
 
@@ -136,6 +125,26 @@ class Patch(_Answers):
     body: Mapping[str, Any]
     content_type: str = MERGE_PATCH
     tolerate: frozenset[int] = _tolerate(404)
+
+
+Resend = Callable[[KubeClient, str, str, Mapping[str, Any], ApiError], Awaitable[Any]]
+"""Another way to send a refused :class:`Replace` (client, field manager, path, body, the
+refusal): the reply of the write sent again, or the refusal raised where it does not apply."""
+
+
+@dataclass(frozen=True)
+class Replace(_Answers):
+    """A PUT of the whole object at ``path`` (or its ``status``), naming the runtime's field
+    manager: for objects written whole (a custom resource without a status subresource, a claim's
+    finalizers). The ``metadata.resourceVersion`` in ``body`` makes it fail with 409 rather than
+    overwrite a change it was not computed from."""
+
+    path: str
+    body: Mapping[str, Any]
+    tolerate: frozenset[int] = _tolerate(404)
+    resend: Resend | None = field(default=None, kw_only=True, compare=False)
+    """What to do with an answer only another encoding of the body avoids (e.g. a ResourceClaim
+    whose raw parameters JSON cannot write back, :mod:`operators.dra.claimwire`)."""
 
 
 @dataclass(frozen=True)
@@ -295,13 +304,18 @@ async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | N
 async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
     client = writer.client
     if isinstance(write, Create):
-        if write.with_field_manager:
+        if write.field_manager:
             return await client.create(write.path, write.body, fieldManager=writer.field_manager)
         return await client.create(write.path, write.body)
+    if isinstance(write, Replace):
+        try:
+            return await client.replace(write.path, write.body, fieldManager=writer.field_manager)
+        except ApiError as refused:
+            if write.resend is None:
+                raise
+            return await write.resend(client, writer.field_manager, write.path, write.body, refused)
     if isinstance(write, Apply):
         return await client.apply(write.path, write.body, writer.field_manager)
-    if isinstance(write, Replace):
-        return await client.replace(write.path, write.body, fieldManager=writer.field_manager)
     # A patched or deleted object comes back in the reply, which only a caller that asked for it
     # reads: parsing, say, a pod for nothing costs CPU on every eviction.
     if isinstance(write, Patch):

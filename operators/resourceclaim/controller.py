@@ -4,8 +4,9 @@ Watch side: each event is parsed into a projection, applied to the :class:`Clust
 and the keys the cache returns are enqueued. Nothing here calls the API, and an object
 that cannot be parsed is logged with its reference and skipped (spec section 5).
 
-Work side: a key is turned into a planner (``pod_sync.sync_pod``, ``claim_sync.sync_claim``,
-``group_sync.sync_pod_group``) whose actions are executed one by one against kube-apiserver:
+Work side: a key is handed to its sync (``pod_sync.sync_pod``, ``claim_sync.sync_claim``,
+``group_sync.sync_pod_group``), whose pure decisions are plans that the core's executor
+(:mod:`operators.core.plan`) carries out against kube-apiserver:
 
 - the pod and PodGroup statuses are server-side applies with our field manager and the
   object's UID;
@@ -13,7 +14,7 @@ Work side: a key is turned into a planner (``pod_sync.sync_pod``, ``claim_sync.s
 - the claim delete carries a UID precondition;
 - creates, updates and deletes name our field manager, so every write is attributable.
 
-The planner's result is the sync's result: the work queue retries a ``Retry`` with
+The last plan's result is the sync's result: the work queue retries a ``Retry`` with
 client-go's rate-limited backoff (never sooner than a 429's ``Retry-After``) and forgets
 the failures of ``Done`` and ``GiveUp``; ``GiveUp`` input is re-evaluated only by the next
 watch event (section 6).
@@ -31,16 +32,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.core import metrics as core_metrics
-from operators.core import protowire
-from operators.core.client import ApiError
-from operators.core.events import ObjectRef
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.models import parse_or_skip
 from operators.core.reconcile import Result
-from operators.core.resources import PODS, ApiResource
+from operators.core.resources import ApiResource
 from operators.core.runtime import Runtime
-from operators.dra import claimwire
-from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import (
     POD_GROUPS,
     SCHEDULING_GROUP,
@@ -56,25 +52,6 @@ from .claim_sync import sync_claim
 from .constants import JUST_CREATED_CONFIRMATION_SECONDS
 from .group_sync import sync_pod_group
 from .models import Pod, ResourceClaim, ResourceClaimTemplate
-from .plan import (
-    Action,
-    ApplyPodGroupStatus,
-    ApplyPodStatus,
-    CountClaimCreate,
-    CreateClaim,
-    DeleteClaim,
-    EmitEvent,
-    Failed,
-    GetClaim,
-    GetPod,
-    GetPodGroup,
-    Log,
-    Ok,
-    PutClaim,
-    PutClaimStatus,
-    Reply,
-    drive_async,
-)
 from .pod_sync import confirm_created_claims, sync_pod
 from .resolution import POD_GROUP
 from .settings import Settings
@@ -94,7 +71,7 @@ class ResourceClaimController:
         self.cache = ClusterCache()
         metrics.state.observe(self.cache)
         core_metrics.report_cache(self.cache)
-        # Not at start: a create arms it (see _call), and it re-arms while claims wait.
+        # Not at start: a create arms it (see _created), and it re-arms while claims wait.
         runtime.queue.every(
             CONFIRM_KEY,
             JUST_CREATED_CONFIRMATION_SECONDS,
@@ -197,88 +174,17 @@ class ResourceClaimController:
 
     async def sync(self, key: Key) -> Result:
         if key.kind == POD:
-            plan = sync_pod(self.cache, key.namespace, key.name)
-        elif key.kind == POD_GROUP:
-            plan = sync_pod_group(self.cache, key.namespace, key.name)
-        elif key.kind == CLAIM:
-            plan = sync_claim(self.cache, key.namespace, key.name)
-        elif key == CONFIRM_KEY:
-            plan = confirm_created_claims(self.cache)
-        else:
-            raise ValueError(f"not a resourceclaim work key: {key!r}")
-        return await drive_async(plan, self._execute)
-
-    async def _execute(self, action: Action) -> Reply:
-        if isinstance(action, EmitEvent):
-            ref = ObjectRef(action.api_version, action.kind, action.name, action.namespace, action.uid)
-            self.runtime.events.record(ref, action.type, action.reason, action.message)
-            return Ok()
-        if isinstance(action, CountClaimCreate):
-            metrics.count_create(
-                action.status, action.admin_access, action.owner_api_group, action.owner_api_kind
+            return await sync_pod(self.cache, key.namespace, key.name, self.runtime, self._created)
+        if key.kind == POD_GROUP:
+            return await sync_pod_group(
+                self.cache, key.namespace, key.name, self.runtime, self.pod_groups, self._created
             )
-            return Ok()
-        if isinstance(action, Log):
-            if log.isEnabledFor(action.level):
-                details = " ".join(f"{k}={v}" for k, v in action.values.items())
-                log.log(action.level, "%s %s", action.message, details)
-            return Ok()
-        try:
-            return Ok(await self._call(action))
-        except ApiError as err:
-            return Failed(err.status, err.message, err.retry_after)
+        if key.kind == CLAIM:
+            return await sync_claim(self.cache, key.namespace, key.name, self.runtime, self.pod_groups)
+        if key == CONFIRM_KEY:
+            return await confirm_created_claims(self.cache, self.runtime.client)
+        raise ValueError(f"not a resourceclaim work key: {key!r}")
 
-    async def _call(self, action: Action) -> dict[str, Any] | None:
-        client = self.runtime.client
-        manager = self.runtime.field_manager
-        result: Any
-        if isinstance(action, CreateClaim):
-            result = await client.create(
-                RESOURCE_CLAIMS.path(namespace=action.namespace), action.body, fieldManager=manager
-            )
-            # Should the watch never deliver it, the record is checked with a live GET (7.3).
-            self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
-        elif isinstance(action, ApplyPodStatus):
-            path = PODS.path(action.name, namespace=action.namespace, subresource="status")
-            # Nothing reads the returned pod: not parsing it saves a pod's worth of JSON per claim.
-            result = await client.apply(path, action.body, manager, force=True, want_reply=False)
-        elif isinstance(action, ApplyPodGroupStatus):
-            path = self.pod_groups.path(action.name, namespace=action.namespace, subresource="status")
-            result = await client.apply(path, action.body, manager, force=True, want_reply=False)
-        elif isinstance(action, PutClaimStatus):
-            result = await self._put_claim(action.namespace, action.name, action.body, "status")
-        elif isinstance(action, PutClaim):
-            result = await self._put_claim(action.namespace, action.name, action.body, "")
-        elif isinstance(action, DeleteClaim):
-            result = await client.delete(
-                RESOURCE_CLAIMS.path(action.name, namespace=action.namespace), uid=action.uid
-            )
-        elif isinstance(action, GetPod):
-            result = await client.get(PODS.path(action.name, namespace=action.namespace))
-        elif isinstance(action, GetPodGroup):
-            result = await client.get(self.pod_groups.path(action.name, namespace=action.namespace))
-        elif isinstance(action, GetClaim):
-            result = await client.get(RESOURCE_CLAIMS.path(action.name, namespace=action.namespace))
-        else:  # pragma: no cover - the Action union is exhausted above
-            raise TypeError(f"unknown action {action!r}")
-        return result if isinstance(result, dict) else None
-
-    async def _put_claim(self, namespace: str, name: str, body: Mapping[str, Any], subresource: str) -> Any:
-        """A full-object PUT of a claim (or its status); as protobuf where JSON cannot say it."""
-        client, manager = self.runtime.client, self.runtime.field_manager
-        path = RESOURCE_CLAIMS.path(name, namespace=namespace, subresource=subresource)
-        try:
-            return await client.replace(path, body, fieldManager=manager)
-        except ApiError as err:
-            if not claimwire.refused_as_changed(err.body):
-                raise
-        # Its raw parameters were stored in a form no JSON client writes back (claimwire).
-        envelope = await client.get_protobuf(RESOURCE_CLAIMS.path(name, namespace=namespace))
-        _, _, stored = protowire.unwrap(envelope)
-        try:
-            message = claimwire.written_as(stored, body)
-        except claimwire.StaleClaim as stale:
-            raise ApiError(409, "Conflict", f"claim {namespace}/{name} changed meanwhile: {stale}") from stale
-        log.info("Writing claim %s/%s as protobuf: its raw parameters do not survive JSON", namespace, name)
-        envelope = protowire.wrap(claimwire.API_VERSION, claimwire.KIND, message)
-        return await client.replace_protobuf(path, envelope, fieldManager=manager)
+    def _created(self, _: ResourceClaim) -> None:
+        # Should the watch never deliver it, the record is checked with a live GET (7.3).
+        self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)

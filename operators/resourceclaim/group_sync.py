@@ -1,4 +1,5 @@
-"""The ``podgroup`` sync: the claims of a PodGroup's template entries (KEP-5729).
+"""The ``podgroup`` sync: the claims of a PodGroup's template entries (KEP-5729), as pure
+decisions for the core's executor (one pass per create, see :mod:`.creation`).
 
 For each entry of the group, in order, the sync reuses the claim already generated for it
 (found by the group's UID and the entry's name, as for pods) or creates one from its template,
@@ -23,100 +24,106 @@ re-created (the pod bug of kubernetes/kubernetes#138407, fixed there for pods on
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import logging
+from collections.abc import Callable
 
-from operators.core.reconcile import Done
+from operators.core.events import WARNING, ObjectRef
+from operators.core.plan import Plan, RecordEvent, Writer
+from operators.core.reconcile import Done, Result
+from operators.core.resources import ApiResource
 from operators.dra.podgroups import PodGroup, PodGroupResourceClaim, pod_group_owner
 
 from .bodies import pod_group_status_apply
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON
-from .plan import Action, ApplyPodGroupStatus, EmitEvent, Failed, Log, Plan, Reply
-from .pod_sync import EntryFailure, create_claim, status_apply_failed
+from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
+from .models import ResourceClaim
 from .resolution import Resolved, group_unsupported_message, is_controlled_by_group, resolve_group_entry
+
+log = logging.getLogger(__name__)
+
+
+async def sync_pod_group(
+    cache: ClusterCache,
+    namespace: str,
+    name: str,
+    writer: Writer,
+    pod_groups: ApiResource,
+    created: Callable[[ResourceClaim], None] = lambda _: None,
+) -> Result:
+    """:func:`decide_pod_group`'s passes, executed; ``pod_groups`` is the served resource."""
+    return await decide_and_execute(
+        lambda refused: decide_pod_group(cache, namespace, name, pod_groups, refused), cache, writer, created
+    )
 
 
 def event_message(entry: PodGroupResourceClaim, failure: EntryFailure) -> str:
     return f"PodGroupResourceClaim {entry.name}: {failure.text}"
 
 
-def sync_pod_group(cache: ClusterCache, namespace: str, name: str) -> Plan:
+def decide_pod_group(
+    cache: ClusterCache, namespace: str, name: str, pod_groups: ApiResource, refused: Refused
+) -> Plan:
+    """One pass: the create of the first entry's claim still missing, or the failed entry's Event,
+    or the status apply. ``refused``: the creates this sync's earlier passes had refused."""
     group = cache.pod_group(namespace, name)
     if group is None:
-        return Done("PodGroup is gone")
+        return Plan(result=Done("PodGroup is gone"))
     if group.metadata.deletion_timestamp is not None:
-        return Done("PodGroup is being deleted")
+        return Plan(result=Done("PodGroup is being deleted"))
 
     new_mappings: dict[str, str] = {}
     for entry in group.spec.resource_claims:
-        failure = yield from _handle_entry(cache, group, entry, new_mappings)
-        if failure is None:
+        handled = _handle_entry(cache, group, entry, new_mappings, refused)
+        if handled is None:
             continue
-        yield EmitEvent(
-            namespace=group.namespace,
-            name=group.name,
-            uid=group.uid,
-            type="Warning",
-            reason=FAILED_CREATION_REASON,
-            message=event_message(entry, failure),
-            api_version=cache.pod_group_api_version,
-            kind="PodGroup",
-        )
-        return failure.result(
-            f"PodGroup {group.namespace}/{group.name}, PodGroupResourceClaim {entry.name}: {failure.text}"
-        )
+        if isinstance(handled, Plan):
+            return handled
+        ref = ObjectRef(cache.pod_group_api_version, "PodGroup", group.name, group.namespace, group.uid)
+        event = RecordEvent(ref, WARNING, FAILED_CREATION_REASON, event_message(entry, handled))
+        error = f"PodGroup {group.namespace}/{group.name}, PodGroupResourceClaim {entry.name}: {handled.text}"
+        return Plan((event,), handled.result(error))
 
-    if new_mappings:
-        reply = yield ApplyPodGroupStatus(
-            group.namespace,
-            group.name,
-            pod_group_status_apply(group, new_mappings, cache.pod_group_api_version),
-        )
-        if isinstance(reply, Failed):
-            return status_apply_failed(reply, "PodGroup", f"{group.namespace}/{group.name}")
-    return Done()
+    if not new_mappings:
+        return Plan()
+    path = pod_groups.path(group.name, namespace=group.namespace, subresource="status")
+    body = pod_group_status_apply(group, new_mappings, cache.pod_group_api_version)
+    return Plan((status_apply(path, body, "PodGroup", f"{group.namespace}/{group.name}"),))
 
 
 def _handle_entry(
-    cache: ClusterCache, group: PodGroup, entry: PodGroupResourceClaim, new_mappings: dict[str, str]
-) -> Generator[Action, Reply, EntryFailure | None]:
+    cache: ClusterCache,
+    group: PodGroup,
+    entry: PodGroupResourceClaim,
+    new_mappings: dict[str, str],
+    refused: Refused,
+) -> EntryFailure | Plan | None:
     resolution = resolve_group_entry(group, entry)
     if resolution.outcome is Resolved.SKIPPED:
         return None
     if resolution.outcome is Resolved.UNSUPPORTED:
         text = f"checking for claim before creating it: {group_unsupported_message(group, entry)}"
         return EntryFailure(text, retryable=False)
+    not_owned: ResourceClaim | None = None
     if resolution.outcome is Resolved.NAMED:
         claim = cache.claim(group.namespace, resolution.claim_name)
         if claim is not None:
             if not resolution.check_owner or is_controlled_by_group(claim, group):
                 return None
-            yield Log(
-                "Claim that was created for the PodGroup is no longer owned by the PodGroup, "
-                "creating a new one",
-                {
-                    "podGroup": f"{group.namespace}/{group.name}",
-                    "podGroupClaim": entry.name,
-                    "resourceClaim": claim.name,
-                },
-            )
+            not_owned = claim
 
     template_name = entry.resource_claim_template_name
     if template_name is None:
         return None
 
-    claim = cache.find_generated_claim(group.namespace, group.uid, entry.name)
-    if claim is None:
-        created = yield from create_claim(
-            cache,
-            pod_group_owner(group, cache.pod_group_api_version),
-            group.namespace,
-            entry.name,
-            template_name,
-            {"podGroup": f"{group.namespace}/{group.name}"},
+    replaced = None
+    if not_owned is not None:
+        replaced = (
+            "Claim that was created for the PodGroup is no longer owned by the PodGroup, creating a new one "
+            f"podGroup={group.namespace}/{group.name} podGroupClaim={entry.name} "
+            f"resourceClaim={not_owned.name}"
         )
-        if isinstance(created, EntryFailure):
-            return created
-        claim = created
-    new_mappings[entry.name] = claim.name
-    return None
+    owner = pod_group_owner(group, cache.pod_group_api_version)
+    return claim_of_entry(
+        cache, owner, group.namespace, entry.name, template_name, new_mappings, refused, replaced
+    )

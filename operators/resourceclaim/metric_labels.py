@@ -14,7 +14,13 @@ from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTA
 from .models import ResourceClaim
 from .resolution import admin_access_label
 
-__all__ = ["ClaimGaugeLabels", "admin_access_label", "claim_gauge_counts", "source_label"]
+__all__ = [
+    "ClaimGaugeLabels",
+    "admin_access_label",
+    "claim_admin_access_label",
+    "claim_gauge_counts",
+    "source_label",
+]
 
 ClaimGaugeLabels = tuple[str, str, str]
 """``(allocated, admin_access, source)`` of ``dra_operators_resourceclaim_resource_claims``."""
@@ -29,12 +35,15 @@ def source_label(annotations: Mapping[str, str]) -> str:
     return ""
 
 
+def claim_admin_access_label(claim: ResourceClaim) -> str:
+    return "true" if claim.admin_access else "false"
+
+
 def claim_gauge_counts(claims: Iterable[ResourceClaim]) -> dict[ClaimGaugeLabels, int]:
     """Claims per label set; label sets without claims are absent, so they are not emitted."""
     counts: Counter[ClaimGaugeLabels] = Counter()
     for claim in claims:
         allocated = "true" if claim.is_allocated else "false"
-        admin_access = "true" if claim.admin_access else "false"
-        labels = (allocated, admin_access, source_label(claim.metadata.annotations))
+        labels = (allocated, claim_admin_access_label(claim), source_label(claim.metadata.annotations))
         counts[labels] += 1
     return dict(counts)
