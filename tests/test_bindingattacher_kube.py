@@ -17,7 +17,9 @@ class FakeClient:
         self.applied: list[dict[str, Any]] = []
         self.stored: dict[str, Any] | None = None
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         await asyncio.sleep(0)
         self.applied.append(body)
         self.stored = body

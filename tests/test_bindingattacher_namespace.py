@@ -37,7 +37,9 @@ class FakeClient:
         assert method == "PATCH", "the finalizer patch is the only write sent through request"
         return {"metadata": {**body["metadata"], "resourceVersion": "2"}}
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         self.statuses.append(body["status"])
         return body
 

@@ -113,7 +113,9 @@ class Server:
     async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
         raise AssertionError(f"unexpected PATCH of {path}")
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         if self.refuse_apply is not None:
             raise self.refuse_apply
         assert path.endswith("/status")
@@ -315,7 +317,9 @@ class ClusterServer(Server):
     async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
         return {"metadata": {**body["metadata"], "resourceVersion": "2"}}
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         if "/deviceattachpolicies/" in path:
             return body
         return await super().apply(path, body, field_manager, force)

@@ -59,7 +59,9 @@ class RecordingClient:
     async def replace(self, path: str, body: dict[str, Any], **params: str) -> Any:
         return await self._call("PUT", path, {**body, "params": params})
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, want_reply: bool = True
+    ) -> Any:
         return await self._call("APPLY", path, {"manager": field_manager, "body": body})
 
     async def request(

@@ -99,7 +99,9 @@ class FakeClient:
     async def patch(self, path: str, body: dict[str, Any], content_type: str = "", **params: str) -> Any:
         return await self.request("PATCH", path, body=body, content_type=content_type)
 
-    async def apply(self, path: str, body: dict[str, Any], field_manager: str, force: bool = True) -> Any:
+    async def apply(
+        self, path: str, body: dict[str, Any], field_manager: str, force: bool = True, want_reply: bool = True
+    ) -> Any:
         return await self.request(
             "APPLY", path, body={"manager": field_manager, "force": force, "body": body}
         )

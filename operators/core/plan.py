@@ -314,10 +314,10 @@ async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
             if write.resend is None:
                 raise
             return await write.resend(client, writer.field_manager, write.path, write.body, refused)
+    # An applied, patched or deleted object comes back in the reply, which only a caller that asked
+    # for it reads: parsing, say, a pod for nothing costs CPU on every eviction and status write.
     if isinstance(write, Apply):
-        return await client.apply(write.path, write.body, writer.field_manager)
-    # A patched or deleted object comes back in the reply, which only a caller that asked for it
-    # reads: parsing, say, a pod for nothing costs CPU on every eviction.
+        return await client.apply(write.path, write.body, writer.field_manager, want_reply=want_reply)
     if isinstance(write, Patch):
         return await client.request(
             "PATCH", write.path, body=write.body, content_type=write.content_type, want_reply=want_reply
