@@ -7,7 +7,10 @@
 - ``dra-operators-<version>.tgz``: the packaged chart;
 - ``SHA256SUMS`` of the three.
 
-RELEASE.md says how the multi-architecture image and the chart are published from these.
+With a registry (the devcluster's, ``registry.Registry``) the image and the chart are pushed to
+it as well: the image with skopeo, which reports the digest the manifests and the chart pin, and
+the chart with ``helm push`` as an OCI artifact. RELEASE.md says how the same steps publish to
+the project's registry.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import subprocess
 import tarfile
 import tempfile
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, images, sbom
+from . import build, images, registry, sbom
+from .build import shown
 from .constants import REPO_ROOT
 
 DIST = REPO_ROOT / "dist"
@@ -38,6 +43,34 @@ def _retagged(archive: Path, ref: str, target: Path) -> None:
             tar.extractall(layout, filter="data")
         images.name_layout(layout, ref)
         images.pack_layout(layout, target)
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a registry serves what ``publish`` pushed."""
+
+    version: str
+    repository: str  # <registry>/dra-operators
+    digest: str  # the image's manifest (or index) digest
+    chart: str  # oci://<registry>/charts/dra-operators
+    chart_digest: str
+
+    @property
+    def image(self) -> str:
+        """The image pinned by digest, as manifests and the chart name it."""
+        return f"{self.repository}@{self.digest}"
+
+
+def publish(hub: registry.Registry, image: Path, chart: Path, say: images.Say = print) -> Published:
+    """Push ``image`` (an OCI archive) and ``chart`` (the packaged chart) to ``hub``."""
+    version = project_version()
+    digest = registry.push_image(hub, f"oci-archive:{image}", version)
+    say(f"pushed {hub.image()}:{version} ({digest})")
+    helm = build.build_helm(log=say).directory / "helm"
+    chart_digest = registry.push_chart(hub, helm, chart)
+    chart_url = f"{hub.chart_url()}/{CHART.name}"
+    say(f"pushed {chart_url}:{version} ({chart_digest})")
+    return Published(version, hub.image(), digest, chart_url, chart_digest)
 
 
 def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
@@ -79,5 +112,6 @@ def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
     sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in made)
     (out / "SHA256SUMS").write_text(sums)
     for path in made:
-        say(f"{path.relative_to(REPO_ROOT)} ({path.stat().st_size // 1024} KiB)")
+        where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else shown(path)
+        say(f"{where} ({path.stat().st_size // 1024} KiB)")
     return made
