@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import build as build_mod
-from . import chartdocs, dist, gomod, launcher, realnode, registry, release
+from . import chartdocs, dist, gomod, images, launcher, realnode, registry, release
 from .cluster import ensure_devcluster
 from .constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, PROFILES
 
@@ -157,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build-node":
             prepared = realnode.prepare(print)
             print(prepared.bin_dir)
-            for archive in prepared.images:
+            # The release's other architectures too, which the registry tier publishes: built
+            # here, they are not built inside the e2e phase's time limit.
+            released = [images.ensure_operator(print, arch).archive for arch in images.RELEASE_ARCHITECTURES]
+            for archive in dict.fromkeys((*prepared.images, *released)):
                 print(archive)
             return 0
         if args.command == "release-artifacts":

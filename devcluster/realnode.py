@@ -78,6 +78,8 @@ DEBIAN_PACKAGES = {
     # The node's registry and what pushes images to it (devcluster/registry.py).
     "docker-registry": "/usr/bin/docker-registry",
     "skopeo": "/usr/bin/skopeo",
+    # The release's arm64 image, built here under emulation (images.RELEASE_ARCHITECTURES).
+    "qemu-user-static": "/usr/bin/qemu-aarch64-static",
 }
 
 

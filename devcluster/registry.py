@@ -153,10 +153,10 @@ def _run(args: list[str], what: str, timeout: float = 600) -> str:
     return proc.stdout + proc.stderr
 
 
-def push_image(registry: Registry, source: str, tag: str, *, every_platform: bool = False) -> str:
-    """Copy ``source`` (``oci-archive:...``, or an image index in an ``oci:`` layout with
-    ``every_platform``) to ``<registry>/dra-operators:<tag>``; the pushed manifest's (or index's)
-    digest, by which manifests and the chart pin it."""
+def push_image(registry: Registry, source: str, tag: str) -> str:
+    """Copy ``source`` (``oci-archive:...``, an image or an image index with every image it
+    lists) to ``<registry>/dra-operators:<tag>``; the pushed manifest's (or index's) digest, by
+    which manifests and the chart pin it."""
     target = f"docker://{registry.image()}:{tag}"
     digest_file = registry.cert_dir.parent / f".digest-{tag}"
     _run(
@@ -164,7 +164,7 @@ def push_image(registry: Registry, source: str, tag: str, *, every_platform: boo
             "skopeo",
             "copy",
             "--quiet",
-            *(["--all"] if every_platform else []),
+            "--all",
             "--dest-cert-dir",
             str(registry.cert_dir),
             "--digestfile",

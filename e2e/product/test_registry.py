@@ -3,7 +3,8 @@ operator image and the chart to the real node's registry (Debian's docker-regist
 devcluster's CA, which the node's containerd trusts through its hosts.toml); the chart is
 installed with ``helm install oci://...`` and the manifests with kustomize, both pinning the image
 by digest, and the kubelet pulls it. Nothing is imported: the node's containerd has no operator
-image until it pulls one.
+image until it pulls one. The image is one index for linux/amd64 and linux/arm64 (the arm64 one
+built under qemu-user-static), and this amd64 node fetches its own manifest only.
 """
 
 from __future__ import annotations
@@ -82,9 +83,12 @@ def _operator_images(cluster: harness.Cluster) -> dict[str, str]:
     }
 
 
-def _pulled_from_the_registry(installed: Installed, published: release.Published) -> None:
+def _pulled_from_the_registry(
+    installed: Installed, hub: registry.Registry, published: release.Published
+) -> None:
     """Every operator pod runs the image by digest, from the registry: the kubelet's Pulled event
-    for a current pod, the container's imageID, and containerd's image of that name and digest."""
+    for a current pod, the container's imageID, containerd's image of that name and digest, and
+    in its content store the manifest of this node's architecture and not the other's."""
     pods = operator_pods(installed.api, OPERATOR_NAMES)
     assert sorted(pods) == sorted(OPERATOR_NAMES)
     for name, pod in pods.items():
@@ -100,7 +104,18 @@ def _pulled_from_the_registry(installed: Installed, published: release.Published
         if e.get("reason") == "Pulled" and e["involvedObject"].get("name") in current
     ]
     assert any(m.startswith(f'Successfully pulled image "{published.image}"') for m in pulls), pulls
+    installed.measurements["pulled"] = sorted(set(pulls))
     assert _operator_images(installed.cluster) == {published.image: published.digest}
+    platforms = hub.platforms(images.OPERATOR_REPOSITORY, published.digest)
+    content = _content(installed.cluster)
+    assert platforms["linux/amd64"] in content
+    assert platforms["linux/arm64"] not in content
+    installed.measurements["platforms"] = platforms
+
+
+def _content(cluster: harness.Cluster) -> set[str]:
+    """The digests of every blob in the node's containerd content store."""
+    return set(_ctr(cluster, "content", "ls", "--quiet").split())
 
 
 @contextlib.contextmanager
@@ -115,6 +130,21 @@ def _gone(installed: Installed) -> None:
     wait_for(lambda: not installed.api.list(OPERATOR_PODS), 120, "the operator pods gone")
     for name in _operator_images(installed.cluster):
         _ctr(installed.cluster, "images", "rm", "--sync", name)
+
+
+def test_the_image_index_lists_both_architectures(
+    hub: registry.Registry, published: release.Published
+) -> None:
+    """One index for linux/amd64 and linux/arm64, under the release's tag and the digest the
+    installs pin."""
+    assert sorted(hub.platforms(images.OPERATOR_REPOSITORY, published.version)) == [
+        "linux/amd64",
+        "linux/arm64",
+    ]
+    _, headers = hub.get(
+        f"{images.OPERATOR_REPOSITORY}/manifests/{published.version}", registry.INDEX_MEDIA_TYPES
+    )
+    assert headers["Docker-Content-Digest"] == published.digest
 
 
 def test_helm_installs_the_chart_from_the_registry_and_the_node_pulls_the_image(
@@ -158,7 +188,7 @@ def test_helm_installs_the_chart_from_the_registry_and_the_node_pulls_the_image(
         )
 
     with _installed(registry_cluster, helm_install, "registry-helm.json") as installed:
-        _pulled_from_the_registry(installed, published)
+        _pulled_from_the_registry(installed, hub, published)
         releases = subprocess.run(
             [helm, "list", "-n", NAMESPACE, "--kubeconfig", registry_cluster.kubeconfig, "-o", "json"],
             check=True,
@@ -187,7 +217,7 @@ def test_helm_installs_the_chart_from_the_registry_and_the_node_pulls_the_image(
 
 
 def test_kustomize_pins_the_image_by_digest_and_the_node_pulls_it(
-    registry_cluster: harness.Cluster, published: release.Published, tmp_path: Path
+    registry_cluster: harness.Cluster, hub: registry.Registry, published: release.Published, tmp_path: Path
 ) -> None:
     # A user's kustomization: the shipped manifests, the image from their registry by digest.
     kustomization = {
@@ -210,4 +240,4 @@ def test_kustomize_pins_the_image_by_digest_and_the_node_pulls_it(
         return registry_cluster.kubectl("apply", "-k", str(tmp_path), timeout=180)
 
     with _installed(registry_cluster, apply, "registry-kustomize.json") as installed:
-        _pulled_from_the_registry(installed, published)
+        _pulled_from_the_registry(installed, hub, published)
