@@ -96,7 +96,7 @@ k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manage
 	timeout $(LIMIT_BIN) $(PY) -m devcluster build $(if $(K8S_VERSION),--k8s-version $(K8S_VERSION))
 
 .PHONY: node-bin
-node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images
+node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images (the operator's for arm64 too, under qemu)
 	timeout $(LIMIT_NODE) $(PY) -m devcluster build-node
 
 .PHONY: helm-bin
@@ -104,7 +104,7 @@ helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), f
 	timeout $(LIMIT_BIN) $(PY) -m devcluster build-helm
 
 .PHONY: release-artifacts
-release-artifacts: $(STAMP) ## the operator image tarball, its SBOM and the packaged chart, into dist/ (RELEASE.md)
+release-artifacts: $(STAMP) ## the operator image (amd64 and arm64, one index), its SBOM and the packaged chart into dist/, pushed to the devcluster's registry when one runs (RELEASE.md)
 	timeout $(LIMIT_NODE) $(PY) -m devcluster release-artifacts
 
 .PHONY: constraints

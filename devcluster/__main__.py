@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import build as build_mod
-from . import chartdocs, dist, gomod, launcher, realnode, release
+from . import chartdocs, dist, gomod, images, launcher, realnode, registry, release
 from .cluster import ensure_devcluster
 from .constants import DEFAULT_PROFILE, DEFAULT_STATE_DIR, PROFILES
 
@@ -84,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the real node's parts: Debian packages (as root), containerd, the images",
     )
     sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
-    sub.add_parser("release-artifacts", help="the image tarball, its SBOM and the packaged chart, into dist/")
+    ra = sub.add_parser(
+        "release-artifacts",
+        help="the image tarball, its SBOM and the packaged chart, into dist/; the image and the chart "
+        "pushed to the registry of the devcluster in --dir when it runs with a real node",
+    )
+    ra.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR)
     d = sub.add_parser(
         "dist",
         help="the Python distributions, and the kubectl plugin alone with its krew archive, into dist/",
@@ -152,11 +157,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build-node":
             prepared = realnode.prepare(print)
             print(prepared.bin_dir)
-            for archive in prepared.images:
+            # The release's other architectures too, which the registry tier publishes: built
+            # here, they are not built inside the e2e phase's time limit.
+            released = [images.ensure_operator(print, arch).archive for arch in images.RELEASE_ARCHITECTURES]
+            for archive in dict.fromkeys((*prepared.images, *released)):
                 print(archive)
             return 0
         if args.command == "release-artifacts":
-            release.artifacts()
+            image, _, chart = release.artifacts()
+            state = launcher.ClusterState.load(args.dir.resolve())
+            hub = state.node_registry if state is not None else None
+            if hub is None or not registry.ready(hub)[0]:
+                print(f"not pushed: no devcluster with a registry runs in {args.dir} (make cluster-up)")
+                return 0
+            published = release.publish(hub, image, chart)
+            print(f"image: {published.image}\nchart: {published.chart} --version {published.version}")
             return 0
         if args.command == "dist":
             made = dist.build()

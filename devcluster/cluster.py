@@ -41,6 +41,7 @@ def ensure_devcluster(
     fake_nodes: int = 0,
     extra_images: tuple[Path, ...] = (),
     host_cdi: bool = False,
+    import_operator: bool = True,
     timeout: float = launcher.UpOptions.timeout,
     verbosity: int = launcher.UpOptions.verbosity,
     die_with_parent: bool = False,
@@ -55,9 +56,10 @@ def ensure_devcluster(
     ``real_node``: one node with kubelet, containerd and the test DRA driver (``taint_node`` keeps
     other pods off it; ``services``: its pods reach the API server and Services; ``extra_images``
     are imported into its containerd; ``host_cdi``: it reads CDI specs from /var/run/cdi too, as
-    upstream's DRA e2e suite needs). ``fake_nodes``
-    are created once, when the cluster starts. ``build_log`` receives the build's progress and
-    ``say`` the node's and the launcher's, so a caller can silence the build alone.
+    upstream's DRA e2e suite needs; without ``import_operator`` its containerd has no operator
+    image until it pulls one from the node's registry). ``fake_nodes`` are created once, when
+    the cluster starts. ``build_log`` receives the build's progress and ``say`` the node's and
+    the launcher's, so a caller can silence the build alone.
     """
     version = build_mod.k8s_version(k8s_version)
     try:
@@ -67,7 +69,12 @@ def ensure_devcluster(
     binaries = build_mod.build(log=build_log, version=version)
     node = (
         realnode.prepare(
-            say, taint=taint_node, services=services, extra_images=extra_images, host_cdi=host_cdi
+            say,
+            taint=taint_node,
+            services=services,
+            extra_images=extra_images,
+            host_cdi=host_cdi,
+            import_operator=import_operator,
         )
         if real_node
         else None

@@ -37,6 +37,7 @@ import shutil
 import ssl
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,8 +138,12 @@ def _key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def base_key(packages: Sequence[str] = BASE_PACKAGES, suite: str = SUITE) -> str:
-    return _key({"image": "base", "suite": suite, "packages": sorted(packages)})
+def base_key(packages: Sequence[str] = BASE_PACKAGES, suite: str = SUITE, arch: str | None = None) -> str:
+    parts: dict[str, Any] = {"image": "base", "suite": suite, "packages": sorted(packages)}
+    # The native build's key stays what it was before there were others.
+    if _foreign(arch):
+        parts["arch"] = arch
+    return _key(parts)
 
 
 def pause_key(kubernetes_version: str, cflags: Sequence[str] = PAUSE_CFLAGS) -> str:
@@ -183,6 +188,15 @@ def _goarch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
+def _foreign(arch: str | None) -> bool:
+    return arch is not None and arch != _goarch()
+
+
+def _cache_name(image: str, arch: str | None) -> str:
+    """Another architecture's images apart from the native ones (each name is pruned alone)."""
+    return f"{arch}-{image}" if _foreign(arch) else image
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -217,8 +231,16 @@ def _layer(layout: Path, tar_path: Path) -> tuple[dict[str, Any], str]:
     return _blob(layout, compressed, _OCI_LAYER_GZIP), diff_id
 
 
-def write_layout(layout: Path, ref: str, layers: Sequence[Path], config: dict[str, Any], history: str) -> str:
-    """An OCI image layout of ``layers`` (uncompressed tars, consumed); the manifest digest."""
+def write_layout(
+    layout: Path,
+    ref: str,
+    layers: Sequence[Path],
+    config: dict[str, Any],
+    history: str,
+    arch: str | None = None,
+) -> str:
+    """An OCI image layout of ``layers`` (uncompressed tars, consumed) for ``arch`` (None: this
+    machine's); the manifest digest."""
     layout.mkdir(parents=True, exist_ok=True)
     descriptors, diff_ids = [], []
     for tar_path in layers:
@@ -228,7 +250,7 @@ def write_layout(layout: Path, ref: str, layers: Sequence[Path], config: dict[st
     created = _now()
     image_config = {
         "created": created,
-        "architecture": _goarch(),
+        "architecture": arch or _goarch(),
         "os": "linux",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
@@ -454,8 +476,10 @@ def _prune(name: str, keep: Path) -> None:
 # -- the base image -------------------------------------------------------------------------
 
 
-def _mmdebstrap_command(rootfs_tar: Path) -> list[str]:
+def _mmdebstrap_command(rootfs_tar: Path, arch: str | None = None) -> list[str]:
     cmd = ["mmdebstrap", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}", "--format=tar"]
+    if _foreign(arch):
+        cmd.append(f"--arch={arch}")
     if _MERGED_USR_HOOKS.is_dir():
         cmd.append(f"--hook-dir={_MERGED_USR_HOOKS}")
     cmd += [f"--dpkgopt={option}" for option in _DPKG_EXCLUDES]
@@ -474,13 +498,14 @@ def _without_device_nodes(src: Path, dst: Path) -> None:
             tar_out.addfile(member, tar_in.extractfile(member) if member.isreg() else None)
 
 
-def _build_base(tmp: Path, say: Say) -> tuple[str, dict[str, Any]]:
+def _build_base(tmp: Path, say: Say, arch: str | None = None) -> tuple[str, dict[str, Any]]:
     _require("mmdebstrap")
     if os.geteuid() != 0:
         raise ImageError("the base image is built as root (mmdebstrap's root mode, then buildah)")
+    ensure_emulation(arch)
     rootfs = tmp / "rootfs.tar"
-    cmd = _mmdebstrap_command(rootfs)
-    say(f"building the base image: {shlex.join(cmd[:3])} ... {SUITE} (a few minutes)")
+    cmd = _mmdebstrap_command(rootfs, arch)
+    say(f"building the {arch or _goarch()} base image: {shlex.join(cmd[:3])} ... {SUITE} (a few minutes)")
     _run(cmd, "mmdebstrap", timeout=_timeout(), cwd=tmp)
     layer = tmp / "layer.tar"
     _without_device_nodes(rootfs, layer)
@@ -504,13 +529,21 @@ def _build_base(tmp: Path, say: Say) -> tuple[str, dict[str, Any]]:
         [layer],
         {"Env": [_PATH_ENV], "Cmd": ["bash"]},
         f"mmdebstrap --variant=essential --include={','.join(BASE_PACKAGES)} {SUITE}",
+        arch,
     )
     pack_layout(tmp / "layout", tmp / "image.tar")
-    return digest, {"suite": SUITE, "packages": list(BASE_PACKAGES)}
+    return digest, {"suite": SUITE, "packages": list(BASE_PACKAGES), "arch": arch or _goarch()}
 
 
-def ensure_base(say: Say = print) -> ImageResult:
-    return _cached("base", base_key(), BASE_IMAGE, lambda tmp: _build_base(tmp, say), say)
+def ensure_base(say: Say = print, arch: str | None = None) -> ImageResult:
+    """The base image for ``arch`` (None: this machine's architecture)."""
+    return _cached(
+        _cache_name("base", arch),
+        base_key(arch=arch),
+        BASE_IMAGE,
+        lambda tmp: _build_base(tmp, say, arch),
+        say,
+    )
 
 
 def base_image(say: Say = print) -> Path:
@@ -626,10 +659,15 @@ def _stage_context(destination: Path, root: Path = REPO_ROOT) -> None:
         shutil.copy2(root / relative, destination / relative)
 
 
-def _build_operator(tmp: Path, base: ImageResult, say: Say) -> tuple[str, dict[str, Any]]:
+def _build_operator(
+    tmp: Path, base: ImageResult, say: Say, arch: str | None = None
+) -> tuple[str, dict[str, Any]]:
     _require("buildah")
     if os.geteuid() != 0:
         raise ImageError("the operator image is built as root (buildah with chroot isolation)")
+    ensure_emulation(arch)
+    # Another architecture's RUN steps (and the self-check below) run under qemu-user-static.
+    foreign = ["--platform", f"linux/{arch}"] if _foreign(arch) else []
     context = tmp / "context"
     _stage_context(context)
     policy = tmp / "policy.json"
@@ -659,6 +697,7 @@ def _build_operator(tmp: Path, base: ImageResult, say: Say) -> tuple[str, dict[s
         str(policy),
         "--format",
         "oci",
+        *foreign,
         "--build-arg",
         f"BASE=oci-archive:{base.archive}",
         *volumes,
@@ -668,10 +707,13 @@ def _build_operator(tmp: Path, base: ImageResult, say: Say) -> tuple[str, dict[s
         str(context / "Dockerfile"),
         str(context),
     ]
-    say("building the operator image with buildah from the Dockerfile (pip needs PyPI; a few minutes)")
+    say(
+        f"building the {arch or _goarch()} operator image with buildah from the Dockerfile "
+        "(pip needs PyPI; a few minutes)"
+    )
     _run(bud, "buildah bud", timeout=_timeout(), env=env)
     created = _run(
-        [*buildah, "from", "--signature-policy", str(policy), "--pull-never", local_ref],
+        [*buildah, "from", "--signature-policy", str(policy), "--pull-never", *foreign, local_ref],
         "buildah from",
         timeout=600,
         env=env,
@@ -702,15 +744,85 @@ def _build_operator(tmp: Path, base: ImageResult, say: Say) -> tuple[str, dict[s
     return digest, {"base_digest": base.digest, "buildah": version}
 
 
-def ensure_operator(say: Say = print) -> ImageResult:
-    base = ensure_base(say)
+def ensure_operator(say: Say = print, arch: str | None = None) -> ImageResult:
+    """The operator image for ``arch`` (None: this machine's architecture)."""
+    base = ensure_base(say, arch)
     key = operator_key(base.digest)
-    return _cached("operator", key, OPERATOR_IMAGE, lambda tmp: _build_operator(tmp, base, say), say)
+    return _cached(
+        _cache_name("operator", arch),
+        key,
+        OPERATOR_IMAGE,
+        lambda tmp: _build_operator(tmp, base, say, arch),
+        say,
+    )
 
 
 def operator_image(say: Say = print) -> Path:
     """The operator image's OCI archive, built from the repository's Dockerfile."""
     return ensure_operator(say).archive
+
+
+# -- other architectures --------------------------------------------------------------------
+
+# What a release publishes, as one image index.
+RELEASE_ARCHITECTURES = ("amd64", "arm64")
+_BINFMT = Path("/proc/sys/fs/binfmt_misc")
+_BINFMT_RULES = Path("/usr/lib/binfmt.d")
+_QEMU_NAMES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def ensure_emulation(arch: str | None) -> None:
+    """Another architecture's programs run here under qemu-user-static, through binfmt_misc:
+    mounted and its rule registered (Debian's qemu-user-static ships the rule with the F flag, so
+    the interpreter works inside mmdebstrap's and buildah's chroots too) when missing."""
+    if not _foreign(arch):
+        return
+    assert arch is not None
+    name = f"qemu-{_QEMU_NAMES.get(arch, arch)}"
+    entry = _BINFMT / name
+    if entry.is_file() and entry.read_text().startswith("enabled"):
+        return
+    rule = _BINFMT_RULES / f"{name}.conf"
+    if not rule.is_file():
+        raise ImageError(f"building for {arch} needs qemu-user-static: apt-get install qemu-user-static")
+    if os.geteuid() != 0:
+        raise ImageError(f"{entry} is not enabled, and only root may register it")
+    if not (_BINFMT / "register").exists():
+        _run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(_BINFMT)], "mount binfmt_misc", timeout=30)
+    if entry.exists():
+        entry.write_text("1")
+    else:
+        (_BINFMT / "register").write_text(rule.read_text().strip())
+
+
+def index_archive(archives: dict[str, Path], ref: str, target: Path) -> str:
+    """One OCI archive of the images in ``archives`` (architecture -> single-image archive) as one
+    image index named ``ref``, each manifest with its platform; the index's digest."""
+    with tempfile.TemporaryDirectory(prefix="dra-index-") as tmp:
+        layout = Path(tmp) / "layout"
+        entries = []
+        for arch, archive in sorted(archives.items()):
+            with tarfile.open(archive) as tar:
+                tar.extractall(layout, filter="data")
+            (descriptor,) = json.loads((layout / "index.json").read_text())["manifests"]
+            entries.append(
+                {
+                    "mediaType": descriptor["mediaType"],
+                    "digest": descriptor["digest"],
+                    "size": descriptor["size"],
+                    "platform": {"architecture": arch, "os": "linux"},
+                }
+            )
+        index = {"schemaVersion": 2, "mediaType": _OCI_INDEX, "manifests": entries}
+        top = {
+            "schemaVersion": 2,
+            "mediaType": _OCI_INDEX,
+            "manifests": [_json_blob(layout, index, _OCI_INDEX)],
+        }
+        (layout / "index.json").write_text(json.dumps(top))
+        digest = name_layout(layout, ref)
+        pack_layout(layout, target)
+    return digest
 
 
 # -- images derived from another ------------------------------------------------------------
@@ -780,7 +892,8 @@ def ensure_derived(
 # -- containerd -----------------------------------------------------------------------------
 
 
-def _image_digests(ctr: Path, address: str) -> dict[str, str]:
+def image_digests(ctr: Path, address: str) -> dict[str, str]:
+    """containerd's images in the ``k8s.io`` namespace: name -> manifest (or index) digest."""
     out = _run(
         [str(ctr), "--address", address, "-n", "k8s.io", "images", "ls"], "ctr images ls", timeout=120
     ).stdout
@@ -794,7 +907,7 @@ def _image_digests(ctr: Path, address: str) -> dict[str, str]:
 
 def import_images(ctr: Path, address: str, archives: Sequence[Path], say: Say = print) -> None:
     """Import each archive into containerd's ``k8s.io`` namespace, unless already there."""
-    present = _image_digests(ctr, address)
+    present = image_digests(ctr, address)
     for archive in archives:
         name, digest = archive_index(archive)
         if present.get(name) == digest:
@@ -806,7 +919,7 @@ def import_images(ctr: Path, address: str, archives: Sequence[Path], say: Say = 
             f"ctr images import {archive.name}",
             timeout=600,
         )
-        present = _image_digests(ctr, address)
+        present = image_digests(ctr, address)
         if present.get(name) != digest:
             raise ImageError(
                 f"after importing {archive}, containerd has {name} at {present.get(name)}, expected {digest}"

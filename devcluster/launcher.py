@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import pki, realnode
+from . import registry as registries
 from .constants import (
     DEFAULT_PROFILE,
     LOOPBACK,
@@ -44,7 +45,7 @@ from .constants import (
 )
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
-NODE_COMPONENTS = ("containerd", "kubelet", "dra-test-driver", "kube-proxy")
+NODE_COMPONENTS = ("docker-registry", "containerd", "kubelet", "dra-test-driver", "kube-proxy")
 CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
 ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
 PORT_RETRIES = 3
@@ -90,6 +91,8 @@ class ClusterState:
     workload_claims: bool = False
     # constants.PROFILES (absent from older state files: the lab profile, the only one there was).
     profile: str = DEFAULT_PROFILE
+    # The real node's registry (host:port), which its containerd trusts; None without a real node.
+    registry: str | None = None
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -103,6 +106,12 @@ class ClusterState:
     @property
     def node_layout(self) -> realnode.NodeLayout:
         return realnode.NodeLayout.of(Path(self.dir))
+
+    @property
+    def node_registry(self) -> registries.Registry | None:
+        if self.registry is None:
+            return None
+        return registries.at(self.node_layout.disk, int(self.registry.rsplit(":", 1)[1]))
 
     def save(self) -> None:
         path = Path(self.dir) / "state.json"
@@ -481,8 +490,7 @@ class Launcher:
             self._wait(name, functools.partial(_http_ok, url, ca_ctx), 60, deadline, url)
         sa_url = f"{server}/api/v1/namespaces/default/serviceaccounts/default"
         self._wait("kube-controller-manager", lambda: _http_ok(sa_url, admin_ctx), 60, deadline, sa_url)
-        if self.o.node is not None:
-            realnode.start(self, self.o.node, keys, server, admin_ctx, deadline)
+        hub = realnode.start(self, self.o.node, keys, server, admin_ctx, deadline) if self.o.node else None
 
         state = ClusterState(
             dir=str(self.dir),
@@ -498,6 +506,7 @@ class Launcher:
             components=self.components,
             node=realnode.NODE_NAME if self.o.node else None,
             node_bin_dir=str(self.o.node.bin_dir) if self.o.node else None,
+            registry=hub.address if hub else None,
             workload_claims=self.o.workload_claims,
             profile=self.o.profile,
         )
@@ -715,6 +724,7 @@ def status(directory: Path) -> tuple[int, dict[str, Any]]:
         "feature_gates": state.feature_gates,
         "workload_claims": state.workload_claims,
         "profile": state.profile,
+        "registry": state.registry,
         "components": comps,
     }
     if not any(alive):

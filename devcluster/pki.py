@@ -1,8 +1,9 @@
 """Certificates and keys of a devcluster, made with ``cryptography``.
 
 One ECDSA P-256 CA signs the apiserver's serving certificate (also used by the scheduler and
-the controller manager) and the client certificates of the admin, the scheduler and the
-controller manager; an RSA key pair signs service-account tokens. Every ``up`` makes a new set.
+the controller manager), the real node's registry's, and the client certificates of the admin,
+the scheduler and the controller manager; an RSA key pair signs service-account tokens. Every
+``up`` makes a new set.
 """
 
 from __future__ import annotations
@@ -165,6 +166,15 @@ def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
     crt, key = ca.issue(name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
     _write(directory / "serving.crt", crt, private=False)
     _write(directory / "serving.key", key, private=True)
+
+    # The real node's registry (devcluster/registry.py), reached as localhost or 127.0.0.1.
+    registry_sans: list[x509.GeneralName] = [
+        x509.IPAddress(ipaddress.ip_address(LOOPBACK)),
+        x509.DNSName("localhost"),
+    ]
+    crt, key = ca.issue(name("devcluster-registry"), ExtendedKeyUsageOID.SERVER_AUTH, registry_sans)
+    _write(directory / "registry.crt", crt, private=False)
+    _write(directory / "registry.key", key, private=True)
 
     for filename, (common_name, organization) in CLIENTS.items():
         crt, key = ca.issue(name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)

@@ -10,6 +10,8 @@ Where things live:
 - ``/run/dra-operators/<key>/``: what holds unix sockets (containerd's socket and state). A
   socket path may be at most 107 bytes, and a state directory inside a checkout can be
   arbitrarily deep; ``<state>/node/run`` links there.
+- ``<state>/node/registry/`` and ``<state>/node/certs.d/``: the node's image registry and
+  containerd's trust of it (``registry``).
 - ``/run/dra/<key>/``: the kubelet's root directory (plugin registry, DRA plugin sockets), as short
   as ``/var/lib/kubelet`` (see KUBELET_ROOTS).
 - Names on the machine (the bridge, the cgroup subtree) and the pod subnet carry a key derived
@@ -40,6 +42,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from . import registry
 from .constants import DEFAULT_PROFILE, LOOPBACK, feature_gates
 
 NODE_NAME = "devcluster-node"
@@ -72,6 +75,11 @@ DEBIAN_PACKAGES = {
     "uidmap": "/usr/bin/newuidmap",
     "gcc": "/usr/bin/gcc",
     "libc6-dev": "/usr/lib/x86_64-linux-gnu/libc.a",
+    # The node's registry and what pushes images to it (devcluster/registry.py).
+    "docker-registry": "/usr/bin/docker-registry",
+    "skopeo": "/usr/bin/skopeo",
+    # The release's arm64 image, built here under emulation (images.RELEASE_ARCHITECTURES).
+    "qemu-user-static": "/usr/bin/qemu-aarch64-static",
 }
 
 
@@ -124,6 +132,15 @@ class NodeLayout:
     def device_health(self) -> Path:
         """The test driver's control file (``set_device_health``); absent: every device Healthy."""
         return self.disk / "device-health.json"
+
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's ``config_path``: one ``<host:port>/hosts.toml`` per registry it trusts."""
+        return self.disk / "certs.d"
+
+    @property
+    def registry_storage(self) -> Path:
+        return self.disk / "registry" / "storage"
 
     @property
     def cni_conf_dir(self) -> Path:
@@ -274,8 +291,11 @@ def containerd_config(layout: NodeLayout, pause_image: str, host_cdi: bool = Fal
         "  max_conf_num = 1",
         "",
         "[plugins.'io.containerd.cri.v1.images']",
-        # Images come from imports only; nothing is pulled from anywhere.
         '  snapshotter = "overlayfs"',
+        # The node's own registry only: its hosts.toml trusts the devcluster CA. Other images
+        # are imported (the pause and base images) and never pulled.
+        "[plugins.'io.containerd.cri.v1.images'.registry]",
+        f'  config_path = "{layout.registry_hosts_dir}"',
         "[plugins.'io.containerd.cri.v1.images'.pinned_images]",
         f'  sandbox = "{pause_image}"',
     ]
@@ -343,8 +363,8 @@ def kubelet_config(
         "resolvConf": "",
         "registerWithTaints": list(taints),
         "featureGates": feature_gates(workload_claims, profile),
-        # A busy developer disk must not taint the node or delete the imported images (there is
-        # no registry to pull them back from).
+        # A busy developer disk must not taint the node or delete the imported images (the
+        # registry does not have them to pull back).
         "evictionHard": {
             "memory.available": "100Mi",
             "nodefs.available": "1%",
@@ -701,12 +721,14 @@ def start(
     server: str,
     admin_ctx: ssl.SSLContext,
     deadline: float,
-) -> None:
-    """containerd, the images, the kubelet and the test driver, each waited for."""
+) -> registry.Registry:
+    """The registry, containerd, the images, the kubelet and the test driver, each waited for;
+    the registry as its clients reach it."""
     from . import images
     from .launcher import _cert_user, free_port, write_kubeconfig
 
     layout = NodeLayout.of(launcher.dir)
+    hub = _start_registry(launcher, layout, keys, deadline)
     config = layout.disk / "containerd.toml"
     if options.host_cdi:
         remember_host_cdi(layout)
@@ -781,6 +803,26 @@ def start(
     launcher._wait("dra-test-driver", lambda: _has_items(slices, admin_ctx), 60, deadline, slices)
     if options.services:
         _start_proxy(launcher, keys, server, deadline)
+    return hub
+
+
+def _start_registry(launcher: _Spawner, layout: NodeLayout, keys: Any, deadline: float) -> registry.Registry:
+    from .launcher import free_port
+
+    port = free_port()
+    hub = registry.at(layout.disk, port)
+    config = registry.write_files(
+        hub,
+        layout.registry_storage,
+        port,
+        keys.read("ca.crt"),
+        keys.path("registry.crt"),
+        keys.path("registry.key"),
+    )
+    # Its listen address is in the configuration file, which registry.config keeps on LOOPBACK.
+    launcher._spawn(registry.BINARY, ["serve", str(config)], port, registry.BINARY_DIR, loopback=False)
+    launcher._wait(registry.BINARY, lambda: registry.ready(hub), 30, deadline, f"https://{hub.address}/v2/")
+    return hub
 
 
 def _start_proxy(launcher: _Spawner, keys: Any, server: str, deadline: float) -> None:
@@ -854,6 +896,8 @@ def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
             return False
     if name == "containerd":
         return layout.containerd_socket.exists()
+    if name == registry.BINARY:
+        return registry.ready(registry.at(layout.disk, port))[0]
     # The driver is ready when the kubelet has its registration socket.
     return any(layout.kubelet_root.glob("plugins_registry/*.sock"))
 
@@ -864,14 +908,17 @@ def prepare(
     services: bool = False,
     extra_images: Sequence[Path] = (),
     host_cdi: bool = False,
+    import_operator: bool = True,
 ) -> NodeOptions:
     """Everything the node runs, installed or built (or reused from the cache); ``extra_images``
-    are imported as well."""
+    are imported as well. Without ``import_operator`` the operator image is not imported: the
+    node pulls it from its registry once something is pushed there."""
     from . import build, images
 
     ensure_debian_packages(say)
     containerd = build.build_containerd(log=say)
-    archives = (images.pause_image(say), images.base_image(say), images.operator_image(say), *extra_images)
+    operator = (images.operator_image(say),) if import_operator else ()
+    archives = (images.pause_image(say), images.base_image(say), *operator, *extra_images)
     return NodeOptions(
         containerd.directory, archives, images.PAUSE_IMAGE, taint=taint, services=services, host_cdi=host_cdi
     )

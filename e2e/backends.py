@@ -25,10 +25,15 @@ from operators.core import serverversion
 
 
 def start_devcluster(
-    config: pytest.Config, upstream: bool, binding_timeout: str | None, deployed: bool = False
+    config: pytest.Config,
+    upstream: bool,
+    binding_timeout: str | None,
+    deployed: bool = False,
+    import_operator: bool = True,
 ) -> harness.Cluster:
     """``deployed``: the cluster the product is installed into from manifests/, with an untainted
-    real node whose pods reach the API server and Services."""
+    real node whose pods reach the API server and Services; without ``import_operator`` that
+    node has no operator image until it pulls one from its registry."""
     if config.getoption("--e2e-no-build"):
         os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
     directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
@@ -45,6 +50,7 @@ def start_devcluster(
         taint_node=not deployed,
         services=deployed,
         binding_timeout=binding_timeout,
+        import_operator=import_operator,
         die_with_parent=True,
     )
     if not config.getoption("--e2e-keep-cluster"):
@@ -137,11 +143,13 @@ def kind_cluster(config: pytest.Config) -> harness.Cluster:
 
 
 def deployed_devcluster(
-    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool
+    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool, import_operator: bool = True
 ) -> Iterator[harness.Cluster]:
     if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
         pytest.skip("installing the product needs the devcluster backend with its real node")
     config = request.config
-    handle = start_devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
+    handle = start_devcluster(
+        config, upstream=upstream, binding_timeout=None, deployed=True, import_operator=import_operator
+    )
     yield handle
     stop_devcluster(config, handle, request.session.testsfailed > 0)

@@ -195,6 +195,13 @@ def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) ->
     yield from backends.deployed_devcluster(request, cluster, upstream=True)
 
 
+@pytest.fixture(scope="module")
+def registry_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
+    """A deployed-kind cluster whose node has no operator image: the product is installed from
+    the node's registry and the kubelet pulls it (e2e/product/test_registry.py)."""
+    yield from backends.deployed_devcluster(request, cluster, upstream=False, import_operator=False)
+
+
 @pytest.fixture(scope="session")
 def api(cluster: harness.Cluster) -> Iterator[Kube]:
     client = Kube(cluster.kubeconfig)

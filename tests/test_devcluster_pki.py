@@ -24,11 +24,11 @@ def _strict_client(keys: pki.Pki, client_cert: str | None = None) -> ssl.SSLCont
     return context
 
 
-def _strict_server(keys: pki.Pki) -> ssl.SSLContext:
+def _strict_server(keys: pki.Pki, stem: str = "serving") -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=keys.path("ca.crt"))
     context.verify_flags |= ssl.VERIFY_X509_STRICT
     context.verify_mode = ssl.CERT_REQUIRED
-    context.load_cert_chain(keys.path("serving.crt"), keys.path("serving.key"))
+    context.load_cert_chain(keys.path(f"{stem}.crt"), keys.path(f"{stem}.key"))
     return context
 
 
@@ -61,6 +61,13 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> pki.Pki:
 @pytest.mark.parametrize("server_name", ["127.0.0.1", "localhost", "kubernetes.default.svc"])
 def test_mutual_tls_passes_strict_verification(keys: pki.Pki, client_cert: str, server_name: str) -> None:
     _handshake(_strict_client(keys, client_cert), _strict_server(keys), server_name)
+
+
+@pytest.mark.parametrize("server_name", ["127.0.0.1", "localhost"])
+def test_the_registry_certificate_passes_strict_verification(keys: pki.Pki, server_name: str) -> None:
+    """What skopeo, helm and containerd check when they reach the real node's registry (its
+    clients present no certificate; the server side here asks for one anyway)."""
+    _handshake(_strict_client(keys, "admin"), _strict_server(keys, "registry"), server_name)
 
 
 def test_a_certificate_without_key_identifiers_is_refused_by_strict_verification(tmp_path: Path) -> None:

@@ -102,6 +102,8 @@ def test_containerd_configuration_keeps_every_path_inside_the_node() -> None:
     assert runtime["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
     images = config["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"] == "docker.io/library/pause:test"
+    # Registries are trusted only through the node's own hosts directory (its registry's CA).
+    assert images["registry"] == {"config_path": str(layout.registry_hosts_dir)}
 
 
 def test_upstream_suite_cdi_directory_only_where_asked() -> None:

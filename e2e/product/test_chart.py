@@ -139,6 +139,7 @@ def test_the_values_schema_refuses_what_would_not_work(helm: str) -> None:
         (["--set", "operators.resourceclaim.extraArgs[0]=leader-elect"], "extraArgs"),
         (["--set", "operators.nosuch.enabled=true"], "nosuch"),
         (["--set", "evictionGuard.enabled=yes"], "evictionGuard"),
+        (["--set", "image.digest=latest"], "digest"),
     ):
         done = _helm(helm, "template", "x", str(CHART), *values, check=False)
         assert done.returncode != 0, values
@@ -207,3 +208,19 @@ def test_the_chart_monitoring_is_what_kustomize_ships(cluster: harness.Cluster, 
     ]
     for key, obj in kustomized.items():
         assert chart[key] == obj, f"{key} differs"
+
+
+def test_an_image_digest_pins_every_operator_image(helm: str) -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    rendered = _objects(
+        _template(
+            helm,
+            ["--set", "image.repository=registry.example/dra-operators", "--set", f"image.digest={digest}"],
+        )
+    )
+    pinned = {
+        obj["spec"]["template"]["spec"]["containers"][0]["image"]
+        for (kind, _), obj in rendered.items()
+        if kind == "Deployment"
+    }
+    assert pinned == {f"registry.example/dra-operators@{digest}"}
