@@ -198,6 +198,7 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
         "poolstatus": ["dra_operators_poolstatus_"],
         "bindingattacher": ["dra_operators_bindingattacher_"],
         "taintselector": ["dra_operators_taintselector_"],
+        "devicehealth": ["dra_operators_devicehealth_"],
     }
     urls = {}
     for name in OPERATOR_NAMES:
@@ -232,6 +233,7 @@ def test_secure_metrics_are_scraped_through_each_service_from_a_pod(
         sections[name] = body
     exported: set[str] = set()
     assert sorted(sections) == sorted(OPERATOR_NAMES)
+    assert sorted(wanted) == sorted(OPERATOR_NAMES), "name the series each operator must export"
     for name, prefixes in wanted.items():
         body = sections[name]
         assert 'dra_operators_workqueue_depth{name="' in body, name
