@@ -14,7 +14,6 @@ test_devicehealth.py.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,8 +22,10 @@ import pytest
 
 from devcluster.kube import Kube, wait_for
 from e2e.devicehealth.support import POLICIES, POLICY_UID_LABEL, RULES
+from e2e.devicetaint.world import PENDING_MESSAGE as PENDING
 from e2e.devicetaint.world import PodPlan, World, create_bulk, open_world
 from e2e.support import Tracker
+from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -35,12 +36,7 @@ HEALTHY = "gpu-2"
 PODS_PER_DEVICE = 10
 PODS = PODS_PER_DEVICE * len(SICK)
 SIGNAL = {"key": "dra-operators.test/unhealthy", "value": "ecc", "effect": "None"}
-ANNOTATION = "dra-operators.io/evictions-per-minute"
-# Upstream's pending text, with the evicted suffix once a pod of the rule went.
-PENDING = re.compile(
-    r"(?P<pods>\d+) pods? needs? to be evicted in 1 namespace\."
-    r"( (?P<evicted>\d+) pods? evicted since starting the controller\.)?"
-)
+ANNOTATION = EVICTIONS_PER_MINUTE
 # One poll's latency on each of two observations, and the reconcile after a token is due.
 TOLERANCE = 2.0
 TIMEOUT = (PODS - 1) * INTERVAL + 60.0

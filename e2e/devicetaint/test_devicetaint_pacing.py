@@ -9,33 +9,20 @@ the rule's condition must keep upstream's words for the pods that wait.
 from __future__ import annotations
 
 import itertools
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from devcluster.kube import Kube
-from e2e.devicetaint.world import PodPlan, World, create_bulk, metric, open_world
-from e2e.support import Tracker
+from e2e.devicetaint.world import PENDING_MESSAGE as PENDING
+from e2e.devicetaint.world import PodPlan, World, create_bulk, metric
+from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
 PODS = 8
 PER_MINUTE = 6
 BURST = 1
-ANNOTATION = "dra-operators.io/evictions-per-minute"
-# Upstream's pending text, with the evicted suffix once a pod went (spec §10.1).
-PENDING = re.compile(
-    r"(?P<pods>\d+) pods? needs? to be evicted in 1 namespace\."
-    r"( (?P<evicted>\d+) pods? evicted since starting the controller\.)?"
-)
+ANNOTATION = EVICTIONS_PER_MINUTE
 TIMEOUT = 150.0
-
-
-@pytest.fixture
-def world(api: Kube, objects: Tracker, namespace: str, unique_name: Callable[[str], str]) -> Iterator[World]:
-    with open_world(api, objects, unique_name("node"), namespace) as opened:
-        yield opened
 
 
 def test_a_paced_rule_spreads_its_evictions_and_reads_upstreams_message_while_pods_wait(

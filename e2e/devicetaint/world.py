@@ -25,6 +25,13 @@ from devcluster.constants import PLACEHOLDER_IMAGE
 from devcluster.kube import Kube, wait_for
 from e2e.support import ALLOW_CLUSTER_WIDE_EVICTION, Tracker, controller_reference
 
+PENDING_MESSAGE = re.compile(
+    r"(?P<pods>\d+) pods? needs? to be evicted in 1 namespace\."
+    r"( (?P<evicted>\d+) pods? evicted since starting the controller\.)?"
+)
+"""Upstream's EvictionInProgress text while pods wait, with the evicted suffix once one went
+(spec §10.1); the pacing tests read it at every poll."""
+
 KEY = "dra.example.com/unhealthy"
 VALUE = "Broken"
 COMPONENT = "dra-operators-devicetaint"
