@@ -225,7 +225,7 @@ def test_signal_to_stop_over_twenty_runs(
 ) -> None:
     """The issue's measurement: the seconds from the driver's signal to the container stopped, p50
     and p99 over 20 runs (each run as in the test above, so each asserts what that one does). A
-    benchmark, not a timed test: about 8 minutes, for numbers rather than a verdict."""
+    benchmark, not a timed test: about 6 minutes, for numbers rather than a verdict."""
     remediate(
         api,
         objects,
