@@ -99,12 +99,12 @@ k8s-bin: $(STAMP) ## build or reuse kube-apiserver, scheduler, controller-manage
 node-bin: $(STAMP) ## the real node's parts: Debian packages (as root), containerd 2, base/pause/operator images (the operator's for arm64 too, under qemu)
 	timeout $(LIMIT_NODE) $(PY) -m devcluster build-node
 
-.PHONY: helm-bin
-helm-bin: $(STAMP) ## build or reuse helm (Go module helm.sh/helm/v4, pinned), for the chart's tests
-	timeout $(LIMIT_BIN) $(PY) -m devcluster build-helm
+.PHONY: tools-bin
+tools-bin: $(STAMP) ## build or reuse helm and oras (Go modules helm.sh/helm/v4 and oras.land/oras, pinned), for the chart's tests and the release
+	timeout $(LIMIT_BIN) $(PY) -m devcluster build-tools
 
 .PHONY: release-artifacts
-release-artifacts: $(STAMP) ## the operator image (amd64 and arm64, one index), its SBOM and the packaged chart into dist/, pushed to the devcluster's registry when one runs (RELEASE.md)
+release-artifacts: $(STAMP) ## the operator image (amd64 and arm64, one index), its SBOM and the packaged chart into dist/, pushed to the devcluster's registry when one runs, the SBOM attached to the image (RELEASE.md)
 	timeout $(LIMIT_NODE) $(PY) -m devcluster release-artifacts
 
 .PHONY: constraints
@@ -131,7 +131,7 @@ k8s-gomod: $(STAMP) ## regenerate devcluster/controlplane/go.mod at K8S_VERSION=
 # The second pass: the PodGroup claims need their gates and API on every component, so their
 # tests get devclusters of their own; those tests use fake nodes only, so no real node starts.
 .PHONY: test-e2e
-test-e2e: k8s-bin node-bin helm-bin ## e2e tests against a private devcluster (started and stopped by pytest), then the workload claims tests on devclusters of their own
+test-e2e: k8s-bin node-bin tools-bin ## e2e tests against a private devcluster (started and stopped by pytest), then the workload claims tests on devclusters of their own
 	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
 	timeout $(LIMIT_E2E_WORKLOAD) $(PY) -m pytest -m "e2e and workload_claims and not benchmark" \
 		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
@@ -145,7 +145,7 @@ MATRIX := v1.35.4:defaults v1.36.3:defaults v1.37.2:defaults
 CONFORMANCE_MATRIX := v1.35.4:defaults v1.36.3:defaults
 
 .PHONY: test-e2e-versions
-test-e2e-versions: node-bin helm-bin ## the version pass on CI_OLDER_VERSION with upstream's default settings
+test-e2e-versions: node-bin tools-bin ## the version pass on CI_OLDER_VERSION with upstream's default settings
 	timeout $(LIMIT_BIN) $(PY) -m devcluster build --k8s-version $(CI_OLDER_VERSION)
 	timeout $(LIMIT_E2E_VERSIONS) $(PY) -m pytest -m "e2e and versions and not benchmark" -q --durations=15 \
 		--e2e-k8s-version $(CI_OLDER_VERSION) --e2e-profile defaults e2e $(PYTEST_ARGS)
@@ -157,7 +157,7 @@ test-conformance-versions: node-bin ## upstream's DRA suite (the CI subset) at C
 		--k8s-version $(CI_OLDER_VERSION) --profile defaults
 
 .PHONY: test-matrix
-test-matrix: node-bin helm-bin ## the version pass and upstream's DRA suite (CI subset) on every supported version with upstream's defaults (docs/install.md)
+test-matrix: node-bin tools-bin ## the version pass and upstream's DRA suite (CI subset) on every supported version with upstream's defaults (docs/install.md)
 	@for cell in $(MATRIX); do \
 		version=$${cell%%:*}; profile=$${cell##*:}; \
 		echo "== $$version $$profile"; \
@@ -194,7 +194,7 @@ test: ## everything CI runs: lint, the docs site, types, unit tests, distributio
 		test-dist::"$(MAKE) --no-print-directory test-dist" \
 		k8s-bin::"$(MAKE) --no-print-directory k8s-bin" \
 		node-bin::"$(MAKE) --no-print-directory node-bin" \
-		helm-bin::"$(MAKE) --no-print-directory helm-bin" \
+		tools-bin::"$(MAKE) --no-print-directory tools-bin" \
 		test-e2e::"$(MAKE) --no-print-directory test-e2e" \
 		test-e2e-versions::"$(MAKE) --no-print-directory test-e2e-versions" \
 		test-conformance-ci::"$(MAKE) --no-print-directory test-conformance-ci" \

@@ -83,7 +83,10 @@ def _parser() -> argparse.ArgumentParser:
         "build-node",
         help="the real node's parts: Debian packages (as root), containerd, the images",
     )
-    sub.add_parser("build-helm", help="build or reuse helm (the chart's tests)")
+    sub.add_parser(
+        "build-tools",
+        help="build or reuse helm (the chart's tests, the release) and oras (the release's SBOM)",
+    )
     ra = sub.add_parser(
         "release-artifacts",
         help="the image tarball, its SBOM and the packaged chart, into dist/; the image and the chart "
@@ -164,14 +167,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(archive)
             return 0
         if args.command == "release-artifacts":
-            image, _, chart = release.artifacts()
+            image, bom, chart = release.artifacts()
             state = launcher.ClusterState.load(args.dir.resolve())
             hub = state.node_registry if state is not None else None
             if hub is None or not registry.ready(hub)[0]:
                 print(f"not pushed: no devcluster with a registry runs in {args.dir} (make cluster-up)")
                 return 0
-            published = release.publish(hub, image, chart)
-            print(f"image: {published.image}\nchart: {published.chart} --version {published.version}")
+            published = release.publish(hub, image, bom, chart)
+            print(
+                f"image: {published.image}\nsbom: {published.repository}@{published.sbom_digest}\n"
+                f"chart: {published.chart} --version {published.version}"
+            )
             return 0
         if args.command == "dist":
             made = dist.build()
@@ -181,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "chart-readme":
             print(chartdocs.write_readme())
             return 0
-        if args.command == "build-helm":
+        if args.command == "build-tools":
             print(build_mod.build_helm().directory / "helm")
+            print(build_mod.build_oras().directory / "oras")
             return 0
         if args.command == "gomod":
             generated = (

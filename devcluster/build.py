@@ -419,6 +419,8 @@ CONTAINERD_BINARIES = ("containerd", "ctr", "containerd-shim-runc-v2")
 
 HELM_MODULE = "helm.sh/helm/v4"
 HELM_VERSION = "v4.3.2"
+ORAS_MODULE = "oras.land/oras"
+ORAS_VERSION = "v1.3.6"
 
 
 @dataclass(frozen=True)
@@ -454,6 +456,7 @@ HELM = GoTool(
     ("version", "--short"),
     (f"{HELM_MODULE}/internal/version.version={HELM_VERSION}",),
 )
+ORAS = GoTool("oras", ORAS_MODULE, ORAS_VERSION, ("oras",), "oras-bin", ("version",))
 
 
 def build_containerd(timeout: float | None = None, log: object = print) -> BuildResult:
@@ -468,6 +471,11 @@ def build_containerd(timeout: float | None = None, log: object = print) -> Build
 def build_helm(timeout: float | None = None, log: object = print) -> BuildResult:
     """helm at HELM_VERSION, for the chart's tests (lint, template, a real install)."""
     return build_tool(HELM, timeout, log)
+
+
+def build_oras(timeout: float | None = None, log: object = print) -> BuildResult:
+    """oras at ORAS_VERSION, which attaches the release's SBOM to the image index it describes."""
+    return build_tool(ORAS, timeout, log)
 
 
 def build_tool(tool: GoTool, timeout: float | None = None, log: object = print) -> BuildResult:

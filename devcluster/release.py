@@ -10,9 +10,10 @@
 - ``SHA256SUMS`` of the three.
 
 With a registry (the devcluster's, ``registry.Registry``) the image and the chart are pushed to
-it as well: the image with skopeo, which reports the digest the manifests and the chart pin, and
-the chart with ``helm push`` as an OCI artifact. RELEASE.md says how the same steps publish to
-the project's registry.
+it as well: the image with skopeo, which reports the digest the manifests and the chart pin, the
+SBOM with ``oras attach`` as an OCI artifact whose ``subject`` is that image index, and the chart
+with ``helm push`` as an OCI artifact. RELEASE.md says how the same steps publish to the
+project's registry.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Published:
     version: str
     repository: str  # <registry>/dra-operators
     digest: str  # the image's manifest (or index) digest
+    sbom_digest: str  # the SBOM artifact's manifest, whose subject is ``digest``
     chart: str  # oci://<registry>/charts/dra-operators
     chart_digest: str
 
@@ -52,17 +54,22 @@ class Published:
         return f"{self.repository}@{self.digest}"
 
 
-def publish(hub: registry.Registry, image: Path, chart: Path, say: images.Say = print) -> Published:
-    """Push ``image`` (an OCI archive of the image index) and ``chart`` (the packaged chart) to
-    ``hub``."""
+def publish(
+    hub: registry.Registry, image: Path, bom: Path, chart: Path, say: images.Say = print
+) -> Published:
+    """Push ``image`` (an OCI archive of the image index), ``bom`` (its SBOM, attached to the
+    pushed index) and ``chart`` (the packaged chart) to ``hub``."""
     version = project_version()
     digest = registry.push_image(hub, f"oci-archive:{image}", version)
     say(f"pushed {hub.image()}:{version} ({digest})")
+    oras = build.build_oras(log=say).directory / "oras"
+    sbom_digest = registry.attach_sbom(hub, oras, digest, bom)
+    say(f"attached {bom.name} to {hub.image()}@{digest} ({sbom_digest})")
     helm = build.build_helm(log=say).directory / "helm"
     chart_digest = registry.push_chart(hub, helm, chart)
     chart_url = f"{hub.chart_url()}/{CHART.name}"
     say(f"pushed {chart_url}:{version} ({chart_digest})")
-    return Published(version, hub.image(), digest, chart_url, chart_digest)
+    return Published(version, hub.image(), digest, sbom_digest, chart_url, chart_digest)
 
 
 def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:

@@ -1,6 +1,8 @@
 """The product from a registry, as users get it. ``make release-artifacts``'s steps push the
 operator image and the chart to the real node's registry (Debian's docker-registry, TLS from the
-devcluster's CA, which the node's containerd trusts through its hosts.toml); the chart is
+devcluster's CA, which the node's containerd trusts through its hosts.toml), and attach the SBOM
+to the image index as an OCI artifact (the referrers tag schema: distribution 2.8 has no
+referrers API); the chart is
 installed with ``helm install oci://...`` and the manifests with kustomize, both pinning the image
 by digest, and the kubelet pulls it. Nothing is imported: the node's containerd has no operator
 image until it pulls one. The image is one index for linux/amd64 and linux/arm64 (the arm64 one
@@ -39,10 +41,16 @@ def hub(registry_cluster: harness.Cluster) -> registry.Registry:
 
 
 @pytest.fixture(scope="module")
-def published(hub: registry.Registry, tmp_path_factory: pytest.TempPathFactory) -> release.Published:
+def released(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """``make release-artifacts``' files: the image index's archive, its SBOM, the chart."""
+    return release.artifacts(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def published(hub: registry.Registry, released: list[Path]) -> release.Published:
     """What ``make release-artifacts`` does with a devcluster running: build, then push."""
-    image, _, chart = release.artifacts(tmp_path_factory.mktemp("dist"))
-    return release.publish(hub, image, chart)
+    image, bom, chart = released
+    return release.publish(hub, image, bom, chart)
 
 
 def _ctr(cluster: harness.Cluster, *args: str) -> str:
@@ -145,6 +153,43 @@ def test_the_image_index_lists_both_architectures(
         f"{images.OPERATOR_REPOSITORY}/manifests/{published.version}", registry.INDEX_MEDIA_TYPES
     )
     assert headers["Docker-Content-Digest"] == published.digest
+
+
+def test_the_sbom_is_attached_to_the_image_index(
+    hub: registry.Registry, published: release.Published, released: list[Path]
+) -> None:
+    """The SBOM is an OCI artifact beside the image: a referrer of the index digest (under the
+    tag schema's tag, as on any registry without the referrers API) of CycloneDX's artifact type,
+    whose blob is dist's file byte for byte and names the index it is attached to."""
+    repository = images.OPERATOR_REPOSITORY
+    tags, _ = hub.get(f"{repository}/tags/list")
+    assert sorted(tags["tags"]) == sorted([published.version, registry.referrers_tag(published.digest)])
+    assert hub.referrers(repository, published.digest) == {registry.SBOM_ARTIFACT_TYPE: published.sbom_digest}
+    manifest, headers = hub.get(f"{repository}/manifests/{published.sbom_digest}", (registry.OCI_MANIFEST,))
+    assert headers["Docker-Content-Digest"] == published.sbom_digest
+    assert manifest["artifactType"] == registry.SBOM_ARTIFACT_TYPE
+    assert (manifest["subject"]["mediaType"], manifest["subject"]["digest"]) == (
+        registry.OCI_INDEX,
+        published.digest,
+    )
+    _, bom, _ = released
+    (layer,) = manifest["layers"]
+    assert layer["annotations"]["org.opencontainers.image.title"] == bom.name
+    served = hub.sbom(repository, published.digest)
+    assert served == bom.read_bytes()
+    document = json.loads(served)
+    assert "kopf" in {component["name"] for component in document["components"]}
+    properties = {p["name"]: p["value"] for p in document["metadata"]["properties"]}
+    assert properties["dra-operators:image-index"] == f"{repository}:{published.version}@{published.digest}"
+    # Attached to the index, not to an architecture's manifest, which has no referrers tag.
+    amd64 = hub.platforms(repository, published.digest)["linux/amd64"]
+    assert hub.referrers(repository, amd64) == {}
+    # Published again, the release keeps its one SBOM artifact.
+    oras = build.build_oras().directory / "oras"
+    assert registry.attach_sbom(hub, oras, published.digest, bom) == published.sbom_digest
+    tag = registry.referrers_tag(published.digest)
+    index, _ = hub.get(f"{repository}/manifests/{tag}", (registry.OCI_INDEX,))
+    assert [entry["digest"] for entry in index["manifests"]] == [published.sbom_digest]
 
 
 def test_helm_installs_the_chart_from_the_registry_and_the_node_pulls_the_image(
