@@ -160,6 +160,33 @@ async def test_after_a_restart_the_rule_is_kept_and_cleared_only_clear_after_fro
     granted(runtime.client.calls)
 
 
+async def test_a_rule_of_someone_elses_with_the_policys_rule_name_holds_the_device_until_it_goes() -> None:
+    sick = gpu("node-1", "gpu-0")
+    controller, runtime = await started(at(61))
+    controller.upsert_policy(policy_body())
+    controller.upsert_slice(slice_body("node-1", device("gpu-0", unhealthy_since=at(0)), device("gpu-1")))
+    # A user's rule under the very name the policy's rule for gpu-0 would take, owned by nobody.
+    namesake = {**rule_body(sick), "metadata": {"name": rule_body(sick)["metadata"]["name"], "uid": "u"}}
+    runtime.queue.added.clear()
+    controller.upsert_rule(namesake)
+    assert [key for key, _ in runtime.queue.added] == [KEY]
+    assert await controller.sync(KEY) == Done()
+    assert [c for c in runtime.client.calls if c[0] == "create"] == []
+    (applied,) = [body for verb, path, body in runtime.client.calls if path.endswith("/status")]
+    assert [(d["device"], d["state"]) for d in applied["status"]["devices"]] == [("gpu-0", "Conflict")]
+    assert applied["status"]["taintedDevices"] == 0
+    assert [reason for _, _, reason in runtime.events.recorded] == ["RuleConflict"]
+
+    # Its deletion concerns every policy: the next pass creates the policy's own rule.
+    runtime.queue.added.clear()
+    controller.delete_rule(namesake)
+    assert [key for key, _ in runtime.queue.added] == [KEY]
+    assert await controller.sync(KEY) == Done()
+    creates = [body["metadata"]["name"] for verb, _, body in runtime.client.calls if verb == "create"]
+    assert creates == [namesake["metadata"]["name"]]
+    granted(runtime.client.calls)
+
+
 async def test_an_unparsable_policy_is_skipped_and_a_bad_one_is_not_ready() -> None:
     controller, runtime = await started(at(0))
     controller.upsert_policy({"metadata": {"name": "broken"}, "spec": {"scope": "everything"}})

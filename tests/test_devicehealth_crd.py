@@ -10,7 +10,13 @@ import pytest
 from crd_support import CRDS, check_identity, crd, spec_schema, version
 
 from operators.devicehealth.models import API_VERSION, KIND, PLURAL, HealthPolicySpec
-from operators.devicehealth.status import STATE_HELD_BACK, STATE_SIGNALLED, STATE_TAINTED, STATE_WOULD_TAINT
+from operators.devicehealth.status import (
+    STATE_CONFLICT,
+    STATE_HELD_BACK,
+    STATE_SIGNALLED,
+    STATE_TAINTED,
+    STATE_WOULD_TAINT,
+)
 from operators.devicehealth.validation import ValidSpec, check_spec
 
 
@@ -66,7 +72,7 @@ def test_the_duration_patterns_admit_what_the_operator_reads() -> None:
 def test_the_device_states_are_the_enum() -> None:
     devices = version(PLURAL)["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["devices"]
     states = devices["items"]["properties"]["state"]["enum"]
-    assert states == [STATE_TAINTED, STATE_WOULD_TAINT, STATE_HELD_BACK, STATE_SIGNALLED]
+    assert states == [STATE_TAINTED, STATE_WOULD_TAINT, STATE_HELD_BACK, STATE_CONFLICT, STATE_SIGNALLED]
 
 
 # The fields of apiextensions.k8s.io/v1 JSONSchemaProps a CRD of this project uses; anything else

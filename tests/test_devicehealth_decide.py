@@ -27,6 +27,7 @@ from operators.devicehealth.decide import (
     EVENT_DEVICE_UNHEALTHY,
     EVENT_HELD_BACK,
     EVENT_INVALID,
+    EVENT_RULE_CONFLICT,
     EVENT_TAINTED,
     Decision,
     View,
@@ -73,8 +74,9 @@ def run(
     claims: dict[tuple[str, str], Any] | None = None,
     pods: Sequence[Any] = (),
     served: bool = True,
+    taken: frozenset[str] = frozenset(),
 ) -> Decision:
-    view = View(slices=slices, pods=pods, claims=claims or {}, rules=rules)
+    view = View(slices=slices, pods=pods, claims=claims or {}, rules=rules, taken=taken)
     return decide(target, outcome, view, tracks or {}, at(now), RULES_API if served else None)
 
 
@@ -177,6 +179,33 @@ def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
     )
     assert writes(again.plan) == []
     assert EVENT_HELD_BACK not in [e.reason for e in events(again.plan)]
+
+
+def test_a_taken_rule_name_holds_its_device_in_conflict_without_using_a_place() -> None:
+    taken = frozenset({taintrules.owned_rule_name("gpu-health", FOUR[0])})
+    decision = run(policy(max_unavailable=1), slices=all_unhealthy_since(0, count=2), now=61, taken=taken)
+    creates = [w for w in writes(decision.plan) if isinstance(w, Create)]
+    # gpu-0's name is someone else's: gpu-1 takes the one place instead of waiting behind it.
+    assert [c.body["spec"]["deviceSelector"]["device"] for c in creates] == ["gpu-1"]
+    (conflict,) = [e for e in events(decision.plan) if e.reason == EVENT_RULE_CONFLICT]
+    assert conflict.message == (
+        f"Device {FOUR[0]} is unhealthy, but DeviceTaintRule {min(taken)} exists and is not this "
+        "policy's; the device is not tainted until that rule is removed."
+    )
+    listed = [(d["device"], d["state"]) for d in status(decision.plan)["devices"]]
+    assert listed == [("gpu-1", "Tainted"), ("gpu-0", "Conflict")]
+    assert (status(decision.plan)["taintedDevices"], status(decision.plan)["heldBackDevices"]) == (1, 0)
+    # The next pass, the conflict already listed, says it no more.
+    again = run(
+        policy(max_unavailable=1, status=status(decision.plan)),
+        slices=all_unhealthy_since(0, count=2),
+        rules=[rule(FOUR[1])],
+        now=62,
+        tracks=dict(decision.tracks),
+        taken=taken,
+    )
+    assert writes(again.plan) == []
+    assert EVENT_RULE_CONFLICT not in [e.reason for e in events(again.plan)]
 
 
 def test_a_percentage_rounds_down_but_leaves_one_place() -> None:

@@ -24,6 +24,8 @@ from e2e.devicehealth.support import POLICIES, POLICY_UID_LABEL, RULES, SCRIPT, 
 from e2e.product.support import RESOURCE, eviction_condition, pod_body, template
 from e2e.support import ARTIFACTS, Tracker
 from operators.core.client import ApiError
+from operators.dra.pools import DeviceId
+from operators.dra.taintrules import owned_rule_name
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
 
@@ -386,3 +388,57 @@ def test_a_policy_whose_only_signal_is_unknown_is_refused_and_nothing_is_tainted
     assert "configure signals.sliceTaint, signals.kubelet, or both" in str(refused.value)
     assert api.get_or_none(f"{POLICIES}/{name}") is None
     assert running_pods(api, namespace, "bystander") == pods
+
+
+def test_a_users_rule_under_the_policys_rule_name_holds_the_device_until_it_is_deleted(
+    api: Kube,
+    objects: Tracker,
+    namespace: str,
+    healthy_node: realnode.NodeLayout,
+    node_gpu_class: str,
+    unique_name: Callable[[str], str],
+) -> None:
+    """The name of a policy's rule is fixed by the policy and the device, so a rule of someone
+    else's can hold it first: the device is listed in ``Conflict`` with one ``RuleConflict`` Event,
+    and the policy's own rule comes once that rule is deleted."""
+    name = unique_name("taken")
+    device = DeviceId(realnode.DRIVER_NAME, realnode.NODE_NAME, "gpu-0")
+    taken = owned_rule_name(name, device)
+    objects.create(
+        RULES,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": taken},
+            "spec": {
+                "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
+                "taint": {"key": "example.com/maintenance", "value": "planned", "effect": "None"},
+            },
+        },
+    )
+    realnode.set_device_health(healthy_node, device.device, "Unhealthy", SIGNAL)
+    uid = policy(objects, name, after="0s")["metadata"]["uid"]
+
+    def listed() -> list[tuple[str, str]]:
+        status = (api.get_or_none(f"{POLICIES}/{name}") or {}).get("status") or {}
+        return [(d["device"], d["state"]) for d in status.get("devices") or ()]
+
+    wait_for(lambda: listed() == [("gpu-0", "Conflict")], 30, "gpu-0 listed in Conflict")
+
+    def conflict_events() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in api.list("/api/v1/events")
+            if e.get("reason") == "RuleConflict" and e["involvedObject"].get("uid") == uid
+        ]
+
+    warned = wait_for(conflict_events, 30, "the RuleConflict Event")
+    assert len(warned) == 1, warned
+    assert taken in warned[0]["message"]
+    assert rules_of(api, uid) == []
+
+    api.delete(f"{RULES}/{taken}")
+    (rule,) = wait_for(lambda: rules_of(api, uid), 30, "the policy's own rule once the name is free")
+    assert rule["metadata"]["name"] == taken
+    assert rule["spec"]["taint"]["key"] == "dra-operators.io/device-health"
+    wait_for(lambda: listed() == [("gpu-0", "Tainted")], 30, "gpu-0 Tainted")

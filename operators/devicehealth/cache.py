@@ -9,10 +9,12 @@ What is kept, and why no more:
 * pods: only those that report ``allocatedResourcesStatus`` for a claim (the kubelet signal);
   the controller drops pods without claims before parsing them (:mod:`operators.dra.pods`);
 * ResourceClaims: only allocated ones (a report names a claim; the dry run counts their pods);
-* DeviceTaintRules: only those a DeviceHealthPolicy controls.
+* DeviceTaintRules: only those a DeviceHealthPolicy controls, and the names of all others (a
+  rule of someone else's that holds the name a policy's rule would take blocks that rule).
 
 Every change of a slice, pod, claim or class concerns every policy: a policy's scope and signals
-may name any device. A rule concerns its controlling policy.
+may name any device. A rule concerns its controlling policy; one no policy controls concerns
+every policy when it appears or goes, since any may want its name.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         super().__init__(self.policies, HealthPolicy)
         self.pods: dict[tuple[str, str], Pod] = {}
         self.claims: dict[tuple[str, str], AllocatedClaim] = {}
+        self.foreign_rules: set[str] = set()
+        """The names of the DeviceTaintRules no DeviceHealthPolicy controls."""
         self.rules: dict[str, DeviceTaintRule] = {}
 
     # --- Events; each returns the names of the policies to reconcile (policies and slices: the base's) -
@@ -88,18 +92,35 @@ class ClusterCache(ScopeCache[HealthPolicy]):
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
         previous = self.rules.pop(name, None)
+        was_foreign = name in self.foreign_rules
         owner = _owning_policy(body)
         if owner is not None:
             self.rules[name] = parse(DeviceTaintRule, body)
+            self.foreign_rules.discard(name)
+        else:
+            self.foreign_rules.add(name)
+        if (owner is None) != was_foreign:
+            return self.every_owner()
         return self._owned_by({owner} | _owners(previous))
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
-        return self._owned_by(_owners(self.rules.pop(body_name(body), None)))
+        name = body_name(body)
+        if name in self.foreign_rules:
+            self.foreign_rules.discard(name)
+            return self.every_owner()
+        return self._owned_by(_owners(self.rules.pop(name, None)))
 
     # --- Queries ---------------------------------------------------------------------------------------
 
     def rules_of(self, uid: str) -> list[DeviceTaintRule]:
         return [rule for rule in self.rules.values() if rule.metadata.controlled_by(uid)]
+
+    def names_taken_from(self, uid: str) -> frozenset[str]:
+        """The rule names the policy ``uid`` cannot create: held by a rule it does not control
+        (someone's own, or one of a deleted namesake policy that the garbage collector has not
+        removed yet)."""
+        others = (name for name, rule in self.rules.items() if not rule.metadata.controlled_by(uid))
+        return frozenset(self.foreign_rules).union(others)
 
     def _owned_by(self, uids: set[str | None]) -> list[str]:
         return sorted(name for name, policy in self.policies.items() if policy.metadata.uid in uids)

@@ -29,6 +29,7 @@ from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
 from operators.core.reconcile import Done, Requeue, Result
 from operators.dra.selection import Invalid, Selection
+from operators.dra.taintrules import owned_rule_name
 from operators.dra.unserved import DEVICE_TAINT_RULES_UNSERVED
 
 from .dryrun import affected
@@ -49,6 +50,7 @@ from .signals import Observed, Track, kubelet_signals, merge_observed, slice_sig
 from .status import (
     READY,
     REASON_DEVICE_TAINT_RULE_UNAVAILABLE,
+    STATE_CONFLICT,
     STATE_HELD_BACK,
     STATE_SIGNALLED,
     STATE_TAINTED,
@@ -75,6 +77,7 @@ __all__ = [
 WRITE_CONCURRENCY = 32
 EVENT_INVALID = "InvalidPolicy"
 EVENT_HELD_BACK = "RemediationHeldBack"
+EVENT_RULE_CONFLICT = "RuleConflict"
 EVENT_TAINTED = "DeviceTainted"
 EVENT_CLEARED = "DeviceCleared"
 EVENT_DEVICE_UNHEALTHY = "DeviceUnhealthy"
@@ -93,6 +96,8 @@ class View:
     claims: Mapping[tuple[str, str], AllocatedClaim] = field(default_factory=dict)
     rules: Sequence[DeviceTaintRule] = ()
     """The rules the policy controls."""
+    taken: frozenset[str] = frozenset()
+    """The names of rules the policy does not control (cache.names_taken_from)."""
 
 
 @dataclass(frozen=True)
@@ -168,14 +173,19 @@ def _act(
     kept = [device for device in owned if device not in cleared]
 
     candidates: list[tuple[datetime, DeviceId]] = []
+    conflicted: list[DeviceId] = []
     for device, state in new_tracks.items():
         if state.since is None or device in owned:
             continue
         ready_at = held_from(state.since) + timedelta(seconds=spec.after)
-        if now >= ready_at:
-            candidates.append((state.since, device))
-        else:
+        if now < ready_at:
             deadlines.append(ready_at)
+        elif owned_rule_name(policy.metadata.name, device) in view.taken:
+            # Creating it would meet the other rule (409) and taint nothing: the device waits,
+            # without a place under maxUnavailable, until that rule goes (its event requeues us).
+            conflicted.append(device)
+        else:
+            candidates.append((state.since, device))
     guarded = guard(spec.max_unavailable, scope, kept, candidates)
 
     steps: list[Step] = []
@@ -247,9 +257,10 @@ def _act(
                 "allows no more tainted at once.",
             ),
         )
+    events.extend(_conflict_events(policy, conflicted))
     steps.extend(events)
 
-    states = _states(new_tracks, tainted, would, guarded.held_back)
+    states = _states(new_tracks, tainted, would, guarded.held_back, conflicted)
     pods = (
         affected(TAINT_KEY, TAINT_VALUE, [*kept, *would], view.claims.values()).pods if spec.dry_run else None
     )
@@ -272,15 +283,44 @@ def _states(
     tainted: Sequence[DeviceId],
     would: Sequence[DeviceId],
     held_back: Sequence[DeviceId],
+    conflicted: Sequence[DeviceId] = (),
 ) -> list[DeviceState]:
     state = {device: STATE_SIGNALLED for device, track_ in tracks.items() if track_.signalled}
+    state.update(dict.fromkeys(conflicted, STATE_CONFLICT))
     state.update(dict.fromkeys(held_back, STATE_HELD_BACK))
     state.update(dict.fromkeys(would, STATE_WOULD_TAINT))
     state.update(dict.fromkeys(tainted, STATE_TAINTED))
-    order = {STATE_TAINTED: 0, STATE_WOULD_TAINT: 1, STATE_HELD_BACK: 2, STATE_SIGNALLED: 3}
+    order = {
+        STATE_TAINTED: 0,
+        STATE_WOULD_TAINT: 1,
+        STATE_HELD_BACK: 2,
+        STATE_CONFLICT: 3,
+        STATE_SIGNALLED: 4,
+    }
     return [
         DeviceState(device, name, tracks[device].since if device in tracks else None)
         for device, name in sorted(state.items(), key=lambda item: (order[item[1]], item[0]))
+    ]
+
+
+def _conflict_events(policy: HealthPolicy, conflicted: Sequence[DeviceId]) -> list[RecordEvent]:
+    """One Event per device newly in conflict: the status already lists those it was in before."""
+    listed = {
+        (entry.get("driver"), entry.get("pool"), entry.get("device"))
+        for entry in policy.status.get("devices") or ()
+        if isinstance(entry, Mapping) and entry.get("state") == STATE_CONFLICT
+    }
+    return [
+        RecordEvent(
+            _policy_ref(policy),
+            WARNING,
+            EVENT_RULE_CONFLICT,
+            f"Device {device} is unhealthy, but DeviceTaintRule "
+            f"{owned_rule_name(policy.metadata.name, device)} exists and is not this policy's; "
+            "the device is not tainted until that rule is removed.",
+        )
+        for device in conflicted
+        if tuple(device) not in listed
     ]
 
 

@@ -14,7 +14,8 @@ Types and reasons are API (``kubectl wait --for=condition=Ready``, alerts), so t
     nothing, i.e. ``maxUnavailable: 0``, or in a dry run that holds devices back).
 
 ``devices`` lists the signalled and tainted devices (at most :data:`LISTED_DEVICES`) with their
-state; ``dryRun`` (effect ``None``) the pods the policy would evict, each once.
+state (``Conflict``: the name of the device's rule is held by a rule the policy does not
+control); ``dryRun`` (effect ``None``) the pods the policy would evict, each once.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "REASON_IDLE",
     "REASON_REMEDIATING",
     "REASON_VALID",
+    "STATE_CONFLICT",
     "STATE_HELD_BACK",
     "STATE_SIGNALLED",
     "STATE_TAINTED",
@@ -61,6 +63,7 @@ STATE_TAINTED = "Tainted"
 STATE_WOULD_TAINT = "WouldTaint"
 STATE_HELD_BACK = "HeldBack"
 STATE_SIGNALLED = "Signalled"
+STATE_CONFLICT = "Conflict"
 
 LISTED_DEVICES = 100
 LISTED_PODS = 100
