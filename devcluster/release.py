@@ -114,3 +114,28 @@ def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
         where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else shown(path)
         say(f"{where} ({path.stat().st_size // 1024} KiB)")
     return made
+
+
+def package_chart(out: Path, say: images.Say = print) -> Path:
+    """``helm package`` of the chart into ``out``, its version and appVersion the project's; the
+    package's path."""
+    version = project_version()
+    helm = build.build_helm(log=say).directory / "helm"
+    subprocess.run(
+        [
+            str(helm),
+            "package",
+            str(CHART),
+            "--destination",
+            str(out),
+            "--version",
+            version,
+            "--app-version",
+            version,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out / f"{CHART.name}-{version}.tgz"
