@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             if hub is None or not registry.ready(hub)[0]:
                 print(f"not pushed: no devcluster with a registry runs in {args.dir} (make cluster-up)")
                 return 0
-            published = release.publish(hub, image, bom, chart)
+            published = release.publish(hub, image, chart, bom)
             print(
                 f"image: {published.image}\nsbom: {published.repository}@{published.sbom_digest}\n"
                 f"chart: {published.chart} --version {published.version}"

@@ -336,7 +336,7 @@ def _build_locked(
             "later builds work from the module cache."
         )
     try:
-        gomod.check_offline(mod.modfile.read_text())
+        gomod.check_offline(mod.modfile.read_text(), mod.go_flags())
     except gomod.GoModError as err:
         raise BuildError(str(err)) from err
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")

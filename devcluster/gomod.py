@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -292,11 +293,14 @@ def _generate(wrapper: Wrapper, upstream: UpstreamGoMod, k8s_version: str) -> li
     return findings
 
 
-def check_offline(gomod_text: str) -> None:
-    """Every build repeats the staging check against the module cache (no network)."""
+def check_offline(gomod_text: str, go_flags: Sequence[str] = ()) -> None:
+    """Every build repeats the staging check against the module cache (no network). An older
+    version's ``go_flags`` name its go.mod (``-modfile``): its go.sum beside it holds that
+    version's checksums, which the newest go.sum lacks and the checksum database cannot give
+    offline."""
     k8s_version = k8s_version_of(gomod_text)
     proc = subprocess.run(
-        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{k8s_version}"],
+        ["go", "mod", "download", "-json", *go_flags, f"k8s.io/kubernetes@{k8s_version}"],
         capture_output=True,
         text=True,
         env=go_env({"GOFLAGS": "-mod=mod", "GOPROXY": "off"}),

@@ -44,9 +44,9 @@ class Published:
     version: str
     repository: str  # <registry>/dra-operators
     digest: str  # the image's manifest (or index) digest
-    sbom_digest: str  # the SBOM artifact's manifest, whose subject is ``digest``
     chart: str  # oci://<registry>/charts/dra-operators
     chart_digest: str
+    sbom_digest: str | None = None  # the SBOM artifact's manifest, whose subject is ``digest``
 
     @property
     def image(self) -> str:
@@ -55,21 +55,23 @@ class Published:
 
 
 def publish(
-    hub: registry.Registry, image: Path, bom: Path, chart: Path, say: images.Say = print
+    hub: registry.Registry, image: Path, chart: Path, bom: Path | None = None, say: images.Say = print
 ) -> Published:
-    """Push ``image`` (an OCI archive of the image index), ``bom`` (its SBOM, attached to the
-    pushed index) and ``chart`` (the packaged chart) to ``hub``."""
+    """Push ``image`` (an OCI archive of an image or image index), ``chart`` (the packaged chart)
+    and, for a release, ``bom`` (the image's SBOM, attached to the pushed image) to ``hub``."""
     version = project_version()
     digest = registry.push_image(hub, f"oci-archive:{image}", version)
     say(f"pushed {hub.image()}:{version} ({digest})")
-    oras = build.build_oras(log=say).directory / "oras"
-    sbom_digest = registry.attach_sbom(hub, oras, digest, bom)
-    say(f"attached {bom.name} to {hub.image()}@{digest} ({sbom_digest})")
+    sbom_digest = None
+    if bom is not None:
+        oras = build.build_oras(log=say).directory / "oras"
+        sbom_digest = registry.attach_sbom(hub, oras, digest, bom)
+        say(f"attached {bom.name} to {hub.image()}@{digest} ({sbom_digest})")
     helm = build.build_helm(log=say).directory / "helm"
     chart_digest = registry.push_chart(hub, helm, chart)
     chart_url = f"{hub.chart_url()}/{CHART.name}"
     say(f"pushed {chart_url}:{version} ({chart_digest})")
-    return Published(version, hub.image(), digest, sbom_digest, chart_url, chart_digest)
+    return Published(version, hub.image(), digest, chart_url, chart_digest, sbom_digest)
 
 
 def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
@@ -95,6 +97,20 @@ def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
     bom = out / f"dra-operators-{version}.cdx.json"
     bom.write_text(json.dumps(sbom.image_bom(built.archive, image_properties), indent=2) + "\n")
     say(f"image index {index}, image {built.digest}, base image {base.ref}@{base.digest}")
+    chart = package_chart(out, say)
+    made = [image, bom, chart]
+    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in made)
+    (out / "SHA256SUMS").write_text(sums)
+    for path in made:
+        where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else shown(path)
+        say(f"{where} ({path.stat().st_size // 1024} KiB)")
+    return made
+
+
+def package_chart(out: Path, say: images.Say = print) -> Path:
+    """``helm package`` of the chart into ``out``, its version and appVersion the project's; the
+    package's path."""
+    version = project_version()
     helm = build.build_helm(log=say).directory / "helm"
     subprocess.run(
         [
@@ -113,11 +129,4 @@ def artifacts(out: Path = DIST, say: images.Say = print) -> list[Path]:
         text=True,
         timeout=120,
     )
-    chart = out / f"dra-operators-{version}.tgz"
-    made = [image, bom, chart]
-    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in made)
-    (out / "SHA256SUMS").write_text(sums)
-    for path in made:
-        where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else shown(path)
-        say(f"{where} ({path.stat().st_size // 1024} KiB)")
-    return made
+    return out / f"{CHART.name}-{version}.tgz"

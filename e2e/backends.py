@@ -11,13 +11,14 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devcluster import build as build_mod
-from devcluster import launcher
+from devcluster import images, launcher, release
 from devcluster.cluster import ensure_devcluster
 from e2e import harness
 from e2e.support import ARTIFACTS
@@ -25,15 +26,11 @@ from operators.core import serverversion
 
 
 def start_devcluster(
-    config: pytest.Config,
-    upstream: bool,
-    binding_timeout: str | None,
-    deployed: bool = False,
-    import_operator: bool = True,
+    config: pytest.Config, upstream: bool, binding_timeout: str | None, deployed: bool = False
 ) -> harness.Cluster:
     """``deployed``: the cluster the product is installed into from manifests/, with an untainted
-    real node whose pods reach the API server and Services; without ``import_operator`` that
-    node has no operator image until it pulls one from its registry."""
+    real node whose pods reach the API server and Services, and without the operator image: the
+    node pulls it from its registry (``deployed_devcluster`` publishes it there)."""
     if config.getoption("--e2e-no-build"):
         os.environ.setdefault("DEVCLUSTER_BUILD_TIMEOUT", "1")
     directory = Path(tempfile.mkdtemp(prefix="dra-devcluster-"))
@@ -50,7 +47,7 @@ def start_devcluster(
         taint_node=not deployed,
         services=deployed,
         binding_timeout=binding_timeout,
-        import_operator=import_operator,
+        import_operator=not deployed,
         die_with_parent=True,
     )
     if not config.getoption("--e2e-keep-cluster"):
@@ -143,13 +140,33 @@ def kind_cluster(config: pytest.Config) -> harness.Cluster:
 
 
 def deployed_devcluster(
-    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool, import_operator: bool = True
+    request: pytest.FixtureRequest, cluster: harness.Cluster, upstream: bool, publish: bool = True
 ) -> Iterator[harness.Cluster]:
+    """A deployed-kind cluster; with ``publish``, the operator image and the chart pushed to its
+    node's registry (``publish_operator``), for the tiers that install from there."""
     if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
         pytest.skip("installing the product needs the devcluster backend with its real node")
     config = request.config
-    handle = start_devcluster(
-        config, upstream=upstream, binding_timeout=None, deployed=True, import_operator=import_operator
-    )
+    handle = start_devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
+    try:
+        if publish:
+            handle.published = publish_operator(handle)
+    except BaseException:
+        stop_devcluster(config, handle, failed=True)
+        raise
     yield handle
     stop_devcluster(config, handle, request.session.testsfailed > 0)
+
+
+def publish_operator(cluster: harness.Cluster) -> release.Published:
+    """The operator image built here and the chart, pushed to the cluster's node registry as
+    ``make release-artifacts`` pushes a release, but for this machine's architecture only: the
+    multi-architecture index costs minutes under qemu, and the registry tier covers it."""
+    assert cluster.state is not None
+    hub = cluster.state.node_registry
+    assert hub is not None, "the real node started no registry"
+    started = time.monotonic()
+    chart = release.package_chart(cluster.workdir)
+    published = release.publish(hub, images.ensure_operator().archive, chart)
+    print(f"published {published.image} and {published.chart} in {time.monotonic() - started:.1f} s")
+    return published

@@ -183,7 +183,8 @@ def upstream_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -
 @pytest.fixture(scope="module")
 def deployed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
     """A third devcluster, for the product installed as users install it (e2e/product/test_deployed.py):
-    no operator of this one runs on the host. Module-scoped: its kube-proxy's iptables rules
+    no operator of this one runs on the host, and its node pulls the operator image from its
+    registry (``harness.Cluster.published``). Module-scoped: its kube-proxy's iptables rules
     are the machine's, and other tests compare the machine's rules before and after."""
     yield from backends.deployed_devcluster(request, cluster, upstream=False)
 
@@ -197,9 +198,9 @@ def managed_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) ->
 
 @pytest.fixture(scope="module")
 def registry_cluster(request: pytest.FixtureRequest, cluster: harness.Cluster) -> Iterator[harness.Cluster]:
-    """A deployed-kind cluster whose node has no operator image: the product is installed from
-    the node's registry and the kubelet pulls it (e2e/product/test_registry.py)."""
-    yield from backends.deployed_devcluster(request, cluster, upstream=False, import_operator=False)
+    """A deployed-kind cluster with nothing pushed to its node's registry: the registry tier
+    publishes a release there itself, both architectures (e2e/product/test_registry.py)."""
+    yield from backends.deployed_devcluster(request, cluster, upstream=False, publish=False)
 
 
 @pytest.fixture(scope="session")

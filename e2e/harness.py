@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from devcluster import launcher
+from devcluster import launcher, release
 from devcluster.cluster import Devcluster
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
@@ -50,6 +50,8 @@ class Cluster:
     binding_timeout: str | None = None
     state: launcher.ClusterState | None = None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="dra-e2e-")))
+    # What the node's registry serves for the deployed tiers to install (backends.deployed_devcluster).
+    published: release.Published | None = None
 
     def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The ``kubectl dra`` plugin against this cluster, as a user runs it; not checked."""

@@ -3,9 +3,10 @@
 - Pods on the real node (``test_realnode.py``, ``test_deployed.py``, ``test_managed.py``): the
   DeviceClass of the test driver's GPUs, a template, a pod that uses it, and reading back what the
   operators, the scheduler and the kubelet made of them.
-- Installing the product as users do (``kubectl apply -k``) onto a devcluster with the real node,
-  and reading the operators' Deployments and Pods back: the deployed tier (``test_deployed.py``)
-  and the managed profile (``test_managed.py``).
+- Installing the product as users do (``kubectl apply -k``, ``helm install oci://...``) onto a
+  devcluster with the real node, from the node's registry with the image pinned by digest, and
+  reading the operators' Deployments and Pods back: the deployed tier (``test_deployed.py``), the
+  version pass (``test_versions.py``) and the managed profile (``test_managed.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from demo import cleanup
 from demo.player import Player
 from demo.scenarios import SCENARIOS
-from devcluster import images, realnode
+from devcluster import build, images, realnode, registry, release
 from devcluster.kube import Kube, wait_for
 from e2e import harness
 from e2e.poolstatus.support import PROJECT, request_body, wait_done
@@ -176,6 +180,22 @@ class Installed:
     def kubectl_dra(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.cluster.kubectl_dra(*args)
 
+    @property
+    def published(self) -> release.Published:
+        return _published(self.cluster)
+
+
+def _published(cluster: harness.Cluster) -> release.Published:
+    assert cluster.published is not None, "nothing was published to this cluster's node registry"
+    return cluster.published
+
+
+def _node_registry(cluster: harness.Cluster) -> registry.Registry:
+    assert cluster.state is not None
+    hub = cluster.state.node_registry
+    assert hub is not None, "the real node started no registry"
+    return hub
+
 
 def unavailable(api: Kube, operators: Sequence[str]) -> list[str]:
     """The operators whose Deployments are not Available yet (all of them until they exist)."""
@@ -243,17 +263,78 @@ def install(
 DEMO_DRIVER = "gpu.fabric.example.com"
 
 
+def registry_overlay(cluster: harness.Cluster, overlay: Path, by_digest: bool = True) -> Path:
+    """A kustomization of ``overlay`` whose image is the one published to the cluster's node
+    registry, as a user's overlay names the image in their registry: pinned by its digest, or
+    (``by_digest=False``) under the tag ``overlay`` gives it. The directory to ``apply -k``."""
+    published = _published(cluster)
+    image = {"name": images.OPERATOR_REPOSITORY, "newName": published.repository}
+    if by_digest:
+        image["digest"] = published.digest
+    directory = cluster.workdir / f"{overlay.name}-{'digest' if by_digest else 'tag'}"
+    directory.mkdir(exist_ok=True)
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # kustomize refuses absolute paths.
+        "resources": [os.path.relpath(overlay, directory)],
+        "images": [image],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return directory
+
+
 def installed_from_kustomize(cluster: harness.Cluster, overlay: Path, artifact: str) -> Iterator[Installed]:
-    """``kubectl apply -k`` of ``overlay`` with every operator Available, and the demo's driver
-    granted (a module fixture's body)."""
+    """``kubectl apply -k`` of ``overlay`` with the image from the node's registry by digest
+    (``registry_overlay``), every operator Available, and the demo's driver granted (a module
+    fixture's body)."""
+    pinned = registry_overlay(cluster, overlay)
 
     def apply() -> object:
-        return cluster.kubectl("apply", "-k", str(overlay), timeout=180)
+        return cluster.kubectl("apply", "-k", str(pinned), timeout=180)
 
     with install(cluster, apply, OPERATOR_NAMES, artifact) as here:
         granted = here.kubectl_dra("grant-driver", DEMO_DRIVER)
         assert granted.returncode == 0, granted.stderr
         yield here
+
+
+def helm_chart(
+    cluster: harness.Cluster, verb: str, *settings: str, tag: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``helm <verb> dra-operators`` (install, upgrade) of the chart the cluster's node registry
+    serves, as users install it: ``oci://``, the registry's CA, the image from the same registry
+    pinned by its digest (or under ``tag``), and each of ``settings`` a ``--set``."""
+    published = _published(cluster)
+    helm = build.build_helm().directory / "helm"
+    # The chart uses the tag only where the digest is empty.
+    image = [f"image.tag={tag}", "image.digest="] if tag else [f"image.digest={published.digest}"]
+    command = [str(helm), verb, "dra-operators", published.chart, "--version", published.version]
+    command += ["--ca-file", str(_node_registry(cluster).ca_file), "--namespace", NAMESPACE]
+    command += ["--kubeconfig", cluster.kubeconfig, "--wait=false"]
+    for setting in (f"image.repository={published.repository}", *image, *settings):
+        command += ["--set", setting]
+    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=180)
+
+
+def _repository(name: str) -> str:
+    """An image name without its tag or digest."""
+    name = name.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+def operator_images(cluster: harness.Cluster) -> dict[str, str]:
+    """The node's containerd images of the operator's repository, under any name."""
+    state = cluster.state
+    assert state is not None
+    assert state.node_bin_dir is not None
+    present = images.image_digests(Path(state.node_bin_dir) / "ctr", str(state.node_layout.containerd_socket))
+    return {
+        name: digest
+        for name, digest in present.items()
+        if _repository(name).endswith(f"/{images.OPERATOR_REPOSITORY}")
+    }
 
 
 def demo_player(installed: Installed) -> Iterator[Player]:
@@ -335,10 +416,10 @@ def unready_or_restarted(installed: Installed, operators: Sequence[str]) -> dict
 # -- upgrades: a burst of template pods through each rollout ---------------------------------------
 
 
-def rolled_out(api: Kube, tag: str) -> bool:
+def rolled_out(api: Kube, image: str) -> bool:
     deployments = api.list(DEPLOYMENTS)
     return len(deployments) == len(OPERATOR_NAMES) and all(
-        d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{tag}")
+        d["spec"]["template"]["spec"]["containers"][0]["image"] == image
         and d["status"].get("observedGeneration") == d["metadata"]["generation"]
         and d["status"].get("updatedReplicas")
         == d["status"].get("replicas")
@@ -351,54 +432,45 @@ ROLLOUT_BURST = 500
 ROLL_AFTER = 100
 
 
-def tag_next(installed: Installed) -> None:
-    """The local image also under the tag ``next``, so that an install can move between tags."""
-    state = installed.cluster.state
-    assert state is not None
-    assert state.node_bin_dir is not None
-    subprocess.run(
-        [
-            f"{state.node_bin_dir}/ctr",
-            f"--address={state.node_layout.containerd_socket}",
-            "--namespace=k8s.io",
-            "images",
-            "tag",
-            "--force",
-            images.canonical_name(images.OPERATOR_IMAGE),
-            images.canonical_name("dra-operators:next"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+# e2e/deployed-next's tag.
+NEXT_TAG = "next"
+
+
+def tag_next(installed: Installed) -> str:
+    """The published image pushed again under the tag ``next``, so that an install can move
+    between the digest and that tag (each move a rollout of every Deployment); the image by that
+    tag. The same manifest: a rollout needs another reference, not another image."""
+    published = installed.published
+    archive = images.ensure_operator().archive
+    digest = registry.push_image(_node_registry(installed.cluster), f"oci-archive:{archive}", NEXT_TAG)
+    assert digest == published.digest, f"{NEXT_TAG} is {digest}, the published image {published.digest}"
+    return f"{published.repository}:{NEXT_TAG}"
 
 
 def bursts_through_rollouts(
     installed: Installed,
     namespace: str,
-    rolls: list[tuple[str, Callable[[], object]]],
+    rolls: Sequence[tuple[str, Callable[[], object]]],
     burst: int = ROLLOUT_BURST,
 ) -> list[float]:
-    """For each ``(tag, roll)``: a burst of ``burst`` template pods, ``roll()`` after the first 100,
+    """For each ``(image, roll)``: a burst of ``burst`` template pods, ``roll()`` after the first 100,
     and the rest created while the Deployments roll (all at once if they are done first). Then
     every pod so far must end with exactly one claim. Returns each rollout's seconds."""
     api = installed.api
     absent_template(api, namespace)
     everyone: list[str] = []
     seconds = []
-    for round_, (tag, roll) in enumerate(rolls):
+    for round_, (image, roll) in enumerate(rolls):
         names = [f"r{round_}-{i}" for i in range(burst)]
         placeholder_pods(api, namespace, names[:ROLL_AFTER])
         started = time.monotonic()
         roll()
         done_at = None
         for index, name in enumerate(names[ROLL_AFTER:]):
-            if done_at is None and index % 25 == 0 and rolled_out(api, tag):
+            if done_at is None and index % 25 == 0 and rolled_out(api, image):
                 done_at = time.monotonic()
             placeholder_pods(api, namespace, [name])
-        wait_for(
-            functools.partial(rolled_out, api, tag), 300, f"every Deployment to roll out the {tag} image"
-        )
+        wait_for(functools.partial(rolled_out, api, image), 300, f"every Deployment to roll out {image}")
         seconds.append(round((done_at or time.monotonic()) - started, 1))
         everyone += names
         wait_for(

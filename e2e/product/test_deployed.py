@@ -2,9 +2,11 @@
 here, every operator a Pod on the real node under its own ServiceAccount, in a namespace that
 enforces the restricted Pod Security profile. No operator of this cluster runs on the host.
 
-The install is ``e2e/deployed/``: the shipped manifests, the image tag of the local build, and
-the Exec action's command mounted from a ConfigMap (what a user adds for their own action).
-Measurements (time to Ready, each operator's memory) go to ``test-artifacts/deployed.json``.
+The install is ``e2e/deployed/``: the shipped manifests, the Exec action's command mounted from a
+ConfigMap (what a user adds for their own action), and the image the fixture pushed to the node's
+registry, pinned by digest (``support.registry_overlay``); the kubelet pulls it, as it pulls the
+chart's in the helm rollouts at the end. Measurements (time to Ready, each operator's memory) go
+to ``test-artifacts/deployed.json``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -23,7 +24,7 @@ import pytest
 import yaml
 
 from demo.player import Player
-from devcluster import build, images, launcher, realnode
+from devcluster import images, launcher, realnode
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
 from e2e import harness
@@ -101,11 +102,14 @@ def test_every_operator_is_available_under_its_own_service_account(installed: In
     }
     pods = _operator_pods(api)
     assert sorted(pods) == sorted(OPERATOR_NAMES)
+    published = installed.published
+    # Pulled, not imported: the node's containerd has the operator image under the registry's name only.
+    assert support.operator_images(installed.cluster) == {published.image: published.digest}
     for name, pod in pods.items():
         assert pod["spec"]["serviceAccountName"] == f"dra-operators-{name}"
         assert pod["spec"]["nodeName"] == realnode.NODE_NAME
         container = pod["spec"]["containers"][0]
-        assert container["image"] == images.OPERATOR_IMAGE
+        assert container["image"] == published.image
         expected = shipped[f"dra-operators-{name}"]["spec"]["template"]["spec"]["containers"][0]
         for probe in ("livenessProbe", "readinessProbe"):
             # The API server adds the defaults (scheme HTTP, thresholds); what was shipped stays.
@@ -169,8 +173,8 @@ def _run_as_metrics_reader(
                     "containers": [
                         {
                             "name": "scrape",
-                            "image": images.OPERATOR_IMAGE,
-                            "imagePullPolicy": "Never",
+                            "image": installed.published.image,
+                            "imagePullPolicy": "IfNotPresent",
                             "command": ["python3", "-c", script, *args],
                         }
                     ],
@@ -935,8 +939,8 @@ def test_https_webhook_action_reaches_a_server_pod_through_its_service(
                 "containers": [
                     {
                         "name": "server",
-                        "image": images.OPERATOR_IMAGE,
-                        "imagePullPolicy": "Never",
+                        "image": installed.published.image,
+                        "imagePullPolicy": "IfNotPresent",
                         "command": ["python3", "-c", WEBHOOK_SERVER],
                         "ports": [{"containerPort": 8443}],
                         "readinessProbe": {"tcpSocket": {"port": 8443}, "periodSeconds": 1},
@@ -1040,24 +1044,26 @@ def test_no_operator_restarts_and_memory_stays_under_the_limits(installed: Insta
 
 
 NEXT_OVERLAY = REPO_ROOT / "e2e" / "deployed-next"
-CHART = REPO_ROOT / "charts" / "dra-operators"
 
 
 def test_three_rollouts_in_the_middle_of_template_bursts_lose_and_duplicate_nothing(
     installed: Installed, deployed_namespace: str
 ) -> None:
-    """``kubectl apply -k`` of another image tag over the running install, three times, each in
-    the middle of 500 template pods: every Deployment rolls its pod (the Lease passes from the old
-    pod to the new), and every pod ends with exactly one claim."""
-    support.tag_next(installed)
+    """``kubectl apply -k`` of the image by another reference over the running install (the tag
+    ``next``, then the digest again), three times, each in the middle of 500 template pods: every
+    Deployment rolls its pod (the Lease passes from the old pod to the new), and every pod ends
+    with exactly one claim."""
+    by_tag = support.tag_next(installed)
+    by_digest = installed.published.image
 
     def apply(overlay: Path) -> Callable[[], object]:
         return lambda: installed.kubectl("apply", "-k", str(overlay), timeout=180)
 
+    to_next = apply(support.registry_overlay(installed.cluster, NEXT_OVERLAY, by_digest=False))
     rolls = [
-        ("next", apply(NEXT_OVERLAY)),
-        (images.OPERATOR_TAG, apply(OVERLAY)),
-        ("next", apply(NEXT_OVERLAY)),
+        (by_tag, to_next),
+        (by_digest, apply(support.registry_overlay(installed.cluster, OVERLAY))),
+        (by_tag, to_next),
     ]
     installed.measurements["kubectl_rollout_seconds"] = support.bursts_through_rollouts(
         installed, deployed_namespace, rolls
@@ -1090,7 +1096,9 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
     halfway through 200 template pods: the standby holds the Lease within 20 s, and every pod
     ends with exactly one claim."""
     api, namespace = installed.api, deployed_namespace
-    installed.kubectl("apply", "-k", str(HA_OVERLAY), timeout=180)
+    installed.kubectl(
+        "apply", "-k", str(support.registry_overlay(installed.cluster, HA_OVERLAY)), timeout=180
+    )
     wait_for(lambda: _all_have_two_replicas(api), 300, "two available replicas of every operator")
     leader = wait_for(lambda: _holder(api, "resourceclaim"), 60, "a resourceclaim leader")
     assert leader is not None
@@ -1183,7 +1191,8 @@ def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
         "--wait=true",
         timeout=120,
     )
-    installed.kubectl("delete", "-k", str(OVERLAY), "--wait=true", timeout=300)
+    pinned = support.registry_overlay(installed.cluster, OVERLAY)
+    installed.kubectl("delete", "-k", str(pinned), "--wait=true", timeout=300)
     installed.kubectl(
         "delete",
         "clusterrole,clusterrolebinding",
@@ -1210,27 +1219,23 @@ def test_uninstall_leaves_no_project_object(installed: Installed) -> None:
 def test_three_helm_upgrades_in_the_middle_of_template_bursts_lose_and_duplicate_nothing(
     installed: Installed, deployed_namespace: str
 ) -> None:
-    """After the uninstall above, the chart on the same cluster, as users install it; then
-    ``helm upgrade`` to another image tag three times, each in the middle of 500 template pods:
-    every pod ends with exactly one claim."""
-    api = installed.api
-    helm = str(build.build_helm().directory / "helm")
+    """After the uninstall above, the chart from the node's registry on the same cluster, as users
+    install it; then ``helm upgrade`` to the image by another reference (the tag ``next``, then the
+    digest again) three times, each in the middle of 500 template pods: every pod ends with exactly
+    one claim."""
+    api, cluster = installed.api, installed.cluster
+    by_tag = support.tag_next(installed)
+    by_digest = installed.published.image
     wait_for(
         lambda: api.get_or_none(f"/api/v1/namespaces/{NAMESPACE}") is None, 120, "the old namespace gone"
     )
     installed.kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "namespace" / "namespace.yaml"))
-
-    def helm_run(verb: str, tag: str) -> Callable[[], object]:
-        command = [helm, verb, "dra-operators", str(CHART), "--namespace", NAMESPACE]
-        command += ["--kubeconfig", installed.cluster.kubeconfig, "--set", f"image.tag={tag}", "--wait=false"]
-        return lambda: subprocess.run(command, check=True, capture_output=True, text=True, timeout=180)
-
-    helm_run("install", images.OPERATOR_TAG)()
+    support.helm_chart(cluster, "install")
     wait_for(lambda: not _available(api), 300, "every operator Deployment to become Available")
     rolls = [
-        ("next", helm_run("upgrade", "next")),
-        (images.OPERATOR_TAG, helm_run("upgrade", images.OPERATOR_TAG)),
-        ("next", helm_run("upgrade", "next")),
+        (by_tag, lambda: support.helm_chart(cluster, "upgrade", tag=support.NEXT_TAG)),
+        (by_digest, lambda: support.helm_chart(cluster, "upgrade")),
+        (by_tag, lambda: support.helm_chart(cluster, "upgrade", tag=support.NEXT_TAG)),
     ]
     installed.measurements["helm_rollout_seconds"] = support.bursts_through_rollouts(
         installed, deployed_namespace, rolls

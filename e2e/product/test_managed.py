@@ -2,21 +2,21 @@
 as managed clusters do: the profile's operators work, and the in-tree controllers handle
 templates and evictions undisturbed, on the real node.
 
-It is installed with ``helm install`` (the deployed tier uses ``kubectl apply -k``): the chart's
-managed profile renders exactly ``manifests/overlays/managed`` (``e2e/product/test_chart.py``), so this
-is the one real install of both.
+It is installed with ``helm install oci://...`` from the node's registry, the image from there too
+pinned by digest (the deployed tier uses ``kubectl apply -k``): the chart's managed profile
+renders exactly ``manifests/overlays/managed`` (``e2e/product/test_chart.py``), so this is the one
+real install of both.
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from demo.player import Player
-from devcluster import build, images, realnode
+from devcluster import realnode
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import Kube, wait_for
 from e2e import harness
@@ -24,7 +24,6 @@ from e2e.poolstatus.support import BUILTIN, PROJECT, request_body, wait_done
 from e2e.product import support
 from e2e.product.support import (
     DEPLOYMENTS,
-    NAMESPACE,
     RESOURCE,
     Installed,
     allocated_device,
@@ -44,7 +43,6 @@ from e2e.taintselector.support import SELECTORS, UID_LABEL
 # keep the in-tree controllers on; each test that needs an API asks for it (needs_served).
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.versions, pytest.mark.timeout(600)]
 
-CHART = REPO_ROOT / "charts" / "dra-operators"
 PROFILE = ("poolstatus", "bindingattacher", "taintselector")
 RULES = f"{RESOURCE}/devicetaintrules"
 KCM = "kube-controller-manager"
@@ -52,34 +50,16 @@ KCM = "kube-controller-manager"
 
 @pytest.fixture(scope="module")
 def installed(managed_cluster: harness.Cluster) -> Iterator[Installed]:
-    helm = str(build.build_helm().directory / "helm")
     # The README's steps: the namespace with the restricted profile first, then the chart.
     managed_cluster.kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "namespace" / "namespace.yaml"))
 
     def apply() -> object:
-        return subprocess.run(
-            [
-                helm,
-                "install",
-                "dra-operators",
-                str(CHART),
-                "--namespace",
-                NAMESPACE,
-                "--kubeconfig",
-                managed_cluster.kubeconfig,
-                "--set",
-                "profile=managed",
-                "--set",
-                f"image.tag={images.OPERATOR_TAG}",
-                # The binding-conditions story's driver, granted by the chart as a user lists theirs.
-                "--set",
-                f"operators.bindingattacher.drivers={{{support.DEMO_DRIVER}}}",
-                "--wait=false",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=180,
+        return support.helm_chart(
+            managed_cluster,
+            "install",
+            "profile=managed",
+            # The binding-conditions story's driver, granted by the chart as a user lists theirs.
+            f"operators.bindingattacher.drivers={{{support.DEMO_DRIVER}}}",
         )
 
     with install(managed_cluster, apply, PROFILE, "managed.json") as here:
@@ -110,6 +90,7 @@ def test_only_the_operators_safe_beside_the_in_tree_controllers_run(installed: I
     assert sorted(pods) == sorted(PROFILE)
     for name, pod in pods.items():
         assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+        assert pod["spec"]["containers"][0]["image"] == installed.published.image, name
         assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True", name
     assert "--builtin-api=off" in pods["poolstatus"]["spec"]["containers"][0]["args"]
     crds = installed.kubectl("get", "crd", "-o", "name").stdout.split()

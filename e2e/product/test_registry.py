@@ -26,7 +26,7 @@ from devcluster import build, images, registry, release
 from devcluster.constants import REPO_ROOT
 from devcluster.kube import wait_for
 from e2e import harness
-from e2e.product.support import NAMESPACE, OPERATOR_PODS, Installed, install, operator_pods
+from e2e.product.support import NAMESPACE, OPERATOR_PODS, Installed, install, operator_images, operator_pods
 from operators import OPERATOR_NAMES
 
 pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
@@ -50,7 +50,7 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def published(hub: registry.Registry, released: list[Path]) -> release.Published:
     """What ``make release-artifacts`` does with a devcluster running: build, then push."""
     image, bom, chart = released
-    return release.publish(hub, image, bom, chart)
+    return release.publish(hub, image, chart, bom)
 
 
 def _ctr(cluster: harness.Cluster, *args: str) -> str:
@@ -69,26 +69,6 @@ def _ctr(cluster: harness.Cluster, *args: str) -> str:
         text=True,
         timeout=120,
     ).stdout
-
-
-def _repository(name: str) -> str:
-    """An image name without its tag or digest."""
-    name = name.split("@", 1)[0]
-    head, _, last = name.rpartition("/")
-    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
-
-
-def _operator_images(cluster: harness.Cluster) -> dict[str, str]:
-    """The node's containerd images of the operator's repository, under any name."""
-    state = cluster.state
-    assert state is not None
-    assert state.node_bin_dir is not None
-    present = images.image_digests(Path(state.node_bin_dir) / "ctr", str(state.node_layout.containerd_socket))
-    return {
-        name: digest
-        for name, digest in present.items()
-        if _repository(name).endswith(f"/{images.OPERATOR_REPOSITORY}")
-    }
 
 
 def _pulled_from_the_registry(
@@ -113,7 +93,7 @@ def _pulled_from_the_registry(
     ]
     assert any(m.startswith(f'Successfully pulled image "{published.image}"') for m in pulls), pulls
     installed.measurements["pulled"] = sorted(set(pulls))
-    assert _operator_images(installed.cluster) == {published.image: published.digest}
+    assert operator_images(installed.cluster) == {published.image: published.digest}
     platforms = hub.platforms(images.OPERATOR_REPOSITORY, published.digest)
     content = _content(installed.cluster)
     assert platforms["linux/amd64"] in content
@@ -128,7 +108,7 @@ def _content(cluster: harness.Cluster) -> set[str]:
 
 @contextlib.contextmanager
 def _installed(cluster: harness.Cluster, apply: Callable[[], object], artifact: str) -> Iterator[Installed]:
-    assert _operator_images(cluster) == {}, "the node has an operator image before the install"
+    assert operator_images(cluster) == {}, "the node has an operator image before the install"
     with install(cluster, apply, OPERATOR_NAMES, artifact) as here:
         yield here
 
@@ -136,7 +116,7 @@ def _installed(cluster: harness.Cluster, apply: Callable[[], object], artifact: 
 def _gone(installed: Installed) -> None:
     """No operator pod left and no operator image in containerd, so the next install pulls."""
     wait_for(lambda: not installed.api.list(OPERATOR_PODS), 120, "the operator pods gone")
-    for name in _operator_images(installed.cluster):
+    for name in operator_images(installed.cluster):
         _ctr(installed.cluster, "images", "rm", "--sync", name)
 
 

@@ -1,7 +1,8 @@
 """The product on the clusters users run: each supported Kubernetes version with upstream's default
 settings (make test-e2e-versions, make test-matrix), installed as a self-managed cluster's
-administrator installs it (``kubectl apply -k``, the in-tree DRA controllers off). The managed
-profile on the same version is test_managed.py, which the version pass runs too.
+administrator installs it (``kubectl apply -k``, the image from the node's registry pinned by
+digest, the in-tree DRA controllers off). The managed profile on the same version is
+test_managed.py, which the version pass runs too.
 
 What each version serves is the support matrix (e2e/product/matrix.py, the table of docs/install.md); the
 first test holds the cluster to it, and the others assert what works where it is served and what
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from demo.player import Player
-from devcluster import images, launcher, realnode
+from devcluster import launcher, realnode
 from devcluster.constants import REPO_ROOT, minor_of
 from devcluster.kube import wait_for
 from e2e import harness
@@ -173,14 +174,16 @@ def test_a_demo_story_this_version_serves(installed: Installed, demo_player: Pla
 def test_an_upgrade_in_the_middle_of_a_template_burst_loses_and_duplicates_nothing(
     installed: Installed, namespace: str
 ) -> None:
-    """``kubectl apply -k`` of another image tag while template pods arrive, and back: every
-    Deployment rolls, and every pod ends with exactly one claim."""
-    support.tag_next(installed)
+    """``kubectl apply -k`` of the image by another reference (the tag ``next``) while template
+    pods arrive, and back to the digest: every Deployment rolls, and every pod ends with exactly
+    one claim."""
+    by_tag = support.tag_next(installed)
 
-    def apply(overlay: Path) -> Callable[[], object]:
-        return lambda: installed.kubectl("apply", "-k", str(overlay), timeout=180)
+    def apply(overlay: Path, by_digest: bool) -> Callable[[], object]:
+        kustomization = support.registry_overlay(installed.cluster, overlay, by_digest)
+        return lambda: installed.kubectl("apply", "-k", str(kustomization), timeout=180)
 
-    rolls = [("next", apply(NEXT_OVERLAY)), (images.OPERATOR_TAG, apply(OVERLAY))]
+    rolls = [(by_tag, apply(NEXT_OVERLAY, False)), (installed.published.image, apply(OVERLAY, True))]
     installed.measurements["upgrade_seconds"] = support.bursts_through_rollouts(
         installed, namespace, rolls, burst=UPGRADE_BURST
     )
