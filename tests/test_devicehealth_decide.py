@@ -74,9 +74,11 @@ def run(
     claims: dict[tuple[str, str], Any] | None = None,
     pods: Sequence[Any] = (),
     served: bool = True,
-    taken: frozenset[str] = frozenset(),
+    rule_controllers: dict[str, str | None] | None = None,
 ) -> Decision:
-    view = View(slices=slices, pods=pods, claims=claims or {}, rules=rules, taken=taken)
+    view = View(
+        slices=slices, pods=pods, claims=claims or {}, rules=rules, rule_controllers=rule_controllers or {}
+    )
     return decide(target, outcome, view, tracks or {}, at(now), RULES_API if served else None)
 
 
@@ -182,8 +184,10 @@ def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:
 
 
 def test_a_taken_rule_name_holds_its_device_in_conflict_without_using_a_place() -> None:
-    taken = frozenset({taintrules.owned_rule_name("gpu-health", FOUR[0])})
-    decision = run(policy(max_unavailable=1), slices=all_unhealthy_since(0, count=2), now=61, taken=taken)
+    taken: dict[str, str | None] = {taintrules.owned_rule_name("gpu-health", FOUR[0]): None}
+    decision = run(
+        policy(max_unavailable=1), slices=all_unhealthy_since(0, count=2), now=61, rule_controllers=taken
+    )
     creates = [w for w in writes(decision.plan) if isinstance(w, Create)]
     # gpu-0's name is someone else's: gpu-1 takes the one place instead of waiting behind it.
     assert [c.body["spec"]["deviceSelector"]["device"] for c in creates] == ["gpu-1"]
@@ -202,7 +206,7 @@ def test_a_taken_rule_name_holds_its_device_in_conflict_without_using_a_place() 
         rules=[rule(FOUR[1])],
         now=62,
         tracks=dict(decision.tracks),
-        taken=taken,
+        rule_controllers=taken,
     )
     assert writes(again.plan) == []
     assert EVENT_RULE_CONFLICT not in [e.reason for e in events(again.plan)]

@@ -9,7 +9,7 @@ What is kept, and why no more:
 * pods: only those that report ``allocatedResourcesStatus`` for a claim (the kubelet signal);
   the controller drops pods without claims before parsing them (:mod:`operators.dra.pods`);
 * ResourceClaims: only allocated ones (a report names a claim; the dry run counts their pods);
-* DeviceTaintRules: only those a DeviceHealthPolicy controls, and the names of all others (a
+* DeviceTaintRules: only those a DeviceHealthPolicy controls, and every name with its controller (a
   rule of someone else's that holds the name a policy's rule would take blocks that rule).
 
 Every change of a slice, pod, claim or class concerns every policy: a policy's scope and signals
@@ -58,8 +58,8 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         super().__init__(self.policies, HealthPolicy)
         self.pods: dict[tuple[str, str], Pod] = {}
         self.claims: dict[tuple[str, str], AllocatedClaim] = {}
-        self.foreign_rules: set[str] = set()
-        """The names of the DeviceTaintRules no DeviceHealthPolicy controls."""
+        self.rule_controllers: dict[str, str | None] = {}
+        """Every DeviceTaintRule's name -> the UID of the policy controlling it (None: no policy)."""
         self.rules: dict[str, DeviceTaintRule] = {}
 
     # --- Events; each returns the names of the policies to reconcile (policies and slices: the base's) -
@@ -92,21 +92,18 @@ class ClusterCache(ScopeCache[HealthPolicy]):
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
         previous = self.rules.pop(name, None)
-        was_foreign = name in self.foreign_rules
+        was_foreign = self.rule_controllers.get(name, "") is None
         owner = _owning_policy(body)
+        self.rule_controllers[name] = owner
         if owner is not None:
             self.rules[name] = parse(DeviceTaintRule, body)
-            self.foreign_rules.discard(name)
-        else:
-            self.foreign_rules.add(name)
         if (owner is None) != was_foreign:
             return self.every_owner()
         return self._owned_by({owner} | _owners(previous))
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
-        if name in self.foreign_rules:
-            self.foreign_rules.discard(name)
+        if name in self.rule_controllers and self.rule_controllers.pop(name) is None:
             return self.every_owner()
         return self._owned_by(_owners(self.rules.pop(name, None)))
 
@@ -114,13 +111,6 @@ class ClusterCache(ScopeCache[HealthPolicy]):
 
     def rules_of(self, uid: str) -> list[DeviceTaintRule]:
         return [rule for rule in self.rules.values() if rule.metadata.controlled_by(uid)]
-
-    def names_taken_from(self, uid: str) -> frozenset[str]:
-        """The rule names the policy ``uid`` cannot create: held by a rule it does not control
-        (someone's own, or one of a deleted namesake policy that the garbage collector has not
-        removed yet)."""
-        others = (name for name, rule in self.rules.items() if not rule.metadata.controlled_by(uid))
-        return frozenset(self.foreign_rules).union(others)
 
     def _owned_by(self, uids: set[str | None]) -> list[str]:
         return sorted(name for name, policy in self.policies.items() if policy.metadata.uid in uids)

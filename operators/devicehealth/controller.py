@@ -122,7 +122,7 @@ class DeviceHealthController(ScopeController[ClusterCache]):
             pods=list(cache.pods.values()),
             claims=dict(cache.claims),
             rules=cache.rules_of(policy.metadata.uid),
-            taken=cache.names_taken_from(policy.metadata.uid),
+            rule_controllers=cache.rule_controllers,
         )
         uid = policy.metadata.uid
         decision = decide(policy, outcome, view, self.tracks.get(uid, {}), self.now(), self.rules_api)

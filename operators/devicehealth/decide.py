@@ -96,8 +96,10 @@ class View:
     claims: Mapping[tuple[str, str], AllocatedClaim] = field(default_factory=dict)
     rules: Sequence[DeviceTaintRule] = ()
     """The rules the policy controls."""
-    taken: frozenset[str] = frozenset()
-    """The names of rules the policy does not control (cache.names_taken_from)."""
+    rule_controllers: Mapping[str, str | None] = field(default_factory=dict)
+    """Every rule's name -> the UID of the policy controlling it (None: no policy); a name held
+    for another UID is one this policy cannot create (a user's rule, or one of a deleted namesake
+    policy that the garbage collector has not removed yet)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ def _act(
             deadlines.append(end)
     kept = [device for device in owned if device not in cleared]
 
+    uid = policy.metadata.uid
     candidates: list[tuple[datetime, DeviceId]] = []
     conflicted: list[DeviceId] = []
     for device, state in new_tracks.items():
@@ -180,7 +183,7 @@ def _act(
         ready_at = held_from(state.since) + timedelta(seconds=spec.after)
         if now < ready_at:
             deadlines.append(ready_at)
-        elif owned_rule_name(policy.metadata.name, device) in view.taken:
+        elif view.rule_controllers.get(owned_rule_name(policy.metadata.name, device), uid) != uid:
             # Creating it would meet the other rule (409) and taint nothing: the device waits,
             # without a place under maxUnavailable, until that rule goes (its event requeues us).
             conflicted.append(device)
