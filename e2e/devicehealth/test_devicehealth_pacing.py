@@ -23,7 +23,7 @@ from devcluster import realnode
 from devcluster.kube import Kube, wait_for
 from e2e.devicehealth.support import POLICIES, POLICY_UID_LABEL, RULES, SCRIPT, SIGNAL
 from e2e.devicetaint.world import PENDING_MESSAGE as PENDING
-from e2e.product.support import RESOURCE, eviction_condition, pod_body
+from e2e.product.support import RESOURCE, allocated_device, eviction_condition, pod_body
 from e2e.resourceclaim.support import claim_body
 from e2e.support import Tracker
 from operators.dra.taintrules import EVICTIONS_PER_MINUTE
@@ -47,12 +47,6 @@ def shared_claim_pod(name: str, claim: str) -> dict[str, Any]:
     body["metadata"]["labels"] = {"claim": claim}
     body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
     return body
-
-
-def allocated(api: Kube, namespace: str, claim: str) -> str | None:
-    found = api.get_or_none(f"{RESOURCE}/namespaces/{namespace}/resourceclaims/{claim}") or {}
-    results = ((found.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
-    return str(results[0]["device"]) if results else None
 
 
 def running(api: Kube, namespace: str) -> set[str]:
@@ -80,11 +74,11 @@ def test_a_policys_rules_share_one_bucket_and_read_upstreams_message_while_pods_
         api.create(pods_path, shared_claim_pod(pod, claim))
     everyone = {*claim_of, BYSTANDER}
     wait_for(lambda: running(api, namespace) >= everyone, 240, "every pod to run on the real node")
-    device_of_claim = {claim: allocated(api, namespace, claim) for claim in (*SICK, BYSTANDER)}
+    device_of_claim = {claim: allocated_device(api, namespace, claim) for claim in (*SICK, BYSTANDER)}
     assert len(set(device_of_claim.values())) == 3, device_of_claim
     sick_devices = {device_of_claim[c]: c for c in SICK}
     for device in sick_devices:
-        realnode.set_device_health(healthy_node, str(device), "Unhealthy", SIGNAL)
+        realnode.set_device_health(healthy_node, device, "Unhealthy", SIGNAL)
 
     name = unique_name("paced")
     uid = objects.create(
