@@ -100,8 +100,9 @@ def test_a_record_without_our_finalizer_or_never_stored_is_only_deleted() -> Non
 def test_a_claim_status_write_is_one_apply_whose_every_refusal_is_classified() -> None:
     the_claim = claim([result("f0")])
     entries = [{"driver": FABRIC, "pool": "pool-a", "device": "f0", "conditions": []}]
-    (apply,) = status_plan(the_claim, entries).steps
+    (apply,) = status_plan(the_claim, FABRIC, entries).steps
     assert isinstance(apply, Apply)
+    assert apply.manager == f"dra-operators.io/binding-attacher/{FABRIC}", "one field manager per driver"
     meta = the_claim.metadata
     assert (
         apply.path

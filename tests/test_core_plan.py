@@ -313,6 +313,15 @@ async def test_a_create_names_the_field_manager_only_when_asked() -> None:
     ]
 
 
+async def test_an_apply_is_sent_as_its_own_field_manager_where_it_names_one() -> None:
+    fake = writer()
+    await run(Plan((Apply("/a", {"k": 1}), Apply("/b", {"k": 2}, manager="driver-x"))), fake)
+    assert fake.client.calls == [
+        ("APPLY", "/a", {"manager": "dra-operators-test", "body": {"k": 1}}),
+        ("APPLY", "/b", {"manager": "driver-x", "body": {"k": 2}}),
+    ]
+
+
 async def test_a_replace_is_a_put_naming_the_field_manager_and_tolerates_404() -> None:
     fake = writer({"/gone": ApiError(404, "NotFound", "")})
     assert await run(Plan((Replace("/gone", {}), Replace("/kept", {"k": 1}))), fake) == Done()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra import cli, commands, completion, maintain
 from operators.kubectl_dra import taintmodel as model
@@ -22,7 +23,6 @@ from operators.kubectl_dra.errors import EXIT_USAGE, PluginError, UsageError
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
     Consumer,
-    DeviceRef,
     DryRun,
     PodRow,
     Preview,
@@ -259,7 +259,7 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_changes_elsewhere()
 
 
 def _preview() -> Preview:
-    devices = [DeviceRef(DRV, "p", f"gpu-{i}") for i in range(3)]
+    devices = [DeviceId(DRV, "p", f"gpu-{i}") for i in range(3)]
     claims = [
         ClaimRow("a", "c1", (devices[0],), 0.0, (Consumer("p1", "u1"),)),
         ClaimRow("b", "c2", (devices[0],), None, (Consumer("p2", "u2"),)),

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra.errors import UsageError
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
     Consumer,
-    DeviceRef,
     Preview,
     affected_claims,
     affected_pods,
@@ -90,8 +90,8 @@ def test_published_devices_come_from_the_newest_generation() -> None:
         _slice("foreign", "node-1", 5, ["gpu-0"], driver="other.example.com"),
     ]
     assert published_devices(slices, DeviceTaintSelector(driver=DRV, pool="node-1")) == [
-        DeviceRef(DRV, "node-1", "gpu-0"),
-        DeviceRef(DRV, "node-1", "gpu-1"),
+        DeviceId(DRV, "node-1", "gpu-0"),
+        DeviceId(DRV, "node-1", "gpu-1"),
     ]
     assert len(published_devices(slices, DeviceTaintSelector())) == 4
     assert published_devices(slices, DeviceTaintSelector(device="gpu-9")) == []
@@ -137,7 +137,7 @@ def test_eviction_honours_tolerations() -> None:
         ("wrong-key", 0.0),
     ]
     assert rows[1].consumers == (Consumer("p-none", "pod-none"),)
-    assert rows[1].devices == (DeviceRef(DRV, "node-1", "gpu-0"),)
+    assert rows[1].devices == (DeviceId(DRV, "node-1", "gpu-0"),)
     no_schedule = TAINT.model_copy(update={"effect": "NoSchedule"})
     assert {
         r.eviction for r in affected_claims(claims, DeviceTaintSelector(driver=DRV), no_schedule, NOW)
@@ -152,7 +152,7 @@ def _pod(name: str, uid: str, node: str | None = "node-1") -> dict[str, Any]:
 
 
 def _row(name: str, eviction: float | None, *consumers: Consumer) -> ClaimRow:
-    return ClaimRow("ns1", name, (DeviceRef(DRV, "node-1", "gpu-0"),), eviction, consumers)
+    return ClaimRow("ns1", name, (DeviceId(DRV, "node-1", "gpu-0"),), eviction, consumers)
 
 
 def test_pods_are_matched_by_uid_and_must_be_scheduled() -> None:
@@ -182,7 +182,7 @@ def _preview(effect: str, eviction: float | None) -> Preview:
         DeviceTaintSelector(driver=DRV),
         TAINT.model_copy(update={"effect": effect}),
         dry_run,
-        [DeviceRef(DRV, "node-1", "gpu-0"), DeviceRef(DRV, "node-1", "gpu-1")],
+        [DeviceId(DRV, "node-1", "gpu-0"), DeviceId(DRV, "node-1", "gpu-1")],
         [claim],
         affected_pods([claim], {("ns1", "p1"): _pod("p1", "u1")}),
     )

@@ -353,13 +353,14 @@ def apply_body(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> di
     }
 
 
-def status_plan(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> Plan:
-    """Apply one driver's entries on the claim's status (with that driver's field manager, which
-    the writer carries). Every refusal is the caller's to classify (:func:`classify_write_error`),
-    a claim that is gone (404) included."""
+def status_plan(claim: ResourceClaim, driver: str, entries: Sequence[Mapping[str, Any]]) -> Plan:
+    """Apply one driver's entries on the claim's status, as that driver's field manager. Every
+    refusal is the caller's to classify (:func:`classify_write_error`), a claim that is gone (404)
+    included."""
     meta = claim.metadata
     path = RESOURCE_CLAIMS.path(meta.name, namespace=meta.namespace, subresource="status")
-    return Plan((Apply(path, apply_body(claim, entries), tolerate=frozenset()),))
+    body = apply_body(claim, entries)
+    return Plan((Apply(path, body, tolerate=frozenset(), manager=field_manager(driver)),))
 
 
 def merged_devices(

@@ -62,7 +62,6 @@ from pydantic import ValidationError
 from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.discovery import ServedResource
-from operators.core.events import EventRecorder
 from operators.core.models import parse_or_skip
 from operators.core.plan import Apply, Create, Delete, Plan, Writer, execute
 from operators.core.reconcile import Requeue, Result
@@ -74,7 +73,7 @@ from operators.dra.pools import published_device
 
 from . import ledger, metrics
 from .cache import ClaimCache, project_claim, put_record
-from .devicestatus import WriteError, classify_write_error, field_manager, status_plan
+from .devicestatus import WriteError, classify_write_error, status_plan
 from .identity import DeviceKey, taint_rule_name
 from .ledger import LedgerIndex
 from .models import (
@@ -106,23 +105,6 @@ def write_kind(entries: Sequence[Mapping[str, Any]], failure_types: frozenset[st
     return "ready" if true else "progress"
 
 
-@dataclass(frozen=True)
-class DriverWriter:
-    """The writer of one driver's claim status entries: the runtime's client and Events, with the
-    driver's own field manager (``devicestatus.field_manager``)."""
-
-    writer: Writer
-    field_manager: str
-
-    @property
-    def client(self) -> KubeClient:
-        return self.writer.client
-
-    @property
-    def events(self) -> EventRecorder:
-        return self.writer.events
-
-
 async def _carry_out(plan: Plan, writer: Writer) -> tuple[Result, Any]:
     """The plan's Result and the last reply of a write answered 2xx (None if there was none)."""
     replies: list[Any] = []
@@ -144,9 +126,7 @@ class StatusWriter:
     ) -> ResourceClaim:
         started = time.monotonic()
         try:
-            _, written = await _carry_out(
-                status_plan(claim, entries), DriverWriter(self.writer, field_manager(driver))
-            )
+            _, written = await _carry_out(status_plan(claim, driver, entries), self.writer)
         except ApiError as err:
             problem = classify_write_error(err.status, err.message)
             metrics.claim_status_writes.labels(driver=driver, kind=kind, result=problem.value).inc()

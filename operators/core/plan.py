@@ -103,6 +103,10 @@ class Apply(_Answers):
     path: str
     body: Mapping[str, Any]
     tolerate: frozenset[int] = _tolerate(404)
+    manager: str = field(default="", kw_only=True)
+    """The field manager to apply as, where it is not the writer's: a field manager owns exactly
+    the fields it applied, so a writer that keeps several sets of fields apart (one per driver in
+    a claim's ``status.devices``) names one manager for each."""
 
 
 def status_apply(resource: ApiResource, kind: str, name: str, uid: str, status: Mapping[str, Any]) -> Apply:
@@ -317,7 +321,8 @@ async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:
     # An applied, patched or deleted object comes back in the reply, which only a caller that asked
     # for it reads: parsing, say, a pod for nothing costs CPU on every eviction and status write.
     if isinstance(write, Apply):
-        return await client.apply(write.path, write.body, writer.field_manager, want_reply=want_reply)
+        manager = write.manager or writer.field_manager
+        return await client.apply(write.path, write.body, manager, want_reply=want_reply)
     if isinstance(write, Patch):
         return await client.request(
             "PATCH", write.path, body=write.body, content_type=write.content_type, want_reply=want_reply

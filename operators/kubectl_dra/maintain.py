@@ -21,6 +21,7 @@ from operators.core.conditions import find
 from operators.core.discovery import ServedResource
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
+from operators.dra.pools import DeviceId
 from operators.dra.taintrules import EVICTION_IN_PROGRESS, PLURAL, VERSIONS
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
@@ -36,7 +37,6 @@ from .errors import NoAnswer, PluginError, PodsRemain
 from .preview import PreviewQuery, consumer_pods, preview
 from .previewmodel import (
     ClaimRow,
-    DeviceRef,
     DryRun,
     Preview,
     affected_claims,
@@ -87,7 +87,7 @@ def _current(obj: dict[str, Any], condition: dict[str, Any] | None) -> bool:
 
 async def _selection_dry_run(
     session: Session, target: model.Target, timeout: float
-) -> tuple[frozenset[DeviceRef], DryRun]:
+) -> tuple[frozenset[DeviceId], DryRun]:
     """The devices the taintselector operator selects for ``target``, and its dry run over them
     (each pod counted once), from a temporary selector with effect None."""
     # Without rules no selector can taint anything: that is the first thing to fix.
@@ -138,7 +138,7 @@ async def _selection_dry_run(
         str(report.get("message", "")),
     )
     devices = frozenset(
-        DeviceRef(s["driver"], s["pool"], s["device"])
+        DeviceId(s["driver"], s["pool"], s["device"])
         for r in owned
         if (s := r["spec"].get("deviceSelector") or {}).get("device")
     )

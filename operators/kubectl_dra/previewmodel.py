@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from operators.dra.claims import AllocationResult, ResourceClaim, ResultWithTolerations
-from operators.dra.pools import visible_devices
+from operators.dra.pools import DeviceId, visible_devices
 from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
@@ -91,14 +91,7 @@ def parse_dry_run(message: str) -> DryRun | None:
     return DryRun(published, allocated, pods, namespaces, found.group(0))
 
 
-@dataclass(frozen=True, order=True)
-class DeviceRef:
-    driver: str
-    pool: str
-    device: str
-
-
-Selection = DeviceTaintSelector | frozenset[DeviceRef]
+Selection = DeviceTaintSelector | frozenset[DeviceId]
 """What a taint selects: a rule's driver/pool/device, or the exact devices a DeviceTaintSelector's
 class or CEL expressions chose (as the taintselector operator expanded them)."""
 
@@ -106,14 +99,14 @@ class or CEL expressions chose (as the taintselector operator expanded them)."""
 def selection_matches(selection: Selection, driver: str, pool: str, device: str) -> bool:
     if isinstance(selection, DeviceTaintSelector):
         return selector_matches(selection, driver, pool, device)
-    return DeviceRef(driver, pool, device) in selection
+    return DeviceId(driver, pool, device) in selection
 
 
-def published_devices(slices: Iterable[Mapping[str, Any]], selection: Selection) -> list[DeviceRef]:
+def published_devices(slices: Iterable[Mapping[str, Any]], selection: Selection) -> list[DeviceId]:
     """Matching devices of the newest generation of every pool, as the operator counts them."""
     parsed = [ResourceSlice[SliceDevice].model_validate(s) for s in slices]
     return sorted(
-        DeviceRef(driver, pool, device)
+        DeviceId(driver, pool, device)
         for ((driver, pool), device) in visible_devices(parsed)
         if selection_matches(selection, driver, pool, device)
     )
@@ -129,7 +122,7 @@ class Consumer:
 class ClaimRow:
     namespace: str
     name: str
-    devices: tuple[DeviceRef, ...]
+    devices: tuple[DeviceId, ...]
     eviction: float | None
     """Seconds after the taint until the claim's consumers are evicted; None: never."""
     consumers: tuple[Consumer, ...]
@@ -165,7 +158,7 @@ def affected_claims(
             ClaimRow(
                 claim.namespace,
                 claim.name,
-                tuple(DeviceRef(r.driver, r.pool, r.device) for r in matching),
+                tuple(DeviceId(r.driver, r.pool, r.device) for r in matching),
                 _earliest(_seconds(r.tolerations, taint, now) for r in matching),
                 consumers,
             )
@@ -216,7 +209,7 @@ class Preview:
     selector: DeviceTaintSelector
     taint: DeviceTaint
     dry_run: DryRun
-    devices: Sequence[DeviceRef]
+    devices: Sequence[DeviceId]
     claims: Sequence[ClaimRow]
     pods: Sequence[PodRow]
     source: str = DEVICETAINT_DRY_RUN
