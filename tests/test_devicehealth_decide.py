@@ -17,6 +17,7 @@ from devicehealth_builders import (
     policy,
     resource_slice,
     rule,
+    stamp,
 )
 
 from operators.core.conditions import FALSE, TRUE, find
@@ -378,3 +379,28 @@ def test_an_idle_policy_says_so() -> None:
     active = condition(decision.plan, ACTIVE)
     assert (active["status"], active["reason"]) == (FALSE, REASON_IDLE)
     assert decision.plan.result == Done()
+
+
+def test_conditions_change_at_the_pass_s_own_time_not_the_clock_s() -> None:
+    # decide is pure: given the same input it plans the same status, wherever the clock is.
+    acting = run(policy(), slices=all_unhealthy_since(0, count=0), now=100)
+    assert {c["lastTransitionTime"] for c in status(acting.plan)["conditions"]} == {stamp(at(100))}
+    failing = run(policy(), served=False, now=200)
+    assert condition(failing.plan, READY)["lastTransitionTime"] == stamp(at(200))
+
+
+def test_conflict_events_come_in_device_order_whatever_order_the_slices_were_listed_in() -> None:
+    pools = [
+        resource_slice(pool, device("gpu-0", unhealthy_since=at(0)))
+        for pool in ("node-1", "node-2", "node-3")
+    ]
+    devices = [gpu(pool, "gpu-0") for pool in ("node-1", "node-2", "node-3")]
+    taken: dict[str, str | None] = {taintrules.owned_rule_name("gpu-health", d): None for d in devices}
+    scope = Selection(devices=tuple(devices))
+    planned = [
+        run(policy(max_unavailable=1), slices=order, now=61, outcome=scope, rule_controllers=taken).plan
+        for order in (pools, pools[::-1])
+    ]
+    assert planned[0] == planned[1]
+    conflicts = [e.message for e in events(planned[0]) if e.reason == EVENT_RULE_CONFLICT]
+    assert [m.split()[1] for m in conflicts] == [str(d) for d in devices]

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from operators.core.conditions import FALSE, reported
+from operators.core.conditions import FALSE, format_time, reported
 from operators.core.discovery import ServedResource
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
@@ -122,15 +122,15 @@ def decide(
 ) -> Decision:
     spec = check_spec(policy.spec)
     if isinstance(spec, Invalid):
-        return _cannot_act(policy, tracks, spec.reason, spec.message)
+        return _cannot_act(policy, tracks, spec.reason, spec.message, now)
     if isinstance(outcome, Invalid):
-        return _cannot_act(policy, tracks, outcome.reason, outcome.message)
+        return _cannot_act(policy, tracks, outcome.reason, outcome.message, now)
     problem = check_scope_size(spec, len(outcome.devices))
     if problem is not None:
-        return _cannot_act(policy, tracks, problem.reason, problem.message)
+        return _cannot_act(policy, tracks, problem.reason, problem.message, now)
     if rules_api is None:
         return _cannot_act(
-            policy, tracks, REASON_DEVICE_TAINT_RULE_UNAVAILABLE, f"{DEVICE_TAINT_RULES_UNSERVED}."
+            policy, tracks, REASON_DEVICE_TAINT_RULE_UNAVAILABLE, f"{DEVICE_TAINT_RULES_UNSERVED}.", now
         )
     return _act(policy, spec, outcome.devices, view, tracks, now, rules_api)
 
@@ -177,7 +177,9 @@ def _act(
     uid = policy.metadata.uid
     candidates: list[tuple[datetime, DeviceId]] = []
     conflicted: list[DeviceId] = []
-    for device, state in new_tracks.items():
+    # In device order, so that the plan (its conflict Events among others) never depends on the
+    # order in which the slices were listed.
+    for device, state in sorted(new_tracks.items()):
         if state.since is None or device in owned:
             continue
         ready_at = held_from(state.since) + timedelta(seconds=spec.after)
@@ -275,6 +277,7 @@ def _act(
         dry_run=spec.dry_run,
         limit=str(spec.max_unavailable),
         pods=pods,
+        now=format_time(now),
     )
     if needs_write(policy.status, status):
         steps.append(status_apply(POLICIES, KIND, policy.metadata.name, policy.metadata.uid, status))
@@ -349,12 +352,12 @@ def _result(deadlines: Sequence[datetime], now: datetime) -> Result:
 
 
 def _cannot_act(
-    policy: HealthPolicy, tracks: Mapping[DeviceId, Track], reason: str, message: str
+    policy: HealthPolicy, tracks: Mapping[DeviceId, Track], reason: str, message: str, now: datetime
 ) -> Decision:
     steps: list[Step] = []
     if _newly_failing(policy, reason):
         steps.append(RecordEvent(_policy_ref(policy), WARNING, EVENT_INVALID, message))
-    status = policy_status(policy, problem=(reason, message), counts=None)
+    status = policy_status(policy, problem=(reason, message), counts=None, now=format_time(now))
     if needs_write(policy.status, status):
         steps.append(status_apply(POLICIES, KIND, policy.metadata.name, policy.metadata.uid, status))
     return Decision(Plan(tuple(steps)), tracks, None)
