@@ -182,6 +182,12 @@ class Cluster:
         controllers.update(dict.fromkeys(self.rules, POLICY_UID))
         return View(slices=slices, rules=rules, rule_controllers=controllers)
 
+    def flip(self, devices: frozenset[DeviceId], now: datetime) -> None:
+        """Turn healthy devices unhealthy (their slice taint added now) and unhealthy ones healthy."""
+        for dev in devices:
+            if self.unhealthy_since.pop(dev, None) is None:
+                self.unhealthy_since[dev] = now.replace(microsecond=0)
+
     def tainted(self) -> set[DeviceId]:
         return {r.device for r in self.rules.values() if r.device is not None}
 
@@ -236,9 +242,7 @@ def test_every_pass_keeps_the_guard_and_the_signal_rules(world: World) -> None:
     pool_sizes = {pool: sum(1 for d in world.scope if d.pool == pool) for pool in world.pools}
     for step in world.steps:
         now += timedelta(seconds=step.seconds)
-        for dev in step.toggled:
-            if cluster.unhealthy_since.pop(dev, None) is None:
-                cluster.unhealthy_since[dev] = now.replace(microsecond=0)
+        cluster.flip(step.toggled, now)
         before = cluster.tainted()
         decision = _pass(cluster, tracks, now)
         tracks = dict(decision.tracks)
@@ -319,9 +323,7 @@ def test_the_plan_does_not_depend_on_listing_order(world: World, seed: int) -> N
     now = at(0)
     for step in world.steps:
         now += timedelta(seconds=step.seconds)
-        for dev in step.toggled:
-            if cluster.unhealthy_since.pop(dev, None) is None:
-                cluster.unhealthy_since[dev] = now.replace(microsecond=0)
+        cluster.flip(step.toggled, now)
         decision = _pass(cluster, tracks, now)
         shuffled = _pass(cluster, tracks, now, shuffle=random)
         assert shuffled.plan == decision.plan
