@@ -179,10 +179,12 @@ test-matrix: node-bin tools-bin ## the version pass and upstream's DRA suite (CI
 test-conformance: k8s-bin node-bin ## upstream's DRA e2e suite with our operators and with the in-tree controllers, both passes; the table in test-artifacts/conformance/ (K8S_VERSION=, PROFILE=)
 	timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full --procs $(CONFORMANCE_PROCS) --write-baseline $(VERSION_FLAGS)
 	$(if $(filter-out lab,$(PROFILE)),,timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection full-workload-claims --procs $(CONFORMANCE_PROCS) --write-baseline)
+	$(if $(filter-out lab,$(PROFILE)),,timeout $(LIMIT_CONFORMANCE) $(PY) -m e2e.conformance --selection two-nodes --procs $(CONFORMANCE_PROCS) --write-baseline)
 
 .PHONY: test-conformance-ci
-test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstream's DRA e2e suite with our operators, against the kept in-tree baseline
+test-conformance-ci: k8s-bin node-bin ## the controller-focused subset of upstream's DRA e2e suite with our operators, against the kept in-tree baseline; then the specs that need a second node
 	timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection ci --procs $(CONFORMANCE_PROCS) $(VERSION_FLAGS)
+	$(if $(filter-out lab,$(PROFILE))$(K8S_VERSION),,timeout $(LIMIT_CONFORMANCE_CI) $(PY) -m e2e.conformance --modes ours --selection two-nodes --procs $(CONFORMANCE_PROCS))
 
 .PHONY: test
 test: ## everything CI runs: lint, the docs site, types, unit tests, distributions, binaries, e2e tests, upstream's DRA suite (subset)

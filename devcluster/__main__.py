@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         "fake: fake nodes only, pods never start",
     )
     up.add_argument(
+        "--second-node",
+        action="store_true",
+        help="with --node real: a second real node (kubelet and containerd, no test driver), for "
+        "upstream's specs that need two ready nodes",
+    )
+    up.add_argument(
         "--services",
         action="store_true",
         help="pods reach the API server and Services (the API server on the node IP, kube-proxy): "
@@ -210,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                 k8s_version=args.k8s_version,
                 profile=args.profile,
                 real_node=args.node == "real",
+                second_node=args.second_node,
                 services=args.services,
                 binding_timeout=args.binding_timeout,
                 kcm_controllers=args.kcm_controllers,

@@ -42,6 +42,7 @@ def ensure_devcluster(
     extra_images: tuple[Path, ...] = (),
     host_cdi: bool = False,
     import_operator: bool = True,
+    second_node: bool = False,
     timeout: float = launcher.UpOptions.timeout,
     verbosity: int = launcher.UpOptions.verbosity,
     die_with_parent: bool = False,
@@ -57,7 +58,8 @@ def ensure_devcluster(
     other pods off it; ``services``: its pods reach the API server and Services; ``extra_images``
     are imported into its containerd; ``host_cdi``: it reads CDI specs from /var/run/cdi too, as
     upstream's DRA e2e suite needs; without ``import_operator`` its containerd has no operator
-    image until it pulls one from the node's registry). ``fake_nodes`` are created once, when
+    image until it pulls one from the node's registry; ``second_node``: a second real node, a
+    kubelet and containerd with the same images and no driver). ``fake_nodes`` are created once, when
     the cluster starts. ``build_log`` receives the build's progress and ``say`` the node's and
     the launcher's, so a caller can silence the build alone.
     """
@@ -75,6 +77,7 @@ def ensure_devcluster(
             extra_images=extra_images,
             host_cdi=host_cdi,
             import_operator=import_operator,
+            second_node=second_node,
         )
         if real_node
         else None

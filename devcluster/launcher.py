@@ -46,6 +46,7 @@ from .constants import (
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 NODE_COMPONENTS = ("docker-registry", "containerd", "kubelet", "dra-test-driver", "kube-proxy")
+SECOND_NODE_COMPONENTS = tuple(f"{name}{realnode.SECOND_NODE_SUFFIX}" for name in ("containerd", "kubelet"))
 CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
 ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
 PORT_RETRIES = 3
@@ -93,6 +94,8 @@ class ClusterState:
     profile: str = DEFAULT_PROFILE
     # The real node's registry (host:port), which its containerd trusts; None without a real node.
     registry: str | None = None
+    # The second real node's name, or None (absent from older state files: none).
+    second_node: str | None = None
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -106,6 +109,11 @@ class ClusterState:
     @property
     def node_layout(self) -> realnode.NodeLayout:
         return realnode.NodeLayout.of(Path(self.dir))
+
+    @property
+    def node_layouts(self) -> dict[str, realnode.NodeLayout]:
+        """Each real node's layout by the name of its containerd component."""
+        return _node_layouts(Path(self.dir), self.node is not None, self.second_node is not None)
 
     @property
     def node_registry(self) -> registries.Registry | None:
@@ -307,12 +315,20 @@ class Launcher:
     # -- processes ------------------------------------------------------------------------
 
     def _spawn(
-        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
+        self,
+        name: str,
+        args: list[str],
+        port: int,
+        binary_dir: Path | None = None,
+        loopback: bool = True,
+        program: str | None = None,
     ) -> None:
+        """Start component ``name``, the binary of that name unless ``program`` names another (the
+        second node's ``kubelet-2`` is a kubelet)."""
         args = args + [a for a in self.o.extra_args.get(name, [])]
         if loopback:
             check_loopback(name, args, self.allowed_hosts)
-        binary = str((binary_dir or self.o.binary_dir) / name)
+        binary = str((binary_dir or self.o.binary_dir) / (program or name))
         log_path = self.dir / "logs" / f"{name}.log"
         self._log(f"start {name}: {' '.join(args)}")
         proc = _start_process(binary, args, log_path, self.dir, self.o.die_with_parent, binary_dir)
@@ -342,9 +358,11 @@ class Launcher:
         )
 
     def stop_started(self) -> None:
-        node = realnode.NodeLayout.of(self.dir) if self.o.node else None
+        nodes = _node_layouts(
+            self.dir, self.o.node is not None, bool(self.o.node and self.o.node.second_node)
+        )
         shim = str(self.o.node.shim) if self.o.node else None
-        _stop_components({n: self.components[n] for n in self.procs}, node, shim, self.procs)
+        _stop_components({n: self.components[n] for n in self.procs}, nodes, shim, self.procs)
         self.procs.clear()
 
     # -- the sequence ---------------------------------------------------------------------
@@ -505,6 +523,7 @@ class Launcher:
             owner_pid=os.getpid(),
             components=self.components,
             node=realnode.NODE_NAME if self.o.node else None,
+            second_node=realnode.SECOND_NODE_NAME if self.o.node and self.o.node.second_node else None,
             node_bin_dir=str(self.o.node.bin_dir) if self.o.node else None,
             registry=hub.address if hub else None,
             workload_claims=self.o.workload_claims,
@@ -634,24 +653,32 @@ def _terminate(
             time.sleep(0.1)
 
 
+def _node_layouts(directory: Path, node: bool, second_node: bool) -> dict[str, realnode.NodeLayout]:
+    layouts = {"containerd": realnode.NodeLayout.of(directory)} if node else {}
+    if second_node:
+        layouts[SECOND_NODE_COMPONENTS[0]] = realnode.NodeLayout.second(directory)
+    return layouts
+
+
 def _stop_components(
     components: dict[str, ComponentState],
-    node: realnode.NodeLayout | None,
+    nodes: dict[str, realnode.NodeLayout],
     shim: str | None,
     procs: dict[str, subprocess.Popen[bytes]] | None = None,
 ) -> None:
-    """Started last, stopped first: the node's processes before the control plane, and the
-    containers' processes before containerd, which would leave them running. Then whatever the
-    node left on the machine (mounts, the bridge, cgroups) goes."""
+    """Started last, stopped first: the nodes' processes before the control plane, and the
+    containers' processes before their containerd, which would leave them running. Then whatever
+    each node left on the machine (mounts, the bridge, cgroups) goes. ``nodes``: each real node's
+    layout by the name of its containerd component."""
     for name in reversed(list(components)):
         comp = components[name]
-        if name == "containerd" and node is not None:
-            realnode.stop_containers(node)
+        if name in nodes:
+            realnode.stop_containers(nodes[name])
         proc = (procs or {}).get(name)
         if proc is not None or _runs(comp.pid, comp.binary) or comp.pid in _children:
             _terminate(comp.pid, comp.binary, proc)
-    if node is not None:
-        realnode.teardown_host(node, shim, print)
+    for layout in nodes.values():
+        realnode.teardown_host(layout, shim, print)
     proxy = components.get("kube-proxy")
     if proxy is not None:
         realnode.cleanup_proxy_rules(Path(proxy.binary))
@@ -665,7 +692,7 @@ def down(directory: Path) -> bool:
             return False
         any_running = any(_runs(c.pid, c.binary) for c in state.components.values())
         shim = f"{state.node_bin_dir}/{realnode.SHIM}" if state.node else None
-        _stop_components(state.components, state.node_layout if state.node else None, shim)
+        _stop_components(state.components, state.node_layouts, shim)
         for entry in (
             "state.json",
             "pki",
@@ -675,6 +702,7 @@ def down(directory: Path) -> bool:
             "kubeconfig",
             "scheduler.yaml",
             "node",
+            realnode.SECOND_NODE_DIR,
         ):
             path = directory / entry
             if path.is_dir() and not path.is_symlink():
@@ -693,6 +721,10 @@ def component_health(state: ClusterState) -> dict[str, dict[str, Any]]:
         if alive:
             if name in NODE_COMPONENTS:
                 ready = realnode.component_ready(state.node_layout, name, comp.port)
+            elif name in SECOND_NODE_COMPONENTS:
+                layout = realnode.NodeLayout.second(Path(state.dir))
+                program = name.removesuffix(realnode.SECOND_NODE_SUFFIX)
+                ready = realnode.component_ready(layout, program, comp.port)
             elif name == "etcd":
                 ready = _http_ok(f"http://{LOOPBACK}:{comp.port}/health", None)[0]
             elif name == "kube-apiserver":

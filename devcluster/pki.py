@@ -36,6 +36,8 @@ CLIENTS = {
     "controller-manager": ("system:kube-controller-manager", None),
     # The real node's kubelet, authorized by the API server's Node authorizer.
     "node": ("system:node:devcluster-node", "system:nodes"),
+    # The second node's kubelet (realnode.SECOND_NODE_NAME), when the cluster has one.
+    "node-2": ("system:node:devcluster-node-2", "system:nodes"),
     # kube-proxy on the real node (the bootstrap binding system:node-proxier names this user).
     "proxy": ("system:kube-proxy", None),
 }

@@ -46,6 +46,13 @@ from . import registry
 from .constants import DEFAULT_PROFILE, LOOPBACK, feature_gates
 
 NODE_NAME = "devcluster-node"
+# The second node (``second_node``): a kubelet and containerd of their own, with neither the test
+# driver nor the registry. It exists for upstream's specs that need two ready nodes and whose driver
+# publishes from the control plane (its kubelet plugin off).
+SECOND_NODE_NAME = "devcluster-node-2"
+SECOND_NODE_DIR = "second-node"
+# Its components, named apart from the first node's: each runs the binary without the suffix.
+SECOND_NODE_SUFFIX = "-2"
 DRIVER_NAME = "gpu.dra-operators.test"
 DRIVER_DEVICES = 4
 REAL_NODE_LABEL = "dra-operators.test/real-node"
@@ -96,8 +103,19 @@ class NodeLayout:
 
     @classmethod
     def of(cls, state_dir: Path) -> NodeLayout:
-        key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
-        return cls(state_dir, key)
+        return cls(state_dir, _key(str(state_dir.resolve())))
+
+    @classmethod
+    def second(cls, state_dir: Path) -> NodeLayout:
+        """The second node of the devcluster in ``state_dir``: its disk under ``second-node/``, and a
+        key of its own whose subnet and bridge differ from the first node's."""
+        first = cls.of(state_dir)
+        seed = str(state_dir.resolve())
+        while True:
+            seed += SECOND_NODE_SUFFIX
+            layout = cls(state_dir / SECOND_NODE_DIR, _key(seed))
+            if layout.subnet_prefix != first.subnet_prefix and layout.bridge != first.bridge:
+                return layout
 
     @property
     def disk(self) -> Path:
@@ -195,6 +213,10 @@ class NodeLayout:
             for hierarchy in sorted(CGROUP_ROOT.iterdir())
             if (hierarchy / self.cgroup_parent).is_dir()
         ]
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def _unescape(field: str) -> str:
@@ -632,6 +654,8 @@ class NodeOptions:
     # containerd also reads CDI specs from HOST_CDI_DIR, where upstream's DRA e2e suite writes
     # them; teardown removes what the node's pods added there.
     host_cdi: bool = False
+    # A second real node (SECOND_NODE_NAME), untainted unless ``taint``, with the same images.
+    second_node: bool = False
 
     @property
     def shim(self) -> Path:
@@ -646,7 +670,13 @@ class _Spawner(Protocol):
     o: Any
 
     def _spawn(
-        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
+        self,
+        name: str,
+        args: list[str],
+        port: int,
+        binary_dir: Path | None = None,
+        loopback: bool = True,
+        program: str | None = None,
     ) -> None: ...
 
     def _wait(
@@ -676,9 +706,13 @@ def prepare_host(state_dir: Path, options: NodeOptions, proxy_binary: Path | Non
     if problems:
         raise NodeError("the real node cannot start here: " + "; ".join(problems) + " (NODE=fake avoids it)")
     teardown_host(layout, str(options.shim), lambda _: None)  # what a killed run left
+    second = NodeLayout.second(state_dir)
+    teardown_host(second, str(options.shim), lambda _: None)
     if options.services and proxy_binary is not None:
         cleanup_proxy_rules(proxy_binary)
     setup_host(layout)
+    if options.second_node:
+        setup_host(second)
     return layout
 
 
@@ -723,66 +757,20 @@ def start(
     deadline: float,
 ) -> registry.Registry:
     """The registry, containerd, the images, the kubelet and the test driver, each waited for;
-    the registry as its clients reach it."""
-    from . import images
-    from .launcher import _cert_user, free_port, write_kubeconfig
-
+    the registry as its clients reach it. With ``second_node``, the second node's containerd and
+    kubelet after the first's."""
     layout = NodeLayout.of(launcher.dir)
     hub = _start_registry(launcher, layout, keys, deadline)
-    config = layout.disk / "containerd.toml"
     if options.host_cdi:
         remember_host_cdi(layout)
-    config.write_text(containerd_config(layout, options.pause_image, options.host_cdi))
-    launcher._spawn(
-        "containerd", [f"--config={config}", "--log-level=warn"], 0, options.bin_dir, loopback=False
-    )
-    launcher._wait(
-        "containerd",
-        lambda: _containerd_ready(options, layout),
-        30,
-        deadline,
-        str(layout.containerd_socket),
-    )
-    images.import_images(
-        options.bin_dir / "ctr", str(layout.containerd_socket), options.images, launcher._log
-    )
-
-    kubeconfig = launcher.dir / "kubeconfigs" / "node.kubeconfig"
-    write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, "node"))
-    port, healthz = free_port(), free_port()
-    kubelet_yaml = layout.disk / "kubelet.yaml"
-    taints = [REAL_NODE_TAINT] if options.taint else []
-    kubelet_yaml.write_text(
-        yaml.safe_dump(
-            kubelet_config(
-                layout,
-                keys.path("ca.crt"),
-                port,
-                healthz,
-                taints,
-                launcher.o.workload_claims,
-                launcher.o.profile,
-            ),
-            sort_keys=False,
+    _start_containerd(launcher, options, layout, "", deadline)
+    _start_kubelet(launcher, options, layout, keys, server, admin_ctx, deadline, NODE_NAME, "")
+    if options.second_node:
+        second = NodeLayout.second(launcher.dir)
+        _start_containerd(launcher, options, second, SECOND_NODE_SUFFIX, deadline)
+        _start_kubelet(
+            launcher, options, second, keys, server, admin_ctx, deadline, SECOND_NODE_NAME, SECOND_NODE_SUFFIX
         )
-    )
-    launcher._spawn(
-        "kubelet",
-        [
-            f"--config={kubelet_yaml}",
-            f"--kubeconfig={kubeconfig}",
-            f"--root-dir={layout.kubelet_root}",
-            f"--cert-dir={layout.disk / 'kubelet-pki'}",
-            f"--hostname-override={NODE_NAME}",
-            f"--node-ip={layout.node_ip}",
-            f"--node-labels={REAL_NODE_LABEL}=true",
-            f"--v={launcher.o.verbosity}",
-        ],
-        healthz,
-        loopback=False,
-    )
-    node_url = f"{server}/api/v1/nodes/{NODE_NAME}"
-    launcher._wait("kubelet", lambda: _node_ready(node_url, admin_ctx), 120, deadline, node_url)
     # A new cluster's devices start Healthy, whatever a test left from the last one.
     layout.device_health.unlink(missing_ok=True)
     launcher._spawn(
@@ -804,6 +792,87 @@ def start(
     if options.services:
         _start_proxy(launcher, keys, server, deadline)
     return hub
+
+
+def _start_containerd(
+    launcher: _Spawner, options: NodeOptions, layout: NodeLayout, suffix: str, deadline: float
+) -> None:
+    """containerd of one node, with every image imported; ``suffix`` names the second node's."""
+    from . import images
+
+    name = f"containerd{suffix}"
+    config = layout.disk / "containerd.toml"
+    # Only the first node's containerd reads /var/run/cdi: upstream's suite runs its kubelet plugin there.
+    host_cdi = options.host_cdi and not suffix
+    config.write_text(containerd_config(layout, options.pause_image, host_cdi))
+    launcher._spawn(
+        name,
+        [f"--config={config}", "--log-level=warn"],
+        0,
+        options.bin_dir,
+        loopback=False,
+        program="containerd",
+    )
+    launcher._wait(
+        name, lambda: _containerd_ready(options, layout), 30, deadline, str(layout.containerd_socket)
+    )
+    images.import_images(
+        options.bin_dir / "ctr", str(layout.containerd_socket), options.images, launcher._log
+    )
+
+
+def _start_kubelet(
+    launcher: _Spawner,
+    options: NodeOptions,
+    layout: NodeLayout,
+    keys: Any,
+    server: str,
+    admin_ctx: ssl.SSLContext,
+    deadline: float,
+    node_name: str,
+    suffix: str,
+) -> None:
+    """One node's kubelet, as ``system:node:<node_name>``, waited for until its Node is Ready."""
+    from .launcher import _cert_user, free_port, write_kubeconfig
+
+    kubeconfig = launcher.dir / "kubeconfigs" / f"node{suffix}.kubeconfig"
+    write_kubeconfig(kubeconfig, server, keys.read("ca.crt"), _cert_user(keys, f"node{suffix}"))
+    port, healthz = free_port(), free_port()
+    kubelet_yaml = layout.disk / "kubelet.yaml"
+    taints = [REAL_NODE_TAINT] if options.taint else []
+    kubelet_yaml.write_text(
+        yaml.safe_dump(
+            kubelet_config(
+                layout,
+                keys.path("ca.crt"),
+                port,
+                healthz,
+                taints,
+                launcher.o.workload_claims,
+                launcher.o.profile,
+            ),
+            sort_keys=False,
+        )
+    )
+    name = f"kubelet{suffix}"
+    launcher._spawn(
+        name,
+        [
+            f"--config={kubelet_yaml}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={layout.kubelet_root}",
+            f"--cert-dir={layout.disk / 'kubelet-pki'}",
+            f"--hostname-override={node_name}",
+            f"--node-ip={layout.node_ip}",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            f"--v={launcher.o.verbosity}",
+        ],
+        healthz,
+        loopback=False,
+        program="kubelet",
+    )
+    node_url = f"{server}/api/v1/nodes/{node_name}"
+    launcher._wait(name, lambda: _node_ready(node_url, admin_ctx), 120, deadline, node_url)
 
 
 def _start_registry(launcher: _Spawner, layout: NodeLayout, keys: Any, deadline: float) -> registry.Registry:
@@ -888,6 +957,8 @@ def _has_items(url: str, ctx: ssl.SSLContext) -> tuple[bool, str]:
 
 
 def component_ready(layout: NodeLayout, name: str, port: int) -> bool:
+    """Whether component ``name`` of the node of ``layout`` serves (a second node's name without
+    its suffix)."""
     if name in ("kubelet", "kube-proxy"):
         try:
             with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/healthz", timeout=5) as resp:
@@ -909,6 +980,7 @@ def prepare(
     extra_images: Sequence[Path] = (),
     host_cdi: bool = False,
     import_operator: bool = True,
+    second_node: bool = False,
 ) -> NodeOptions:
     """Everything the node runs, installed or built (or reused from the cache); ``extra_images``
     are imported as well. Without ``import_operator`` the operator image is not imported: the
@@ -920,5 +992,11 @@ def prepare(
     operator = (images.operator_image(say),) if import_operator else ()
     archives = (images.pause_image(say), images.base_image(say), *operator, *extra_images)
     return NodeOptions(
-        containerd.directory, archives, images.PAUSE_IMAGE, taint=taint, services=services, host_cdi=host_cdi
+        containerd.directory,
+        archives,
+        images.PAUSE_IMAGE,
+        taint=taint,
+        services=services,
+        host_cdi=host_cdi,
+        second_node=second_node,
     )

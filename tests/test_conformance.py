@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from e2e.conformance import build, results, run
-from e2e.conformance.selection import CI, FULL, FULL_WORKLOAD_CLAIMS, reason_not_run
+from e2e.conformance.selection import CI, FULL, FULL_WORKLOAD_CLAIMS, TWO_NODES, reason_not_run
 
 DRA = "[sig-node] [DRA]"
 KUBELET = f"{DRA} kubelet [Feature:DynamicResourceAllocation]"
@@ -101,6 +101,30 @@ def test_the_ci_subset_is_the_controllers_specs() -> None:
     assert all(re.search(CI.focus, spec) for spec in chosen)
     assert not any(re.search(CI.focus, spec) for spec in left)
     assert CI.baseline_name == "full"
+
+
+def test_the_two_nodes_selection_is_the_control_plane_specs_that_need_a_second_node() -> None:
+    chosen = [
+        POOLS,
+        f"{DRA} control plane [FeatureGate:DRAResourcePoolStatus] should populate status for all"
+        " matching pools",
+        f"{DRA} control plane with node-local resources uses all resources",
+        f"{DRA} control plane with different ResourceSlices keeps pod pending because of CEL runtime errors",
+    ]
+    left = [
+        # One node serves these; a second would take the driver's kubelet plugin.
+        f"{DRA} control plane [FeatureGate:DRAResourcePoolStatus] should reflect allocated devices after pod"
+        " is scheduled",
+        f"{KUBELET} on multiple nodes with node-local resources uses all resources",
+        DEALLOCATE,
+    ]
+    assert all(re.search(TWO_NODES.focus, spec) for spec in chosen)
+    assert not any(re.search(TWO_NODES.focus, spec) for spec in left)
+    assert TWO_NODES.second_node
+    # A second node would change which node each of the other selections' specs picks.
+    assert not FULL.second_node
+    assert not CI.second_node
+    assert run.baseline_path("v1.37.2", "lab", TWO_NODES).name == "baseline-v1.37.2-two-nodes.json"
 
 
 def test_passes_merge_to_the_result_where_a_spec_ran() -> None:

@@ -25,6 +25,21 @@ def test_layout_is_derived_from_the_state_directory() -> None:
     assert one.run != two.run
 
 
+@pytest.mark.parametrize(
+    "state", ["/tmp/a/cluster", "/tmp/b/.cluster", "/work/x/.conformance/ours-two-nodes"]
+)
+def test_the_second_node_shares_nothing_on_the_machine_with_the_first(state: str) -> None:
+    first = realnode.NodeLayout.of(Path(state))
+    second = realnode.NodeLayout.second(Path(state))
+    assert second == realnode.NodeLayout.second(Path(state)), "a stop finds what a start made"
+    assert second.disk == Path(state) / realnode.SECOND_NODE_DIR / "node"
+    assert not second.disk.is_relative_to(first.disk)
+    for name in ("bridge", "cgroup_parent", "run", "kubelet_root", "containerd_socket", "subnet", "node_ip"):
+        assert getattr(first, name) != getattr(second, name), name
+    assert not ipaddress.ip_network(first.subnet).overlaps(ipaddress.ip_network(second.subnet))
+    assert len(str(second.kubelet_root)) == len(str(first.kubelet_root))
+
+
 def test_socket_paths_stay_short_under_a_deep_state_directory() -> None:
     deep = Path("/" + "/".join(["a-rather-long-directory-name"] * 8)) / ".cluster"
     layout = realnode.NodeLayout.of(deep)

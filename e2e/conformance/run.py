@@ -86,6 +86,7 @@ def start_cluster(mode: str, options: Options, images: tuple[Path, ...]) -> Devc
         directory,
         upstream_dra=mode == "upstream",
         workload_claims=options.selection.workload_claims,
+        second_node=options.selection.second_node,
         k8s_version=options.k8s_version,
         profile=options.profile,
         real_node=True,

@@ -1,7 +1,8 @@
 """Which of upstream's DRA specs run here, and why the others do not.
 
-A selection is a ginkgo label filter plus regular expressions on the spec's text; the reasons
-for leaving specs out are data, printed by ``python -m e2e.conformance --list`` and in docs/development.md.
+A selection is a ginkgo label filter plus regular expressions on the spec's text (and, for
+``two-nodes``, a cluster with a second real node); the reasons for leaving specs out are data,
+listed in docs/conformance.md.
 Nothing here changes a spec: the suite runs unmodified, and a spec is either run or not.
 """
 
@@ -21,7 +22,8 @@ class Exclusion:
 
 
 # Specs that cannot run on this machine, each with its reason. Specs that need more nodes than
-# the devcluster has are not listed: the suite skips them itself ("2 ready nodes required").
+# a selection's cluster has are not listed: the suite skips them itself ("2 ready nodes required");
+# the two-nodes selection runs those that a second node without the driver's kubelet plugin serves.
 CANNOT_RUN: tuple[Exclusion, ...] = (
     Exclusion(
         r"supports extended resources together with ResourceClaim"
@@ -44,6 +46,8 @@ class Selection:
     focus: str
     description: str
     workload_claims: bool = False
+    # A second real node (devcluster's second_node): the suite finds two ready nodes.
+    second_node: bool = False
     # The selection whose in-tree results this one is compared with when only ours runs.
     baseline: str = ""
 
@@ -89,7 +93,22 @@ CI = Selection(
     description="the controller-focused subset that `make test` runs",
     baseline="full",
 )
-SELECTIONS = {selection.name: selection for selection in (FULL, FULL_WORKLOAD_CLAIMS, CI)}
+# The control-plane specs that need two ready nodes: their driver publishes a ResourceSlice per
+# node from the test binary (its kubelet plugin off), so the second node needs no plugin. The kubelet
+# variants ("on multiple nodes") do need one on each node, and upstream's suite mounts one kubelet
+# root directory for all nodes, which two kubelets on one machine cannot share; they stay skipped.
+TWO_NODES = Selection(
+    "two-nodes",
+    label_filter="DRA",
+    focus=(
+        r"\[DRA\] control plane (\[FeatureGate:DRAResourcePoolStatus\] should (clear NodeName|filter by pool"
+        r"|not reprocess|populate status for all|return empty pools|set NodeName|truncate results)"
+        r"|with (different ResourceSlices|node-local resources))"
+    ),
+    description="the control-plane specs that need two ready nodes, on a cluster with a second real node",
+    second_node=True,
+)
+SELECTIONS = {selection.name: selection for selection in (FULL, FULL_WORKLOAD_CLAIMS, CI, TWO_NODES)}
 
 
 def reason_not_run(spec: str) -> str | None:

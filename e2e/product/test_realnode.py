@@ -252,12 +252,19 @@ def _iptables() -> str:
     return "\n".join(line for line in out.splitlines() if not line.startswith(("#", ":")) or "CNI" in line)
 
 
+def running(api: Kube, pod: str) -> Callable[[], bool]:
+    return lambda: phase(api, "default", pod) == "Running"
+
+
 def test_cluster_down_leaves_nothing_behind(tmp_path: Path, node: realnode.NodeLayout) -> None:
-    """``make cluster-down`` of a cluster whose real node ran a pod: no process, mount, network
-    interface, cgroup or iptables rule of it remains."""
+    """``make cluster-down`` of a cluster whose two real nodes each ran a pod: no process, mount,
+    network interface, cgroup or iptables rule of either remains."""
     links_before, rules_before = _links(), _iptables()
     directory = tmp_path / "c"
-    layout = realnode.NodeLayout.of(directory)
+    layouts = {
+        realnode.NODE_NAME: realnode.NodeLayout.of(directory),
+        realnode.SECOND_NODE_NAME: realnode.NodeLayout.second(directory),
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -269,43 +276,48 @@ def test_cluster_down_leaves_nothing_behind(tmp_path: Path, node: realnode.NodeL
             check=False,
         )
 
-    up = cli("up")
+    up = cli("up", "--second-node")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         kubeconfig = str(directory / "kubeconfig")
         api = Kube(kubeconfig)
         try:
-            api.create(
-                "/api/v1/namespaces/default/pods",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": "sleeper"},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "main",
-                                "image": images.BASE_IMAGE,
-                                "imagePullPolicy": "Never",
-                                "command": ["sleep", "3600"],
-                            }
-                        ]
+            for index, node_name in enumerate(layouts):
+                api.create(
+                    "/api/v1/namespaces/default/pods",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"sleeper-{index}"},
+                        "spec": {
+                            "nodeName": node_name,
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": images.BASE_IMAGE,
+                                    "imagePullPolicy": "Never",
+                                    "command": ["sleep", "3600"],
+                                }
+                            ],
+                        },
                     },
-                },
-            )
-            wait_for(
-                lambda: phase(api, "default", "sleeper") == "Running",
-                120,
-                "a pod to run on the second real node",
-            )
+                )
+            for index, node_name in enumerate(layouts):
+                wait_for(
+                    running(api, f"sleeper-{index}"),
+                    120,
+                    f"a pod to run on {node_name} of another devcluster",
+                )
         finally:
             api.close()
-        assert realnode.veths_on(layout.bridge), "the running pod has no veth on the node's bridge"
-        assert layout.mounts(), "the running pod mounted nothing under the node's directories"
+        for node_name, layout in layouts.items():
+            assert realnode.veths_on(layout.bridge), f"the pod on {node_name} has no veth on its bridge"
+            assert layout.mounts(), f"the pod on {node_name} mounted nothing under the node's directories"
     finally:
         down = cli("down")
     assert down.returncode == 0, down.stdout + down.stderr
-    assert realnode.leftovers(layout) == []
-    assert _own_processes(layout) == []
+    for layout in layouts.values():
+        assert realnode.leftovers(layout) == []
+        assert _own_processes(layout) == []
     assert _links() - links_before == set()
     assert _iptables() == rules_before
