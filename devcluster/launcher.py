@@ -46,7 +46,7 @@ from .constants import (
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 NODE_COMPONENTS = ("docker-registry", "containerd", "kubelet", "dra-test-driver", "kube-proxy")
-SECOND_NODE_COMPONENTS = tuple(f"{name}{realnode.SECOND_NODE_SUFFIX}" for name in ("containerd", "kubelet"))
+SECOND_NODE_COMPONENTS = tuple(realnode.SECOND_NODE_PROGRAMS)
 CONTROL_PLANE_USERS = {"kube-scheduler": "scheduler", "kube-controller-manager": "controller-manager"}
 ADDRESS_FLAGS = ("bind-address", "advertise-address", "-urls")
 PORT_RETRIES = 3
@@ -315,20 +315,14 @@ class Launcher:
     # -- processes ------------------------------------------------------------------------
 
     def _spawn(
-        self,
-        name: str,
-        args: list[str],
-        port: int,
-        binary_dir: Path | None = None,
-        loopback: bool = True,
-        program: str | None = None,
+        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
     ) -> None:
-        """Start component ``name``, the binary of that name unless ``program`` names another (the
-        second node's ``kubelet-2`` is a kubelet)."""
+        """Start component ``name``, the binary of that name (the second node's ``kubelet-2``: a kubelet)."""
         args = args + [a for a in self.o.extra_args.get(name, [])]
         if loopback:
             check_loopback(name, args, self.allowed_hosts)
-        binary = str((binary_dir or self.o.binary_dir) / (program or name))
+        program = realnode.SECOND_NODE_PROGRAMS.get(name, name)
+        binary = str((binary_dir or self.o.binary_dir) / program)
         log_path = self.dir / "logs" / f"{name}.log"
         self._log(f"start {name}: {' '.join(args)}")
         proc = _start_process(binary, args, log_path, self.dir, self.o.die_with_parent, binary_dir)
@@ -723,8 +717,7 @@ def component_health(state: ClusterState) -> dict[str, dict[str, Any]]:
                 ready = realnode.component_ready(state.node_layout, name, comp.port)
             elif name in SECOND_NODE_COMPONENTS:
                 layout = realnode.NodeLayout.second(Path(state.dir))
-                program = name.removesuffix(realnode.SECOND_NODE_SUFFIX)
-                ready = realnode.component_ready(layout, program, comp.port)
+                ready = realnode.component_ready(layout, realnode.SECOND_NODE_PROGRAMS[name], comp.port)
             elif name == "etcd":
                 ready = _http_ok(f"http://{LOOPBACK}:{comp.port}/health", None)[0]
             elif name == "kube-apiserver":

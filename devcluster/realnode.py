@@ -53,6 +53,7 @@ SECOND_NODE_NAME = "devcluster-node-2"
 SECOND_NODE_DIR = "second-node"
 # Its components, named apart from the first node's: each runs the binary without the suffix.
 SECOND_NODE_SUFFIX = "-2"
+SECOND_NODE_PROGRAMS = {f"{program}{SECOND_NODE_SUFFIX}": program for program in ("containerd", "kubelet")}
 DRIVER_NAME = "gpu.dra-operators.test"
 DRIVER_DEVICES = 4
 REAL_NODE_LABEL = "dra-operators.test/real-node"
@@ -670,13 +671,7 @@ class _Spawner(Protocol):
     o: Any
 
     def _spawn(
-        self,
-        name: str,
-        args: list[str],
-        port: int,
-        binary_dir: Path | None = None,
-        loopback: bool = True,
-        program: str | None = None,
+        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
     ) -> None: ...
 
     def _wait(
@@ -811,7 +806,6 @@ def _start_containerd(
         0,
         options.bin_dir,
         loopback=False,
-        program="containerd",
     )
     launcher._wait(
         name, lambda: _containerd_ready(options, layout), 30, deadline, str(layout.containerd_socket)
@@ -869,7 +863,6 @@ def _start_kubelet(
         ],
         healthz,
         loopback=False,
-        program="kubelet",
     )
     node_url = f"{server}/api/v1/nodes/{node_name}"
     launcher._wait(name, lambda: _node_ready(node_url, admin_ctx), 120, deadline, node_url)

@@ -17,13 +17,7 @@ class LaunchRecorder(launcher.Launcher):
         self.spawned: dict[str, list[str]] = {}
 
     def _spawn(
-        self,
-        name: str,
-        args: list[str],
-        port: int,
-        binary_dir: Path | None = None,
-        loopback: bool = True,
-        program: str | None = None,
+        self, name: str, args: list[str], port: int, binary_dir: Path | None = None, loopback: bool = True
     ) -> None:
         self.spawned[name] = args
         self.components[name] = launcher.ComponentState(0, name, port, "", args)

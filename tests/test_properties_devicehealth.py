@@ -29,16 +29,7 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any
 
-from devicehealth_builders import (
-    GPU,
-    POLICY_UID,
-    RULES_API,
-    at,
-    device,
-    policy,
-    resource_slice,
-    rule,
-)
+from devicehealth_builders import GPU, POLICY_UID, RULES_API, at, device, policy, resource_slice, rule
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import examples
