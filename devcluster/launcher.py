@@ -650,7 +650,7 @@ def _terminate(
 def _node_layouts(directory: Path, node: bool, second_node: bool) -> dict[str, realnode.NodeLayout]:
     layouts = {"containerd": realnode.NodeLayout.of(directory)} if node else {}
     if second_node:
-        layouts[SECOND_NODE_COMPONENTS[0]] = realnode.NodeLayout.second(directory)
+        layouts[f"containerd{realnode.SECOND_NODE_SUFFIX}"] = realnode.NodeLayout.second(directory)
     return layouts
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from strategies import pod_consumer
 
 from operators.core.discovery import ServedResource
+from operators.core.plan import Plan, RecordEvent, Together, Write
 from operators.devicehealth.models import AllocatedClaim, DeviceTaintRule, HealthPolicy, Pod, ResourceSlice
 from operators.devicehealth.rules import TAINT_KEY, TAINT_VALUE
 from operators.dra import taintrules
@@ -206,6 +207,15 @@ def rule_body(
 
 def rule(dev: DeviceId, **kwargs: Any) -> DeviceTaintRule:
     return DeviceTaintRule.model_validate(rule_body(dev, **kwargs))
+
+
+def writes(plan: Plan) -> list[Write]:
+    """The rule writes of a pass's plan (its one Together step)."""
+    return [write for step in plan.steps if isinstance(step, Together) for write in step.writes]
+
+
+def events(plan: Plan) -> list[RecordEvent]:
+    return [step for step in plan.steps if isinstance(step, RecordEvent)]
 
 
 def gpu(pool: str, name: str) -> DeviceId:

@@ -12,16 +12,18 @@ from devicehealth_builders import (
     at,
     claim,
     device,
+    events,
     gpu,
     pod,
     policy,
     resource_slice,
     rule,
     stamp,
+    writes,
 )
 
 from operators.core.conditions import FALSE, TRUE, find
-from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Together, Write
+from operators.core.plan import Apply, Create, Delete, Patch, Plan
 from operators.core.reconcile import Done, Requeue
 from operators.devicehealth.decide import (
     EVENT_CLEARED,
@@ -81,14 +83,6 @@ def run(
         slices=slices, pods=pods, claims=claims or {}, rules=rules, rule_controllers=rule_controllers or {}
     )
     return decide(target, outcome, view, tracks or {}, at(now), RULES_API if served else None)
-
-
-def writes(plan: Plan) -> list[Write]:
-    return [write for step in plan.steps if isinstance(step, Together) for write in step.writes]
-
-
-def events(plan: Plan) -> list[RecordEvent]:
-    return [step for step in plan.steps if isinstance(step, RecordEvent)]
 
 
 def status(plan: Plan) -> dict[str, Any]:

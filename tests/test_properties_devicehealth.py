@@ -29,12 +29,23 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any
 
-from devicehealth_builders import GPU, POLICY_UID, RULES_API, at, device, policy, resource_slice, rule
+from devicehealth_builders import (
+    GPU,
+    HEALTH_KEY,
+    POLICY_UID,
+    RULES_API,
+    at,
+    device,
+    policy,
+    resource_slice,
+    rule,
+    writes,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import examples
 
-from operators.core.plan import Apply, Create, Delete, Patch, Plan, Together, Write
+from operators.core.plan import Apply, Create, Delete, Patch, Plan
 from operators.core.reconcile import Requeue
 from operators.devicehealth.decide import MINIMUM_REQUEUE, Decision, View, decide, held_from
 from operators.devicehealth.models import DeviceTaintRule, HealthPolicy
@@ -85,12 +96,6 @@ class World:
     """Devices whose rule name another owner holds: None for a user's rule, else a policy's UID."""
     steps: tuple[Step, ...]
 
-    @property
-    def devices(self) -> tuple[DeviceId, ...]:
-        return tuple(
-            DeviceId(GPU, pool, f"gpu-{i}") for pool, size in self.pools.items() for i in range(size)
-        )
-
 
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
@@ -140,7 +145,7 @@ class Cluster:
             name=NAME,
             max_unavailable=world.limit.spec(),
             signals={
-                "sliceTaint": {"key": "gpu.example.com/health", "values": ["Unhealthy"]},
+                "sliceTaint": {"key": HEALTH_KEY, "values": ["Unhealthy"]},
                 "after": f"{world.after}s",
             },
             action={
@@ -183,7 +188,7 @@ class Cluster:
         return {r.device for r in self.rules.values() if r.device is not None}
 
     def carry_out(self, plan: Plan) -> None:
-        for write in _writes(plan):
+        for write in writes(plan):
             if isinstance(write, Create):
                 made = rule(_device_of(write), policy_name=NAME)
                 self.rules[made.metadata.name] = made
@@ -194,10 +199,6 @@ class Cluster:
         applied = [step for step in plan.steps if isinstance(step, Apply)]
         if applied:
             self.status = dict(applied[-1].body["status"])
-
-
-def _writes(plan: Plan) -> list[Write]:
-    return [write for step in plan.steps if isinstance(step, Together) for write in step.writes]
 
 
 def _device_of(create: Create) -> DeviceId:
@@ -237,12 +238,12 @@ def test_every_pass_keeps_the_guard_and_the_signal_rules(world: World) -> None:
         before = cluster.tainted()
         decision = _pass(cluster, tracks, now)
         tracks = dict(decision.tracks)
-        writes = _writes(decision.plan)
-        created = [_device_of(w) for w in writes if isinstance(w, Create)]
-        deleted = {w.path.rsplit("/", 1)[1] for w in writes if isinstance(w, Delete)}
+        planned = writes(decision.plan)
+        created = [_device_of(w) for w in planned if isinstance(w, Create)]
+        deleted = {w.path.rsplit("/", 1)[1] for w in planned if isinstance(w, Delete)}
 
         if world.effect == "None":
-            assert not [w for w in writes if isinstance(w, Create | Patch)], "the dry run writes no rule"
+            assert not [w for w in planned if isinstance(w, Create | Patch)], "the dry run writes no rule"
         for dev in created:
             assert dev in world.scope, f"{dev} is outside the scope"
             assert dev in cluster.unhealthy_since, f"{dev} has no signal"

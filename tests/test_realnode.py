@@ -26,7 +26,7 @@ def test_layout_is_derived_from_the_state_directory() -> None:
 
 
 @pytest.mark.parametrize(
-    "state", ["/tmp/a/cluster", "/tmp/b/.cluster", "/work/x/.conformance/ours-two-nodes"]
+    "state", ["/tmp/a/cluster", "/tmp/b/.cluster", "/srv/ci/.conformance/ours-two-nodes"]
 )
 def test_the_second_node_shares_nothing_on_the_machine_with_the_first(state: str) -> None:
     first = realnode.NodeLayout.of(Path(state))

@@ -177,9 +177,7 @@ def _act(
     uid = policy.metadata.uid
     candidates: list[tuple[datetime, DeviceId]] = []
     conflicted: list[DeviceId] = []
-    # In device order, so that the plan (its conflict Events among others) never depends on the
-    # order in which the slices were listed.
-    for device, state in sorted(new_tracks.items()):
+    for device, state in new_tracks.items():
         if state.since is None or device in owned:
             continue
         ready_at = held_from(state.since) + timedelta(seconds=spec.after)
@@ -262,7 +260,9 @@ def _act(
                 "allows no more tainted at once.",
             ),
         )
-    events.extend(_conflict_events(policy, conflicted))
+    # In device order, as the guard orders candidates: the plan never depends on the order in
+    # which the slices were listed.
+    events.extend(_conflict_events(policy, sorted(conflicted)))
     steps.extend(events)
 
     states = _states(new_tracks, tainted, would, guarded.held_back, conflicted)
