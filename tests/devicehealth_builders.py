@@ -38,6 +38,7 @@ def policy_body(
     generation: int = 1,
     scope: dict[str, Any] | None = None,
     signals: dict[str, Any] | None = None,
+    after: str = "60s",
     action: dict[str, Any] | None = None,
     max_unavailable: Any = 1,
     evictions_per_minute: int | None = None,
@@ -50,7 +51,7 @@ def policy_body(
         else {
             "sliceTaint": {"key": HEALTH_KEY, "values": ["Unhealthy"]},
             "kubelet": {"health": ["Unhealthy"]},
-            "after": "60s",
+            "after": after,
         },
         "action": action if action is not None else {"effect": "NoExecute", "clearAfter": "10m"},
         "maxUnavailable": max_unavailable,

@@ -29,18 +29,7 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any
 
-from devicehealth_builders import (
-    GPU,
-    HEALTH_KEY,
-    POLICY_UID,
-    RULES_API,
-    at,
-    device,
-    policy,
-    resource_slice,
-    rule,
-    writes,
-)
+from devicehealth_builders import GPU, POLICY_UID, RULES_API, at, device, policy, resource_slice, rule, writes
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import examples
@@ -144,10 +133,7 @@ class Cluster:
         return policy(
             name=NAME,
             max_unavailable=world.limit.spec(),
-            signals={
-                "sliceTaint": {"key": HEALTH_KEY, "values": ["Unhealthy"]},
-                "after": f"{world.after}s",
-            },
+            after=f"{world.after}s",
             action={
                 "effect": world.effect,
                 "clearAfter": "Never" if world.clear_after is None else f"{world.clear_after}s",
