@@ -1137,6 +1137,14 @@ def test_ha_standby_takes_over_in_the_middle_of_a_burst(
 OUTAGE_SECONDS = 300.0
 
 
+def _settled_pods(api: Kube) -> dict[str, dict[str, Any]] | None:
+    pods = api.list(OPERATOR_PODS)
+    settled = _all_have_two_replicas(api) and all(
+        not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP") for p in pods
+    )
+    return {p["metadata"]["name"]: p for p in pods} if settled else None
+
+
 def test_an_api_server_outage_of_five_minutes_restarts_no_operator(
     installed: Installed, deployed_namespace: str
 ) -> None:
@@ -1146,11 +1154,10 @@ def test_an_api_server_outage_of_five_minutes_restarts_no_operator(
     api, namespace = installed.api, deployed_namespace
     assert installed.cluster.state is not None
     directory = Path(installed.cluster.state.dir)
-    pods = {
-        p["metadata"]["name"]: p
-        for p in api.list(OPERATOR_PODS)
-        if not p["metadata"].get("deletionTimestamp")
-    }
+    # The previous test deleted a leader: its successor pod may still lack an IP, and the old one
+    # may still be terminating, so the outage starts from a settled install.
+    pods = wait_for(lambda: _settled_pods(api), 180, "every operator pod settled with an IP")
+    assert pods is not None
     before = _restarts(pods)
     urls = {name: f"http://{pod['status']['podIP']}:8081/healthz" for name, pod in pods.items()}
     unanswered: dict[str, int] = {}
