@@ -131,8 +131,8 @@ k8s-gomod: $(STAMP) ## regenerate devcluster/controlplane/go.mod at K8S_VERSION=
 # The second pass: the PodGroup claims need their gates and API on every component, so their
 # tests get devclusters of their own; those tests use fake nodes only, so no real node starts.
 .PHONY: test-e2e
-test-e2e: k8s-bin node-bin tools-bin ## e2e tests against a private devcluster (started and stopped by pytest), then the workload claims tests on devclusters of their own
-	timeout $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
+test-e2e: k8s-bin node-bin tools-bin ## e2e tests on private devclusters (started and stopped by pytest) in lanes, then the workload claims tests on devclusters of their own
+	scripts/e2e-lanes $(LIMIT_E2E) $(PY) -m pytest -m "e2e and not benchmark" -q --durations=15 e2e $(PYTEST_ARGS)
 	timeout $(LIMIT_E2E_WORKLOAD) $(PY) -m pytest -m "e2e and workload_claims and not benchmark" \
 		--e2e-workload-claims --e2e-node=fake -q --durations=15 e2e $(PYTEST_ARGS)
 

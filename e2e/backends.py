@@ -147,6 +147,13 @@ def deployed_devcluster(
     if cluster.backend != "devcluster" or request.config.getoption("--e2e-node") != "real":
         pytest.skip("installing the product needs the devcluster backend with its real node")
     config = request.config
+    lane = config.getoption("--e2e-lane")
+    if lane not in ("all", "kube-proxy"):
+        # Another lane's kube-proxy may be running beside this one: they would rewrite each
+        # other's chains.
+        raise pytest.UsageError(
+            f"{request.node.nodeid} starts a cluster with kube-proxy in the lane {lane}: mark it kube_proxy"
+        )
     handle = start_devcluster(config, upstream=upstream, binding_timeout=None, deployed=True)
     try:
         if publish:

@@ -20,6 +20,7 @@ from e2e.product.support import DEVICE_CLASS, RESOURCE, create_gpu_class
 from e2e.support import ARTIFACTS, Tracker, namespace_of_test, node_hash
 
 DEFAULT_BINDING_TIMEOUT = "30s"
+LANES = ("all", "main", "kube-proxy", "alone")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -37,8 +38,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for r in unexpected
         ],
     }
+    lane = session.config.getoption("--e2e-lane")
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "coexistence-guard.json").write_text(json.dumps(summary, indent=2) + "\n")
+    name = "coexistence-guard.json" if lane == "all" else f"coexistence-guard-{lane}.json"
+    (ARTIFACTS / name).write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"\ncoexistence guard: read at {len(readings)} operator stops; "
         f"fired where expected {summary['expected_detections']} times, elsewhere {len(unexpected)} times"
@@ -91,6 +94,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(upstream's, as on managed clusters)",
     )
     group.addoption(
+        "--e2e-lane",
+        default="all",
+        choices=LANES,
+        help="one lane of the tier (make test runs main and kube-proxy side by side, then alone): "
+        "kube-proxy, the tests marked kube_proxy; alone, those marked alone; main, the rest",
+    )
+    group.addoption(
         "--e2e-workload-claims",
         action="store_true",
         default=bool(os.environ.get("WORKLOAD_CLAIMS")),
@@ -121,17 +131,32 @@ def _fits(item: pytest.Item, served: matrix.Served) -> bool:
     return all(getattr(served, n) for n in needs) and not any(getattr(served, n) for n in lacks)
 
 
+def lane_of(item: pytest.Item) -> str:
+    """Where a test runs when the tier runs in lanes. Clusters with kube-proxy write the machine's
+    iptables chains, so their tests share one lane, a module at a time; a test that compares the
+    machine before and after runs when nothing else does; the rest share the main lane."""
+    if item.get_closest_marker("alone"):
+        return "alone"
+    if item.get_closest_marker("kube_proxy"):
+        return "kube-proxy"
+    return "main"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests are deselected, not skipped (a skip fails a CI run): those of the workload claims option
     without it; in a version pass every test not marked versions, and in the lab's pass the tests
     marked versions only, which a version pass runs instead; in either, the tests for what the
-    pass's clusters do not serve, or do serve (needs_served, lacks_served)."""
+    pass's clusters do not serve, or do serve (needs_served, lacks_served); with --e2e-lane, the
+    tests of the other lanes."""
     served = served_in_pass(config)
     if version_pass(config):
         off = [item for item in items if not item.get_closest_marker("versions")]
     else:
         off = [item for item in items if item.get_closest_marker("versions_only")]
     off += [item for item in items if not _fits(item, served) and item not in off]
+    lane = config.getoption("--e2e-lane")
+    if lane != "all":
+        off += [item for item in items if lane_of(item) != lane and item not in off]
     if not config.getoption("--e2e-workload-claims"):
         off += [item for item in items if item.get_closest_marker("workload_claims") and item not in off]
     if off:

@@ -27,7 +27,7 @@ from operators.core.client import ApiError
 from operators.dra.pools import DeviceId
 from operators.dra.taintrules import owned_rule_name
 
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.kube_proxy, pytest.mark.timeout(300)]
 
 AFTER, CLEAR_AFTER = 5.0, 10.0
 RUNS = 5

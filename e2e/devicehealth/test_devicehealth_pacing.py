@@ -28,7 +28,7 @@ from e2e.resourceclaim.support import claim_body
 from e2e.support import Tracker
 from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.kube_proxy, pytest.mark.timeout(600)]
 
 PER_MINUTE = 6
 INTERVAL = 60.0 / PER_MINUTE

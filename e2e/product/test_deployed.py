@@ -61,7 +61,7 @@ from operators import OPERATOR_NAMES
 from operators.core.client import ApiError
 from operators.dra.quantity import parse_quantity
 
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.kube_proxy, pytest.mark.timeout(600)]
 
 OVERLAY = REPO_ROOT / "e2e" / "deployed"
 OWN = "/apis/dra-operators.io/v1alpha1"

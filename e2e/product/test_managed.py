@@ -41,7 +41,12 @@ from e2e.taintselector.support import SELECTORS, UID_LABEL
 
 # The version pass runs it too (make test-e2e-versions): managed clusters of every supported version
 # keep the in-tree controllers on; each test that needs an API asks for it (needs_served).
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.versions, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.devcluster_only,
+    pytest.mark.versions,
+    pytest.mark.kube_proxy,
+    pytest.mark.timeout(600),
+]
 
 PROFILE = ("poolstatus", "bindingattacher", "taintselector")
 RULES = f"{RESOURCE}/devicetaintrules"

@@ -256,6 +256,7 @@ def running(api: Kube, pod: str) -> Callable[[], bool]:
     return lambda: phase(api, "default", pod) == "Running"
 
 
+@pytest.mark.alone
 def test_cluster_down_leaves_nothing_behind(tmp_path: Path, node: realnode.NodeLayout) -> None:
     """``make cluster-down`` of a cluster whose two real nodes each ran a pod: no process, mount,
     network interface, cgroup or iptables rule of either remains."""

@@ -29,7 +29,7 @@ from e2e import harness
 from e2e.product.support import NAMESPACE, OPERATOR_PODS, Installed, install, operator_images, operator_pods
 from operators import OPERATOR_NAMES
 
-pytestmark = [pytest.mark.devcluster_only, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.devcluster_only, pytest.mark.kube_proxy, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ pytestmark = [
     pytest.mark.devcluster_only,
     pytest.mark.versions,
     pytest.mark.versions_only,
+    pytest.mark.kube_proxy,
     pytest.mark.timeout(600),
 ]
 
