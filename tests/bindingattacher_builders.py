@@ -173,6 +173,12 @@ def record(
     )
 
 
+def record_body(the_record: DeviceAttachment, *, uid: str, resource_version: str = "1") -> dict[str, Any]:
+    """A ledger record as the API server shows it, under ``uid``."""
+    meta = the_record.metadata.model_copy(update={"uid": uid, "resource_version": resource_version})
+    return ledger.stored_body(the_record.model_copy(update={"metadata": meta}), meta.finalizers)
+
+
 def attach_request(
     operation: str = "Attach",
     *,

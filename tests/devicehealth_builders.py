@@ -88,7 +88,7 @@ def device(
 
 def slice_body(pool: str, *devices: dict[str, Any], driver: str = GPU, generation: int = 1) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"{pool}-{driver}"},
+        "metadata": {"name": f"{pool}-{driver}", "uid": f"uid-{pool}-{driver}"},
         "spec": {
             "driver": driver,
             "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},

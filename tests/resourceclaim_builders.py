@@ -283,6 +283,7 @@ def make_claim(name: str, uid: str | None = None, **kwargs: Any) -> ResourceClai
 def template_body(
     name: str = "gpu-tmpl",
     *,
+    uid: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     spec: Mapping[str, Any] | None = None,
@@ -290,7 +291,7 @@ def template_body(
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+        "metadata": {"name": name, "namespace": NS, "uid": uid or f"uid-{name}"},
         "spec": {
             "metadata": {
                 "labels": dict({"app": "demo"} if labels is None else labels),

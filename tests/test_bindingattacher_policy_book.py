@@ -30,7 +30,7 @@ def test_the_oldest_live_policy_owns_the_driver() -> None:
     owner = book.owner(FABRIC)
     assert owner is not None
     assert owner.name == "young", "a deleting policy gives way to a live one"
-    book.forget("young")
+    book.forget(_policy("young", "2026-01-02T00:00:00Z"))
     owner = book.owner(FABRIC)
     assert owner is not None
     assert owner.name == "old", "with no live policy left, the deleting one still owns its records"

@@ -10,14 +10,18 @@ import pytest
 
 from operators.core.models import (
     KubeModel,
+    LeanObject,
+    Tombstone,
     UnparsableObject,
     body_key,
     body_name,
+    last_known,
     parse,
     parse_or_skip,
     reference,
     store,
     store_if,
+    tombstone,
 )
 from operators.dra.slices import ResourceSlice, SliceDevice
 
@@ -91,3 +95,38 @@ def test_store_if_keeps_only_what_is_wanted_and_says_whether_the_cache_changed()
     with pytest.raises(UnparsableObject):
         store_if(cache, "t", Thing, {"size": "big"}, big)
     assert cache == {}
+
+
+def test_a_tombstone_keeps_the_identity_and_nothing_else() -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "ns", "uid": "U", "labels": {"a": "b"}},
+        "size": 3,
+    }
+    gone = tombstone(body)
+    assert isinstance(gone, Tombstone)
+    assert gone == {
+        "apiVersion": "v1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "ns", "uid": "U"},
+    }
+
+
+class Owned(LeanObject):
+    size: int
+
+
+def test_last_known_is_the_cached_object_of_the_same_uid_and_only_for_a_tombstone() -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "ns", "uid": "U"},
+        "size": 3,
+    }
+    cached = parse(Owned, body)
+    assert last_known(tombstone(body), cached) is cached
+    assert last_known(body, cached) is None, "a final state that is known is read from the body"
+    replaced = parse(Owned, {**body, "metadata": {**body["metadata"], "uid": "OTHER"}})
+    assert last_known(tombstone(body), replaced) is None, "another object of that name is not the one gone"
+    assert last_known(tombstone(body), None) is None

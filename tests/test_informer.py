@@ -16,6 +16,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from operators.core.client import KubeClient
 from operators.core.informer import Informer
+from operators.core.models import Tombstone
 
 pytestmark = pytest.mark.unit
 
@@ -121,9 +122,11 @@ async def serve() -> AsyncIterator[Any]:
 class Seen:
     def __init__(self) -> None:
         self.items: list[tuple[str, str, bool]] = []
+        self.bodies: list[Mapping[str, Any]] = []
 
     def __call__(self, obj: Mapping[str, Any], deleted: bool) -> None:
         self.items.append((obj["kind"], obj["metadata"]["name"], deleted))
+        self.bodies.append(obj)
 
 
 async def _run_until_idle(informer: Informer, peer: Peer) -> None:
@@ -190,6 +193,15 @@ async def test_gone_lists_again_and_delivers_the_deletions_it_missed(serve: Any,
     peer.objects, peer.list_rv = [pod("a", "1"), pod("c", "3")], "20"
     await _run_until_idle(informer, peer)
     assert seen.items[2:] == [("Pod", "a", False), ("Pod", "c", False), ("Pod", "b", True)]
+    # Only b's identity is known now: the controller reads the rest from what it cached.
+    missed = seen.bodies[-1]
+    assert isinstance(missed, Tombstone)
+    assert missed == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"uid": "2", "name": "b", "namespace": "ns"},
+    }
+    assert not any(isinstance(body, Tombstone) for body in seen.bodies[:-1])
     assert peer.lists == 2
     assert peer.watches == ["10", "20"]
     assert informer.relists == 1

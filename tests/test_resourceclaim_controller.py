@@ -12,6 +12,7 @@ from resourceclaim_builders import (
     NS,
     FakeClock,
     claim_body,
+    named_entry,
     pod_body,
     pod_consumer,
     pod_group_body,
@@ -25,13 +26,15 @@ from operators.core.client import ApiError
 from operators.core.events import ObjectRef
 from operators.core.health import Health
 from operators.core.keys import CLAIM, POD, Key
+from operators.core.models import tombstone
 from operators.core.reconcile import Retry
-from operators.core.runtime import Runtime
+from operators.core.runtime import Runtime, Watch
 from operators.core.settings import OperatorSettings
 from operators.dra.podgroups import WORKLOAD_CLAIMS_NOT_SERVED
 from operators.resourceclaim import metrics
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.controller import CONFIRM_KEY, ResourceClaimController
+from operators.resourceclaim.models import ResourceClaim
 from operators.resourceclaim.operator import API_CALLS, DEFINITION
 from operators.resourceclaim.resolution import POD_GROUP
 from operators.resourceclaim.settings import Settings
@@ -511,3 +514,154 @@ async def test_the_confirmation_is_periodic_while_created_claims_wait_for_their_
     await h.controller.sync(Key(POD, "demo", "my-pod"))
     assert (CONFIRM_KEY, 60.0) in h.queue.delayed
     assert repeat_while(), "re-armed while a created claim waits"
+
+
+# -- deletions seen only as tombstones -----------------------------------------------------------
+
+GPU_CLAIM = "my-pod-gpu-abcde"
+GROUP_CLAIM = "pg-gpu-abcde"
+CLAIM_NAMES = ("shared", GPU_CLAIM, GROUP_CLAIM)
+
+
+def watched_world() -> dict[str, list[dict[str, Any]]]:
+    """Bodies by plural, in the order they are upserted; the first of each kind is the one deleted.
+
+    A running pod with a claim reserved for it and one generated from a template; a PodGroup with
+    the claim generated for it, and a member that records it."""
+    gpu = template_entry("gpu", "gpu-tmpl")
+    return {
+        "resourceclaimtemplates": [template_body()],
+        "podgroups": [pod_group_body(claims=[gpu], statuses=[named_entry("gpu", GROUP_CLAIM)])],
+        "resourceclaims": [
+            claim_body(GPU_CLAIM, owner=("my-pod", "U"), entry="gpu"),
+            claim_body("shared", allocated=True, reserved_for=[pod_consumer("my-pod", "U")]),
+            claim_body(GROUP_CLAIM, owner_ref=pod_group_owner(), entry="gpu"),
+        ],
+        "pods": [
+            pod_body(
+                claims=[named_entry("nic", "shared"), gpu],
+                statuses=[named_entry("gpu", GPU_CLAIM)],
+                node_name="node-1",
+                phase="Running",
+            ),
+            pod_body(
+                "m1",
+                "M1",
+                claims=[gpu],
+                statuses=[named_entry("gpu", GROUP_CLAIM)],
+                pod_group="pg",
+                node_name="node-1",
+                phase="Running",
+            ),
+        ],
+    }
+
+
+EXPECTED_DELETION: dict[str, tuple[list[Key], set[str]]] = {
+    "pods": ([Key(CLAIM, NS, "shared"), Key(CLAIM, NS, GPU_CLAIM)], {"U"}),
+    "resourceclaims": ([Key(POD, NS, "my-pod")], set()),
+    "resourceclaimtemplates": ([], set()),
+    "podgroups": ([Key(CLAIM, NS, GROUP_CLAIM)], {"G"}),
+}
+"""Per deleted kind: the keys its deletion queues, and the consumer UIDs then remembered as deleted."""
+
+
+def cache_view(cache: ClusterCache) -> tuple[object, ...]:
+    """Everything the cache's readers can tell about the objects of :func:`watched_world`."""
+    return (
+        cache.cached_objects(),
+        [cache.pod(NS, name) for name in ("my-pod", "m1")],
+        [cache.claim(NS, name) for name in CLAIM_NAMES],
+        [cache.pods_using_claim(NS, name) for name in CLAIM_NAMES],
+        cache.template(NS, "gpu-tmpl"),
+        cache.pods_using_template(NS, "gpu-tmpl"),
+        cache.pod_group(NS, "pg"),
+        [cache.find_generated_claim(NS, owner_uid, "gpu") for owner_uid in ("U", "G")],
+        {uid for uid in ("U", "M1", "G") if cache.is_deleted_consumer(uid)},
+    )
+
+
+def deletion_outcome(
+    deleted: Watch[ResourceClaimController], body: dict[str, Any]
+) -> tuple[list[Key], tuple[object, ...]]:
+    """The keys queued by ``deleted.delete(body)`` once the whole world was upserted, and the cache after."""
+    h = Harness()
+    h.controller.cache.workload_claims = True
+    watches = {watch.plural: watch for watch in DEFINITION.watches}
+    for plural, bodies in watched_world().items():
+        for upserted in bodies:
+            watches[plural].upsert(h.controller, upserted)
+    h.queue.added.clear()
+    deleted.delete(h.controller, body)
+    return h.queue.added, cache_view(h.controller.cache)
+
+
+@pytest.mark.parametrize("watch", DEFINITION.watches, ids=lambda watch: watch.plural)
+def test_a_deletion_seen_as_a_tombstone_has_the_outcome_of_its_final_state(
+    watch: Watch[ResourceClaimController],
+) -> None:
+    world = watched_world()
+    final_state = world[watch.plural][0]
+    keys, view = deletion_outcome(watch, final_state)
+    assert (keys, view[-1]) == EXPECTED_DELETION[watch.plural]
+    counts = view[0]
+    assert isinstance(counts, dict)
+    assert counts[watch.plural] == len(world[watch.plural]) - 1, "the deleted object is forgotten"
+
+    assert deletion_outcome(watch, tombstone(final_state)) == (keys, view)
+
+
+def test_the_tombstone_of_a_pod_replaced_while_unwatched_keeps_its_successor() -> None:
+    h = Harness()
+    old = pod_body("web-0", "U1", claims=[named_entry("gpu", "shared")])
+    new = pod_body("web-0", "U2", claims=[named_entry("gpu", "other")])
+    h.controller.upsert_pod(old)
+    h.queue.added.clear()
+
+    # After a watch gap the re-list delivers the successor before the predecessor's tombstone.
+    h.controller.upsert_pod(new)
+    h.controller.delete_pod(tombstone(old))
+
+    assert Key(CLAIM, NS, "shared") in h.queue.added, "the predecessor's claim is released"
+    assert h.controller.cache.is_deleted_consumer("U1")
+    kept = h.controller.cache.pod(NS, "web-0")
+    assert kept is not None
+    assert kept.uid == "U2"
+    assert h.controller.cache.pods_using_claim(NS, "other") == {f"{NS}/web-0"}
+
+
+def test_the_tombstone_of_a_podgroup_replaced_while_unwatched_keeps_its_successor() -> None:
+    h = Harness()
+    h.controller.cache.workload_claims = True
+    old = pod_group_body(claims=[named_entry("gpu", "shared")])
+    new = pod_group_body(uid="G2", claims=[named_entry("gpu", "other")])
+    h.controller.upsert_pod_group(old)
+    h.queue.added.clear()
+
+    h.controller.upsert_pod_group(new)
+    h.controller.delete_pod_group(tombstone(old))
+
+    assert h.queue.added == [Key(CLAIM, NS, "shared")], "the predecessor's claim is released"
+    assert h.controller.cache.is_deleted_consumer("G")
+    kept = h.controller.cache.pod_group(NS, "pg")
+    assert kept is not None
+    assert kept.uid == "G2"
+
+
+def test_the_tombstone_of_a_template_replaced_while_unwatched_keeps_its_successor() -> None:
+    h = Harness()
+    h.controller.upsert_template(template_body(uid="T1"))
+    h.controller.upsert_template(template_body(uid="T2"))
+    h.controller.delete_template(tombstone(template_body(uid="T1")))
+    kept = h.controller.cache.template(NS, "gpu-tmpl")
+    assert kept is not None
+    assert kept.metadata.uid == "T2"
+
+
+def test_the_tombstone_of_a_claim_known_only_from_its_create_ends_the_record() -> None:
+    h = Harness()
+    created = claim_body(GPU_CLAIM, owner=("my-pod", "U"), entry="gpu")
+    h.controller.cache.record_created(ResourceClaim.from_body(created))
+    h.controller.delete_claim(tombstone(created))
+    assert h.controller.cache.just_created_count() == 0
+    assert h.controller.cache.find_generated_claim(NS, "U", "gpu") is None

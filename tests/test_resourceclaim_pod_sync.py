@@ -30,7 +30,7 @@ from resourceclaim_builders import (
 
 from operators.core.client import ApiError
 from operators.core.keys import CLAIM, POD, Key
-from operators.core.plan import Apply, Create, RecordEvent
+from operators.core.plan import Apply, Create, Plan, RecordEvent
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.resourceclaim.cache import ClusterCache
 from operators.resourceclaim.creation import DECIDE_AGAIN
@@ -625,6 +625,16 @@ def test_once_the_claim_is_recorded_the_next_pass_applies_the_status() -> None:
     assert apply.ends(ApiError(404, "NotFound", "")) == Done(
         "pod is gone; the garbage collector takes its claims"
     )
+
+
+def test_a_status_naming_a_claim_the_watch_has_not_delivered_yet_needs_no_write() -> None:
+    pod = make_pod(claims=GPU, statuses=GENERATED_GPU_STATUS)
+    cache = cache_with(pods=[pod], templates=[make_template()])
+    cache.record_created(make_claim("my-pod-gpu-bcdfg", "N", owner=("my-pod", "U"), entry="gpu"))
+    assert decide_pod(cache, "demo", "my-pod", {}) == Plan(
+        result=Done("kube-scheduler makes the reservations")
+    )
+    assert cache.apply_pod_event("MODIFIED", pod) == [], "the pod's own events need no sync"
 
 
 def test_a_refused_create_is_reported_on_its_entry_by_the_next_pass() -> None:

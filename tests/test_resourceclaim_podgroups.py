@@ -32,7 +32,7 @@ from resourceclaim_builders import (
 )
 
 from operators.core.keys import CLAIM, POD, Key
-from operators.core.plan import Apply, Create
+from operators.core.plan import Apply, Create, Plan
 from operators.core.reconcile import Done, GiveUp, Retry
 from operators.dra.podgroups import POD_GROUPS, PodGroup
 from operators.resourceclaim.bodies import owner_labels
@@ -160,6 +160,14 @@ def test_a_recorded_claim_that_exists_needs_no_write() -> None:
     api = FakeApi()
     assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
     assert api.writes() == []
+
+
+def test_a_status_naming_a_claim_the_watch_has_not_delivered_yet_needs_no_write() -> None:
+    group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-bcdfg")])
+    cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
+    cache.record_created(group_claim("pg-gpu-bcdfg", uid="N"))
+    assert decide_pod_group(cache, "demo", "pg", POD_GROUPS, {}) == Plan()
+    assert cache.apply_pod_group_event("MODIFIED", group) == [], "the group's own events need no sync"
 
 
 def test_a_re_created_claim_keeps_the_other_entries_in_the_status() -> None:

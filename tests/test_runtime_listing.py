@@ -13,6 +13,7 @@ import pytest
 from operators.core import runtime
 from operators.core.client import ApiError, KubeClient
 from operators.core.coexistence import Guard
+from operators.core.models import Tombstone
 
 
 class PagedClient:
@@ -42,6 +43,7 @@ class Recorder:
     def __init__(self) -> None:
         self.upserts: list[str] = []
         self.deletes: list[str] = []
+        self.deleted_bodies: list[Mapping[str, Any]] = []
 
 
 def _pod(name: str, uid: str) -> dict[str, Any]:
@@ -56,6 +58,7 @@ def _kind(plural: str = "pods") -> runtime.WatchedKind:
 
     def delete(controller: Recorder, body: Mapping[str, Any]) -> None:
         controller.deletes.append(body["metadata"]["uid"])
+        controller.deleted_bodies.append(body)
 
     (kind,) = runtime.watched_kinds(
         [runtime.Watch("", plural, upsert, delete)], _runtime(PagedClient({}), Recorder())
@@ -108,6 +111,9 @@ async def test_objects_gone_before_the_watch_are_deleted(monkeypatch: pytest.Mon
     client.pages["/api/v1/pods"] = [{"items": [_pod("b", "2"), _pod("new", "9")]}]
     await asyncio.wait_for(runtime._forget_vanished(_runtime(client, controller), listed), 5)
     assert controller.deletes == ["1"], "only what was listed first and is gone now is forgotten"
+    [gone] = controller.deleted_bodies
+    assert isinstance(gone, Tombstone), "its final state is unknown: the controller reads what it cached"
+    assert "spec" not in gone
     assert listed == {}
 
 

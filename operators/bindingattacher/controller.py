@@ -2,7 +2,9 @@
 
 Watch side (synchronous, on the event loop, no API calls): claims, policies and ledger
 records are parsed into :mod:`.cache` and the affected keys are queued.
-Unreadable objects are logged with their reference and skipped.
+Unreadable objects are logged with their reference and skipped. A deletion seen only as a
+tombstone (after a watch gap) acts on the cached object of its UID, and on nothing if the cache
+holds another one under that name.
 
 Work side, one queue of :class:`~operators.core.keys.Key` s of three kinds:
 
@@ -23,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from operators.core.keys import CLAIM, Key
-from operators.core.models import parse_or_skip
+from operators.core.models import Tombstone, body_metadata, body_name, last_known, parse_or_skip
 from operators.core.reconcile import Done, Result
 from operators.dra import api, taintrules
 
@@ -114,10 +116,10 @@ class BindingAttacherController:
             self.shared.queue.add(policy_key(sibling.name))
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
-        name = str((body.get("metadata") or {}).get("name", ""))
-        state = self.shared.cache.policies.forget(name)
+        state = self.shared.cache.policies.forget(body)
         if state is None:
             return
+        name = state.name
         if state.action is not None:
             self.runtime.spawn(close_action(state.action), f"close-action-{name}")
         for sibling in self.shared.cache.policies.same_driver(state.driver):
@@ -135,7 +137,7 @@ class BindingAttacherController:
             self._wake_waiters(record)
 
     def delete_record(self, body: Mapping[str, Any]) -> None:
-        record = self._parse_record(body)
+        record = self._deleted_record(body)
         if record is None:
             return
         self.shared.cache.records.remove(record.metadata.name)
@@ -144,10 +146,22 @@ class BindingAttacherController:
         self._wake_waiters(record)
 
     def _parse_record(self, body: Mapping[str, Any]) -> DeviceAttachment | None:
-        namespace = (body.get("metadata") or {}).get("namespace")
-        if namespace != self.shared.settings.namespace:
-            return None  # only the operator namespace holds our ledger
+        if not self._in_ledger(body):
+            return None
         return parse_or_skip(DeviceAttachment, body, log)
+
+    def _deleted_record(self, body: Mapping[str, Any]) -> DeviceAttachment | None:
+        """The final state of a deleted record. A tombstone has none: the record cached under its
+        name stands for it if it has its UID; a record of that name created since stays."""
+        if not self._in_ledger(body):
+            return None
+        if isinstance(body, Tombstone):
+            return last_known(body, self.shared.cache.records.get(body_name(body)))
+        return parse_or_skip(DeviceAttachment, body, log)
+
+    def _in_ledger(self, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` is in the operator namespace, the only one that holds our ledger."""
+        return body_metadata(body).get("namespace") == self.shared.settings.namespace
 
     def _wake_waiters(self, record: DeviceAttachment) -> None:
         """Records waiting for this device (spec §13.3) are re-checked at once."""

@@ -13,9 +13,9 @@ controller's callback inline; the controller's projection keeps only what a sync
   ends each watch after ``timeoutSeconds`` (5 to 10 minutes, randomised as client-go does);
   the informer then resumes from where it was.
 - **410 Gone** (the resourceVersion is older than etcd keeps): list again. Objects that were
-  known and are missing from the new list are handed over as deletions, so a deletion during
-  the gap is never lost. For that the informer keeps, per object, its UID and ``namespace/name``
-  (about 200 bytes), nothing else.
+  known and are missing from the new list are handed over as deletions, each a
+  :class:`~.models.Tombstone`, so a deletion during the gap is never lost. For that the informer
+  keeps, per object, its UID and ``namespace/name`` (about 200 bytes), nothing else.
 - **A dropped connection or an ERROR event**: resume from the last resourceVersion after a
   backoff (0.8 s doubling to 30 s, reset by a successful event), as client-go's reflector.
 
@@ -37,6 +37,7 @@ from typing import Any
 
 from . import metrics, wirejson
 from .client import ApiError, KubeClient
+from .models import Tombstone, tombstone
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,10 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return str(meta["uid"]), f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
-def _tombstone(uid: str, ref: str, api_version: str, kind: str) -> dict[str, Any]:
+def _tombstone(uid: str, ref: str, api_version: str, kind: str) -> Tombstone:
     namespace, slash, name = ref.partition("/")
     meta = {"uid": uid, "name": name, "namespace": namespace} if slash else {"uid": uid, "name": ref}
-    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+    return tombstone({"apiVersion": api_version, "kind": kind, "metadata": meta})
 
 
 class Informer:

@@ -177,6 +177,42 @@ def body_metadata(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return metadata if isinstance(metadata, Mapping) else {}
 
 
+class Tombstone(dict[str, Any]):
+    """A deleted object whose final state is unknown, as client-go's ``DeletedFinalStateUnknown``:
+    it vanished while no watch saw it go (a re-list after 410 Gone, or before the first watch), so
+    only its apiVersion, kind, namespace, name and UID are known. A delete handler removes what it
+    holds under that key and UID, reading the last state it cached (:func:`last_known`), never the
+    tombstone's missing spec or status."""
+
+
+def tombstone(body: Mapping[str, Any]) -> Tombstone:
+    """The tombstone of ``body``: what is known of an object once it is gone."""
+    metadata = body_metadata(body)
+    return Tombstone(
+        apiVersion=body.get("apiVersion"),
+        kind=body.get("kind"),
+        metadata={key: metadata[key] for key in ("name", "namespace", "uid") if key in metadata},
+    )
+
+
+def last_known(body: Mapping[str, Any], cached: Model | None) -> Model | None:
+    """For a deletion: ``cached`` (the state last seen) when ``body`` is a tombstone of that object
+    (same UID), else None, and the handler reads the final state from ``body`` itself."""
+    if not isinstance(body, Tombstone) or cached is None:
+        return None
+    uid = body_metadata(body).get("uid")
+    cached_uid = getattr(getattr(cached, "metadata", None), "uid", None)
+    return cached if uid and uid == cached_uid else None
+
+
+def stale(body: Mapping[str, Any], cached: Any) -> bool:
+    """Whether the deletion ``body`` is the tombstone of another object than ``cached``, the one
+    kept under its name (None: none is), and so changes nothing. A re-list hands over the objects it
+    finds before the deletions it infers: the tombstone of an object deleted and created again under
+    its name during the gap comes after its successor, which must stay."""
+    return isinstance(body, Tombstone) and last_known(body, cached) is None
+
+
 K = TypeVar("K", bound=Hashable)
 
 

@@ -83,6 +83,7 @@ from .informer import Informer
 from .keys import Key
 from .metrics import in_tree_controller, leading, watch_event
 from .metricsauth import MetricsAuthorizer
+from .models import tombstone
 from .namespace import NamespaceState
 from .reconcile import Result
 from .resources import LEASES, ApiResource
@@ -140,7 +141,10 @@ class Controller(Protocol):
 class Watch(Generic[ControllerT]):
     """One kind an operator watches, and the controller methods that receive it, as a
     controller-runtime ``SetupWithManager`` declares them: ``upsert(controller, body)`` for every
-    listed, added or modified object, ``delete(controller, body)`` for every deleted one.
+    listed, added or modified object, ``delete(controller, body)`` for every deleted one. A
+    deletion nobody saw happen (during a watch gap, or before the first watch) arrives as a
+    :class:`~.models.Tombstone`: metadata only, so ``delete`` removes what the controller cached
+    under that name and UID from what it cached (:func:`~.models.last_known`).
 
     Both must be synchronous, quick, and never raise on odd input; an exception is logged with
     the object's reference, and the event is dropped. The runtime picks the mechanism: the core
@@ -485,15 +489,6 @@ async def _pages(
         params = {"limit": str(LIST_PAGE_SIZE), "continue": token}
 
 
-def _stub(item: Mapping[str, Any]) -> dict[str, Any]:
-    meta = item.get("metadata") or {}
-    return {
-        "apiVersion": item.get("apiVersion"),
-        "kind": item.get("kind"),
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
-    }
-
-
 def _informer(runtime: Runtime, kind: WatchedKind) -> Informer:
     def deliver(obj: Mapping[str, Any], deleted: bool) -> None:
         kind.apply(runtime, obj, deleted)
@@ -523,7 +518,7 @@ async def _initial_listing(
                 kind.apply(runtime, item)
                 uid = (item.get("metadata") or {}).get("uid")
                 if uid:
-                    listed[kind][uid] = _stub(item)
+                    listed[kind][uid] = tombstone(item)
         log.info("listed %d %s", count, kind.path)
     return listed
 
@@ -548,10 +543,10 @@ async def _forget_vanished(runtime: Runtime, listed: dict[WatchedKind, dict[str,
             except ApiError as err:
                 log.warning("re-listing %s failed, retrying: %s", kind.path, err)
                 await asyncio.sleep(RELIST_DELAY_SECONDS)
-        for uid, tombstone in before.items():
+        for uid, gone in before.items():
             if uid not in now:
-                log.info("%s vanished before the watch started", kind.ref(tombstone))
-                kind.apply(runtime, tombstone, deleted=True)
+                log.info("%s vanished before the watch started", kind.ref(gone))
+                kind.apply(runtime, gone, deleted=True)
     listed.clear()
 
 

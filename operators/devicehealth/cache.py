@@ -10,7 +10,10 @@ What is kept, and why no more:
   the controller drops pods without claims before parsing them (:mod:`operators.dra.pods`);
 * ResourceClaims: only allocated ones (a report names a claim; the dry run counts their pods);
 * DeviceTaintRules: only those a DeviceHealthPolicy controls, and every name with its controller (a
-  rule of someone else's that holds the name a policy's rule would take blocks that rule).
+  rule of someone else's that holds the name a policy's rule would take blocks that rule) and UID.
+
+A deletion removes what is kept under the object's name, unless it is the tombstone of another
+object of that name (:func:`operators.dra.scopes.stale`).
 
 Every change of a slice, pod, claim or class concerns every policy: a policy's scope and signals
 may name any device. A rule concerns its controlling policy; one no policy controls concerns
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core.models import body_key, body_metadata, body_name, parse, store, store_if
+from operators.core.models import Tombstone, body_key, body_metadata, body_name, parse, stale, store, store_if
 from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
 
@@ -61,6 +64,9 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         self.rule_controllers: dict[str, str | None] = {}
         """Every DeviceTaintRule's name -> the UID of the policy controlling it (None: no policy)."""
         self.rules: dict[str, DeviceTaintRule] = {}
+        self._rule_uids: dict[str, str] = {}
+        """Every DeviceTaintRule's name -> its own UID: a rule of someone else's is not kept, and
+        its tombstone must still tell it from a successor of the same name."""
 
     # --- Events; each returns the names of the policies to reconcile (policies and slices: the base's) -
 
@@ -69,7 +75,10 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         return self.every_owner()
 
     def delete_class(self, body: Mapping[str, Any]) -> list[str]:
-        self.classes.pop(body_name(body), None)
+        name = body_name(body)
+        if stale(body, self.classes.get(name)):
+            return []
+        self.classes.pop(name, None)
         return self.every_owner()
 
     def cached_pod(self, namespace: str, name: str) -> Pod | None:
@@ -80,14 +89,20 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         return self.every_owner() if reporting else []
 
     def delete_pod(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_owner() if self.pods.pop(body_key(body), None) is not None else []
+        key = body_key(body)
+        if stale(body, self.pods.get(key)):
+            return []
+        return self.every_owner() if self.pods.pop(key, None) is not None else []
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
         allocated = store_if(self.claims, body_key(body), AllocatedClaim, body, is_allocated)
         return self.every_owner() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_owner() if self.claims.pop(body_key(body), None) is not None else []
+        key = body_key(body)
+        if stale(body, self.claims.get(key)):
+            return []
+        return self.every_owner() if self.claims.pop(key, None) is not None else []
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
@@ -95,6 +110,7 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         was_foreign = self.rule_controllers.get(name, "") is None
         owner = _owning_policy(body)
         self.rule_controllers[name] = owner
+        self._rule_uids[name] = str(body_metadata(body).get("uid") or "")
         if owner is not None:
             self.rules[name] = parse(DeviceTaintRule, body)
         if (owner is None) != was_foreign:
@@ -103,6 +119,10 @@ class ClusterCache(ScopeCache[HealthPolicy]):
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
+        # stale()'s test, on the UID kept apart: a rule of someone else's is kept as no model.
+        if isinstance(body, Tombstone) and body_metadata(body).get("uid") != self._rule_uids.get(name):
+            return []
+        self._rule_uids.pop(name, None)
         if name in self.rule_controllers and self.rule_controllers.pop(name) is None:
             return self.every_owner()
         return self._owned_by(_owners(self.rules.pop(name, None)))

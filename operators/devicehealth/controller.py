@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
+from operators.core.models import body_metadata, body_name
 from operators.core.plan import Create, Delete, Write, execute, operation
 from operators.core.reconcile import Done, Result
 from operators.core.workqueue import route
@@ -86,10 +87,12 @@ class DeviceHealthController(ScopeController[ClusterCache]):
         self.route(self.cache.upsert_owner, body, 0.0)
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        self.counts.pop(str(meta.get("name")), None)
-        self.tracks.pop(str(meta.get("uid")), None)
+        self.tracks.pop(str(body_metadata(body).get("uid")), None)
         self.route(self.cache.delete_owner, body, 0.0)
+        # The tombstone of a policy's predecessor leaves the policy, and its gauges, in place.
+        name = body_name(body)
+        if name not in self.cache.policies:
+            self.counts.pop(name, None)
 
     # Pods change as often as claims do.
     def upsert_pod(self, body: Mapping[str, Any]) -> None:

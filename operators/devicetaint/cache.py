@@ -141,6 +141,14 @@ class ClusterCache:
     def cached_pod(self, namespace: str, name: str) -> Pod | None:
         return self._pods.get((namespace, name))
 
+    def cached_claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        """The claim as last seen, while it is allocated (no other claim is kept)."""
+        entry = self._claims.get((namespace, name))
+        return entry.claim if entry is not None else None
+
+    def cached_slice(self, name: str) -> ResourceSlice | None:
+        return self._pools.slice_named(name)
+
     def cached_objects(self) -> dict[str, int]:
         return {
             "pods": len(self._pods),

@@ -33,7 +33,7 @@ from operators.core import metrics as core_metrics
 from operators.core.client import ApiError
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.keys import POD, Key
-from operators.core.models import KubeModel, parse_or_skip
+from operators.core.models import KubeModel, Tombstone, body_key, body_name, last_known, parse_or_skip
 from operators.core.plan import Patch, Write, execute
 from operators.core.reconcile import Done, Requeue, Result
 from operators.dra import taintrules
@@ -143,7 +143,7 @@ class DeviceTaintController:
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
-            self._apply(Pod, body, self._forget_pod)
+            self._delete(Pod, body, self.cache.cached_pod(*body_key(body)), self._forget_pod)
 
     def _forget_pod(self, pod: Pod, _now: datetime) -> Effects:
         self._eviction_ended(pod_key(pod))
@@ -161,19 +161,19 @@ class DeviceTaintController:
         self._apply(ResourceClaim, body, self.cache.apply_claim)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceClaim, body, self.cache.delete_claim)
+        self._delete(ResourceClaim, body, self.cache.cached_claim(*body_key(body)), self.cache.delete_claim)
 
     def upsert_slice(self, body: Mapping[str, Any]) -> None:
         self._apply(ResourceSlice, body, self.cache.apply_slice)
 
     def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self._apply(ResourceSlice, body, self.cache.delete_slice)
+        self._delete(ResourceSlice, body, self.cache.cached_slice(body_name(body)), self.cache.delete_slice)
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
         self._apply(DeviceTaintRule, body, self.cache.apply_rule)
 
     def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self._apply(DeviceTaintRule, body, self.cache.delete_rule)
+        self._delete(DeviceTaintRule, body, self.cache.cached_rule(body_name(body)), self.cache.delete_rule)
 
     def _apply(
         self, model: type[Model], body: Mapping[str, Any], apply: Callable[[Model, datetime], Effects]
@@ -182,6 +182,24 @@ class DeviceTaintController:
         if obj is None:
             return
         self._route(apply(obj, _now()))
+
+    def _delete(
+        self,
+        model: type[Model],
+        body: Mapping[str, Any],
+        cached: Model | None,
+        delete: Callable[[Model, datetime], Effects],
+    ) -> None:
+        """``delete`` the object ``body`` reports gone. A tombstone (a deletion during a watch gap)
+        carries no spec or status, so it would not parse, or would parse as an empty object: the
+        deletion is applied to ``cached``, the state last seen under the tombstone's UID. When the
+        cache holds none, or a newer object of that name, there is nothing to forget."""
+        if not isinstance(body, Tombstone):
+            self._apply(model, body, delete)
+            return
+        final = last_known(body, cached)
+        if final is not None:
+            self._route(delete(final, _now()))
 
     def _route(self, effects: Effects) -> None:
         for enqueue in effects.enqueue:

@@ -79,6 +79,10 @@ class PoolIndex:
     def slice_count(self) -> int:
         return len(self._pool_of_slice)
 
+    def slice_named(self, name: str) -> ResourceSlice | None:
+        pool_id = self._pool_of_slice.get(name)
+        return self._pools[pool_id].slices[name] if pool_id is not None else None
+
     def apply(self, resource_slice: ResourceSlice) -> dict[PoolId, set[str]]:
         """Add or replace a slice; returns the devices whose NoExecute taints changed, by pool."""
         name = resource_slice.metadata.name

@@ -20,7 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
-from operators.core.models import KubeModel, body_name, store
+from operators.core.models import KubeModel, body_name, stale, store
 
 from .selection import DeviceClass, ResourceSlice
 from .unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -45,7 +45,8 @@ class ScopeCache(Generic[Owner]):
     that does not parse is dropped (and logged by the caller).
 
     A slice concerns every owner, as a scope may select any device; which owners a class, a rule
-    or a claim concerns is the operator's to say.
+    or a claim concerns is the operator's to say. A deletion answers from what the cache kept, never
+    from the body: a tombstone has no spec or status; one that is :func:`stale` changes nothing.
     """
 
     def __init__(self, owners: dict[str, Owner], model: type[Owner]) -> None:
@@ -60,8 +61,10 @@ class ScopeCache(Generic[Owner]):
         return [name]
 
     def delete_owner(self, body: Mapping[str, Any]) -> list[str]:
-        # Its rules go with the garbage collector; nothing is left to reconcile for it.
-        self._owners.pop(body_name(body), None)
+        name = body_name(body)
+        if not stale(body, self._owners.get(name)):
+            # Its rules go with the garbage collector; nothing is left to reconcile for it.
+            self._owners.pop(name, None)
         return []
 
     def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
@@ -69,7 +72,10 @@ class ScopeCache(Generic[Owner]):
         return self.every_owner()
 
     def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        return self.every_owner() if self.slices.pop(body_name(body), None) is not None else []
+        name = body_name(body)
+        if stale(body, self.slices.get(name)):
+            return []
+        return self.every_owner() if self.slices.pop(name, None) is not None else []
 
     def every_owner(self) -> list[str]:
         return sorted(self._owners)

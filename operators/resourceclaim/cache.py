@@ -103,6 +103,8 @@ class ClusterCache:
         self._pod_groups_by_template = _MultiMap()
         self._claims_by_owner = _MultiMap()
         self._just_created: dict[str, _JustCreated] = {}
+        # Claim key -> UID of the record: routing asks by name on every pod event.
+        self._just_created_names: dict[str, str] = {}
         self._deleted_uids = RecentKeys(DELETED_CONSUMER_MEMORY)
 
     # Reads.
@@ -129,6 +131,17 @@ class ClusterCache:
     def group_lookup(self) -> PodGroupLookup | None:
         """How routing reads PodGroups: not at all where PodGroup claims are off."""
         return self.pod_group if self.workload_claims else None
+
+    def claim_or_created(self, namespace: str, name: str) -> ResourceClaim | None:
+        """The claim from the watch, else the one of that name this process created and the watch
+        has not delivered yet (7.3): a status that names it already records it, and needs no write
+        until the watch tells more."""
+        key = object_key(namespace, name)
+        claim = self._claims.get(key)
+        if claim is not None:
+            return claim
+        record = self._just_created.get(self._just_created_names.get(key, ""))
+        return record.claim if record is not None else None
 
     def claims(self) -> Iterator[ResourceClaim]:
         return iter(list(self._claims.values()))
@@ -198,20 +211,32 @@ class ClusterCache:
         key = object_key(pod.namespace, pod.name)
         removed = event_type == DELETED
         stored = self._pods.get(key)
+        keys: list[Key] = []
         if stored is not None and (not removed or stored.uid == pod.uid):
             self._unindex_pod(key, stored)
             del self._pods[key]
+            if stored.uid != pod.uid:
+                # A new pod of that name means the stored one is gone. Its own deletion may never
+                # name its claims: after a watch gap it comes after the new pod, as a tombstone.
+                keys.extend(self._removed_pod_keys(stored))
         if not pod_has_claims(pod):
-            return []
+            return keys
         if removed:
-            self._deleted_uids.add(pod.uid)
-        else:
-            self._pods[key] = pod
-            self._index_pod(key, pod)
-        keys = route_pod(pod, removed=removed, lookup_claim=self.claim, lookup_group=self.group_lookup)
-        if not removed:
-            keys.extend(self._unrecorded_claim_keys(pod))
+            return self._removed_pod_keys(pod)
+        self._pods[key] = pod
+        self._index_pod(key, pod)
+        keys.extend(
+            route_pod(pod, removed=False, lookup_claim=self.claim_or_created, lookup_group=self.group_lookup)
+        )
+        keys.extend(self._unrecorded_claim_keys(pod))
         return keys
+
+    def _removed_pod_keys(self, pod: Pod) -> list[Key]:
+        """Remembers a removed pod and routes the claims it leaves."""
+        self._deleted_uids.add(pod.uid)
+        return route_pod(
+            pod, removed=True, lookup_claim=self.claim_or_created, lookup_group=self.group_lookup
+        )
 
     def _unrecorded_claim_keys(self, pod: Pod) -> list[Key]:
         """The claims generated for ``pod`` that its status does not name while it names another
@@ -242,7 +267,7 @@ class ClusterCache:
             self._claims[key] = claim
             self._claims_by_owner.add(self._owner_keys(claim), key)
         # The watch has now seen this claim (or its end): the record has done its job.
-        self._just_created.pop(claim.uid, None)
+        self._forget_created(claim.uid)
 
         keys = [] if removed else [Key(CLAIM, claim.namespace, claim.name)]
         keys.extend(self._route_pods(self._pods_by_claim.get(key)))
@@ -252,7 +277,10 @@ class ClusterCache:
     def apply_template_event(self, event_type: str | None, template: ResourceClaimTemplate) -> list[Key]:
         key = object_key(template.namespace, template.name)
         if event_type == DELETED:
-            self._templates.pop(key, None)
+            stored = self._templates.get(key)
+            # After a watch gap the deletion of a replaced template comes after its successor.
+            if stored is not None and stored.metadata.uid == template.metadata.uid:
+                del self._templates[key]
             return []
         self._templates[key] = template
         keys = self._route_pods(self._pods_by_template.get(key))
@@ -269,17 +297,26 @@ class ClusterCache:
         key = object_key(group.namespace, group.name)
         removed = event_type == DELETED
         stored = self._pod_groups.get(key)
+        keys: list[Key] = []
         if stored is not None and (not removed or stored.uid == group.uid):
             self._unindex_pod_group(key, stored)
             del self._pod_groups[key]
+            if stored.uid != group.uid:
+                # As for pods: the replaced group is gone, and its tombstone may come too late.
+                keys.extend(self._removed_pod_group_keys(stored))
         if removed:
-            self._deleted_uids.add(group.uid)
+            keys.extend(self._removed_pod_group_keys(group))
         else:
             self._pod_groups[key] = group
             self._index_pod_group(key, group)
-        keys = route_pod_group(group, removed=removed, lookup_claim=self.claim)
+            keys.extend(route_pod_group(group, removed=False, lookup_claim=self.claim_or_created))
         keys.extend(self._route_pods(self._pods_by_pod_group.get(key)))
         return keys
+
+    def _removed_pod_group_keys(self, group: PodGroup) -> list[Key]:
+        """Remembers a removed PodGroup and routes the claims it leaves."""
+        self._deleted_uids.add(group.uid)
+        return route_pod_group(group, removed=True, lookup_claim=self.claim_or_created)
 
     # The just-created record (7.3).
 
@@ -295,6 +332,15 @@ class ClusterCache:
         self._just_created[claim.uid] = _JustCreated(
             claim, owner_key, self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
         )
+        self._just_created_names[object_key(claim.namespace, claim.name)] = claim.uid
+
+    def _forget_created(self, claim_uid: str) -> None:
+        record = self._just_created.pop(claim_uid, None)
+        if record is None:
+            return
+        key = object_key(record.claim.namespace, record.claim.name)
+        if self._just_created_names.get(key) == claim_uid:
+            del self._just_created_names[key]
 
     def unconfirmed_created_claims(self) -> list[ResourceClaim]:
         """Recorded claims the watch has not confirmed within 60 s: they need a live GET."""
@@ -309,7 +355,7 @@ class ClusterCache:
         if live_uid == claim_uid:
             record.check_at = self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
         else:
-            del self._just_created[claim_uid]
+            self._forget_created(claim_uid)
 
     def just_created_count(self) -> int:
         return len(self._just_created)
@@ -322,7 +368,9 @@ class ClusterCache:
             pod = self._pods.get(key)
             if pod is not None:
                 routed.extend(
-                    route_pod(pod, removed=False, lookup_claim=self.claim, lookup_group=self.group_lookup)
+                    route_pod(
+                        pod, removed=False, lookup_claim=self.claim_or_created, lookup_group=self.group_lookup
+                    )
                 )
         return routed
 
@@ -333,7 +381,7 @@ class ClusterCache:
         for key in sorted(keys):
             group = self._pod_groups.get(key)
             if group is not None:
-                routed.extend(route_pod_group(group, removed=False, lookup_claim=self.claim))
+                routed.extend(route_pod_group(group, removed=False, lookup_claim=self.claim_or_created))
                 routed.extend(self._route_pods(self._pods_by_pod_group.get(key)))
         return routed
 

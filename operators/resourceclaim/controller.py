@@ -28,12 +28,12 @@ long as created claims wait for their confirmation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from operators.core import metrics as core_metrics
 from operators.core.keys import CLAIM, POD, Key
-from operators.core.models import parse_or_skip
+from operators.core.models import body_key, last_known, parse_or_skip
 from operators.core.reconcile import Result
 from operators.core.resources import ApiResource
 from operators.core.runtime import Runtime
@@ -59,6 +59,8 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 CONFIRM_KEY = Key.periodic("confirm-created-claims")
+
+Watched = TypeVar("Watched", Pod, ResourceClaim, ResourceClaimTemplate, PodGroup)
 
 
 class ResourceClaimController:
@@ -118,7 +120,7 @@ class ResourceClaimController:
     def _observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         if not pod_event_matters(body, self.cache.pod):
             return
-        pod = parse_or_skip(Pod, dict(body), log)
+        pod = _final_state(body, self.cache.pod, Pod)
         if pod is not None:
             self._enqueue(self.cache.apply_pod_event(event_type, pod))
 
@@ -129,9 +131,12 @@ class ResourceClaimController:
         self._observe_claim(DELETED, body)
 
     def _observe_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        claim = self._known_claim(body) if event_type != DELETED else None
-        if claim is None:
-            claim = parse_or_skip(ResourceClaim, dict(body), log, ResourceClaim.from_body)
+        if event_type == DELETED:
+            claim = _final_state(body, self.cache.claim, ResourceClaim, ResourceClaim.from_body)
+        else:
+            claim = self._known_claim(body) or parse_or_skip(
+                ResourceClaim, dict(body), log, ResourceClaim.from_body
+            )
         if claim is not None:
             self._enqueue(self.cache.apply_claim_event(event_type, claim))
 
@@ -142,7 +147,7 @@ class ResourceClaimController:
         self._observe_template(DELETED, body)
 
     def _observe_template(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        template = parse_or_skip(ResourceClaimTemplate, dict(body), log)
+        template = _final_state(body, self.cache.template, ResourceClaimTemplate)
         if template is not None:
             self._enqueue(self.cache.apply_template_event(event_type, template))
 
@@ -153,7 +158,7 @@ class ResourceClaimController:
         self._observe_pod_group(DELETED, body)
 
     def _observe_pod_group(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        group = parse_or_skip(PodGroup, dict(body), log)
+        group = _final_state(body, self.cache.pod_group, PodGroup)
         if group is not None:
             self._enqueue(self.cache.apply_pod_group_event(event_type, group))
 
@@ -188,3 +193,16 @@ class ResourceClaimController:
     def _created(self, _: ResourceClaim) -> None:
         # Should the watch never deliver it, the record is checked with a live GET (7.3).
         self.runtime.queue.add_after(CONFIRM_KEY, JUST_CREATED_CONFIRMATION_SECONDS)
+
+
+def _final_state(
+    body: Mapping[str, Any],
+    cached: Callable[[str, str], Watched | None],
+    model: type[Watched],
+    reader: Callable[[Mapping[str, Any]], Watched] | None = None,
+) -> Watched | None:
+    """The object an event is about. A tombstone carries no spec or status, and routing a deletion
+    by those (the claims a pod or PodGroup used) would release nothing: it stands for the state
+    cached under its key and UID. Where nothing of that UID is cached, its name and UID are all
+    the deletion needs, and the tombstone parses as an object without spec or status."""
+    return last_known(body, cached(*body_key(body))) or parse_or_skip(model, dict(body), log, reader)

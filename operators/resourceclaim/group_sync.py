@@ -106,7 +106,7 @@ def _handle_entry(
         return EntryFailure(text, retryable=False)
     not_owned: ResourceClaim | None = None
     if resolution.outcome is Resolved.NAMED:
-        claim = cache.claim(group.namespace, resolution.claim_name)
+        claim = cache.claim_or_created(group.namespace, resolution.claim_name)
         if claim is not None:
             if not resolution.check_owner or is_controlled_by_group(claim, group):
                 return None

@@ -147,7 +147,7 @@ def _handle_entry(
 
     not_owned: ResourceClaim | None = None
     if resolution.outcome is Resolved.NAMED:
-        claim = cache.claim(pod.namespace, resolution.claim_name)
+        claim = cache.claim_or_created(pod.namespace, resolution.claim_name)
         if claim is not None:
             if not resolution.check_owner or is_for_pod(claim, pod, group):
                 return None

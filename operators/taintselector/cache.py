@@ -2,7 +2,9 @@
 
 Pure: the controller feeds it watch events (raw bodies) and enqueues the selector names each method
 returns. Everything is keyed by name; a body that does not parse is dropped from the cache (and
-logged by the caller), so a malformed object never stops the others from being handled.
+logged by the caller), so a malformed object never stops the others from being handled. A deletion
+removes what is kept under its name, unless it is the tombstone of another object of that name
+(:func:`operators.dra.scopes.stale`).
 
 Which selectors an event concerns:
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from operators.core.models import body_key, body_name, store, store_if
+from operators.core.models import body_key, body_name, stale, store, store_if
 from operators.dra import taintrules
 from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
@@ -52,6 +54,8 @@ class ClusterCache(ScopeCache[TaintSelector]):
 
     def delete_class(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
+        if stale(body, self.classes.get(name)):
+            return []
         self.classes.pop(name, None)
         return self._naming_class(name)
 
@@ -62,6 +66,8 @@ class ClusterCache(ScopeCache[TaintSelector]):
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
+        if stale(body, self.rules.get(name)):
+            return []
         return self._concerned_by_rule(name, [self.rules.pop(name, None)])
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
@@ -69,7 +75,10 @@ class ClusterCache(ScopeCache[TaintSelector]):
         return self._dry_runs() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        return self._dry_runs() if self.claims.pop(_namespaced_name(body), None) is not None else []
+        key = _namespaced_name(body)
+        if stale(body, self.claims.get(key)):
+            return []
+        return self._dry_runs() if self.claims.pop(key, None) is not None else []
 
     # --- Queries ---------------------------------------------------------------------------------------
 

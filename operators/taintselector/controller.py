@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
+from operators.core.models import body_name
 from operators.core.plan import RecordEvent, Together, Write, execute, operation
 from operators.core.reconcile import Done, Result
 from operators.core.workqueue import route
@@ -84,8 +85,11 @@ class TaintSelectorController(ScopeController[ClusterCache]):
         self.route(self.cache.upsert_owner, body, 0.0)
 
     def delete_selector(self, body: Mapping[str, Any]) -> None:
-        self.selected.pop(str((body.get("metadata") or {}).get("name")), None)
         self.route(self.cache.delete_owner, body, 0.0)
+        # The tombstone of a selector's predecessor leaves the selector, and its gauge, in place.
+        name = body_name(body)
+        if name not in self.cache.selectors:
+            self.selected.pop(name, None)
 
     def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
         route(self.runtime.queue, SELECTOR, update, body, delay, log)

@@ -1,0 +1,48 @@
+"""The two checks every operator's tombstone tests make. After a 410 Gone re-list (or, for the
+project's own kinds, the re-list at start) an object that vanished in the gap reaches its delete
+handler as a tombstone: kind, name, namespace and UID only.
+
+``outcome_of(delete, body)`` builds a fresh controller holding the object, calls
+``delete(controller, body)`` and returns what can be observed of the result; ``cached_in`` names
+the part of that outcome (a mapping of lists) that holds the object under ``key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from operators.core.models import tombstone
+
+
+class Observed(Protocol):
+    @property
+    def cached(self) -> Mapping[str, list[str]]: ...
+
+
+Delete = Callable[[Any, Mapping[str, Any]], None]
+OutcomeOf = Callable[[Delete, Mapping[str, Any]], Awaitable[Observed]]
+
+
+async def assert_tombstone_deletes_as_the_full_object(
+    outcome_of: OutcomeOf, delete: Delete, body: Mapping[str, Any], cached_in: str, key: str
+) -> None:
+    full = await outcome_of(delete, body)
+    gap = await outcome_of(delete, tombstone(body))
+    assert gap == full
+    assert key not in gap.cached[cached_in]
+
+
+async def assert_an_earlier_objects_tombstone_changes_nothing(
+    outcome_of: OutcomeOf, delete: Delete, body: Mapping[str, Any], cached_in: str, key: str
+) -> None:
+    """The cache holds the object's successor (another UID), listed before the re-list hands over
+    its predecessor's tombstone."""
+
+    def nothing(_controller: Any, _body: Mapping[str, Any]) -> None:
+        pass
+
+    earlier = {**body, "metadata": {**body["metadata"], "uid": "uid-earlier"}}
+    untouched = await outcome_of(nothing, earlier)
+    assert await outcome_of(delete, tombstone(earlier)) == untouched
+    assert key in untouched.cached[cached_in]
