@@ -7,7 +7,8 @@ from typing import Any, cast
 
 from bindingattacher_builders import Writes, spawn
 
-from operators.bindingattacher.kube import InventoryMirror
+from operators.bindingattacher.kube import InventoryMirror, Lookups
+from operators.bindingattacher.models import ConsumerReference
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder
 
@@ -48,3 +49,23 @@ async def test_parts_of_several_policies_are_written_together() -> None:
     assert len(client.applied) <= 2, "changes during a write are coalesced"
     assert client.applied[-1]["metadata"] == {"name": "inv", "namespace": "dra-operators"}
     assert await mirror.load("inv") == {"da-1": "b", "da-2": "c"}
+
+
+async def test_only_reserved_names_a_pod_can_have_are_looked_up() -> None:
+    """reservedFor takes any name: pasted into a path, ``.`` would list every pod of the namespace."""
+
+    class Pods:
+        def __init__(self) -> None:
+            self.paths: list[str] = []
+
+        async def get(self, path: str, **params: str) -> Any:
+            self.paths.append(path)
+            return {"metadata": {"name": "web-0", "namespace": "ns", "uid": "u"}}
+
+    client = Pods()
+    consumers = [
+        ConsumerReference(resource="pods", name=name, uid="u") for name in ("web-0", ".", "web-0/status")
+    ]
+    found = await Lookups(cast(KubeClient, client)).pods("ns", consumers)
+    assert client.paths == ["/api/v1/namespaces/ns/pods/web-0"]
+    assert [pod.metadata.name for pod in found] == ["web-0"]

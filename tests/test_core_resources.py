@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from operators.core.discovery import ServedResource
-from operators.core.resources import LEASES, NODES, PODS, ApiResource
+from operators.core.resources import LEASES, NODES, PODS, ApiResource, InvalidPathSegment
 from operators.dra.api import DEVICE_CLASSES, RESOURCE_CLAIMS
 
 pytestmark = pytest.mark.unit
@@ -40,3 +40,17 @@ def test_a_served_resource_builds_its_paths_the_same_way() -> None:
     served = ServedResource("resource.k8s.io", "v1beta2", "devicetaintrules", False, "DeviceTaintRule")
     assert served.path("r", subresource="status") == "/apis/resource.k8s.io/v1beta2/devicetaintrules/r/status"
     assert served.api_version == "resource.k8s.io/v1beta2"
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a%2Fb", "a?watch=true", "a#b"])
+def test_a_name_that_would_address_something_else_is_refused(name: str) -> None:
+    with pytest.raises(InvalidPathSegment):
+        PODS.path(name, namespace="ns")
+    with pytest.raises(InvalidPathSegment):
+        PODS.path("p", namespace=name)
+
+
+def test_names_of_every_kind_requested_by_name_pass() -> None:
+    assert PODS.path("web-0.v2", namespace="kube-system") == "/api/v1/namespaces/kube-system/pods/web-0.v2"
+    # RBAC and a few other kinds allow colons and upper case; they are one segment all the same.
+    assert NODES.path("system:Node") == "/api/v1/nodes/system:Node"

@@ -296,3 +296,11 @@ def test_pools_show_the_taints_of_the_devices_and_do_without_unreadable_rules(
         "DeviceTaintRules are not shown: forbidden while listing devicetaintrules: "
         "cannot list devicetaintrules.\n"
     )
+
+
+@pytest.mark.parametrize("name", ["web-0/status", ".", "Web-0"])
+def test_explain_refuses_a_name_no_object_can_have(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["explain", "pod", name])
+    assert exited.value.code == 2
+    assert f"{name!r} is not an object name" in capsys.readouterr().err

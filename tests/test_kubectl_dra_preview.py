@@ -11,6 +11,7 @@ import pytest
 from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra.errors import UsageError
+from operators.kubectl_dra.preview import consumer_pods
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
     Consumer,
@@ -240,3 +241,19 @@ def test_preview_document() -> None:
             "evictionAfterSeconds": 90.0,
         }
     ]
+
+
+async def test_a_reserved_name_no_pod_can_have_is_not_requested() -> None:
+    """reservedFor takes any name: pasted into a path, ``.`` would list every pod of the namespace."""
+    requested: list[str] = []
+
+    class Client:
+        async def get(self, path: str) -> dict[str, Any]:
+            requested.append(path)
+            return _pod("a", "ua")
+
+    session: Any = type("Session", (), {"client": Client()})()
+    claims = [_row("c1", 0.0, Consumer("a", "ua"), Consumer(".", "x"), Consumer("a/status", "y"))]
+    pods = await consumer_pods(session, claims)
+    assert requested == ["/api/v1/namespaces/ns1/pods/a"]
+    assert list(pods) == [("ns1", "a")]

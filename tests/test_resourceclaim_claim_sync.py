@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pytest
 from resourceclaim_builders import (
     FINALIZER,
     DeleteClaim,
@@ -229,6 +230,19 @@ def test_scenario_23_unknown_pod_removed_after_live_get() -> None:
     api = FakeApi()
     run_claim_sync(cache, api, "shared")
     assert api.of_type(GetPod) == [GetPod("demo", "ghost")]
+    [put] = api.writes()
+    assert put.body["status"]["reservedFor"] == [WIDGET]
+
+
+@pytest.mark.parametrize("name", [".", "..", "web-0/status", ".?watch=true", "Web-0", "web%2F0"])
+def test_a_reserved_name_no_pod_can_have_is_gone_without_a_request(name: str) -> None:
+    """A tenant who may write reservedFor writes any name: pasted into a path, ``.`` would list
+    every pod of the namespace, ``web-0/status`` read another object, ``.?watch=true`` hold a
+    worker on a watch."""
+    claim = make_claim("shared", allocated=True, reserved_for=[pod_consumer(name, "G"), WIDGET])
+    api = FakeApi()
+    run_claim_sync(cache_with(claims=[claim]), api, "shared")
+    assert api.of_type(GetPod) == []
     [put] = api.writes()
     assert put.body["status"]["reservedFor"] == [WIDGET]
 

@@ -63,6 +63,7 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.discovery import ServedResource
 from operators.core.models import parse_or_skip
+from operators.core.names import is_dns_subdomain
 from operators.core.plan import Apply, Create, Delete, Plan, Writer, execute
 from operators.core.reconcile import Requeue, Result
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
@@ -263,6 +264,9 @@ class Lookups:
         """The consumer pods that exist with the UID the claim names (others are left out)."""
         found = []
         for consumer in consumers:
+            if not is_dns_subdomain(consumer.name):
+                # reservedFor takes any name; one no pod can have must not become a request path.
+                continue
             pod = await self._pod(namespace, consumer.name)
             if pod is not None and pod.metadata.uid == consumer.uid:
                 found.append(pod)

@@ -4,6 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What would make a name more than one segment of the request path, or the path of another object:
+# the names of tenants' objects (a claim's reservedFor) reach paths unchecked by the API server.
+_NOT_IN_A_SEGMENT = frozenset("/%?#")
+
+
+class InvalidPathSegment(ValueError):
+    """A name that cannot be one segment of a request path, so no object can have it: ``.``,
+    ``..``, or one with ``/``, ``%``, ``?`` or ``#``. client-go refuses the same names (and
+    escapes ``?`` and ``#``, which no kind requested here allows)."""
+
+
+def is_path_segment(name: str) -> bool:
+    return name not in ("", ".", "..") and _NOT_IN_A_SEGMENT.isdisjoint(name)
+
+
+def _segment(name: str) -> str:
+    if not is_path_segment(name):
+        raise InvalidPathSegment(f"{name!r} cannot be a name in a request path")
+    return name
+
 
 @dataclass(frozen=True)
 class ApiResource:
@@ -20,13 +40,14 @@ class ApiResource:
         self, name: str | None = None, *, namespace: str | None = None, subresource: str | None = None
     ) -> str:
         """The collection, or one object (and its subresource); ``namespace=None`` on a namespaced
-        kind is the collection across all namespaces."""
+        kind is the collection across all namespaces. Raises :class:`InvalidPathSegment` for a
+        name or namespace that would address something else."""
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if namespace is not None and self.namespaced:
-            root += f"/namespaces/{namespace}"
+            root += f"/namespaces/{_segment(namespace)}"
         path = f"{root}/{self.plural}"
         if name is not None:
-            path += f"/{name}"
+            path += f"/{_segment(name)}"
             if subresource:
                 path += f"/{subresource}"
         return path

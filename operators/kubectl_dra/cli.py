@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import yaml
 
 from operators.core.credentials import default_namespace, locate_credentials
+from operators.core.names import is_dns_subdomain
 from operators.core.settings import ConfigurationError
 from operators.dra.durations import duration_seconds
 from operators.dra.taints import DeviceTaintSelector
@@ -72,6 +73,15 @@ def _grace(text: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"--grace must not be negative, not {text}")
     return seconds
+
+
+def _object_name(text: str) -> str:
+    # Every kind explained is named as a DNS subdomain; another name would not be one object's path.
+    if not is_dns_subdomain(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an object name: lowercase letters, digits, '-' and '.'"
+        )
+    return text
 
 
 def _name(text: str) -> str:
@@ -230,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
         "the field it is read from.",
     )
     why.add_argument("kind", choices=tuple(explain.KINDS), help="what to explain")
-    why.add_argument("name", help="its name")
+    why.add_argument("name", type=_object_name, help="its name")
     why.add_argument(
         "-n",
         "--namespace",

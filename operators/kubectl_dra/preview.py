@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import ApiError
+from operators.core.names import is_dns_subdomain
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
 from operators.dra.taintrules import EVICTION_IN_PROGRESS, KIND, PLURAL, VERSIONS
@@ -98,7 +99,8 @@ async def consumer_pods(
     for claim in claims:
         for consumer in claim.consumers:
             key = (claim.namespace, consumer.name)
-            if key in pods:
+            if key in pods or not is_dns_subdomain(consumer.name):
+                # reservedFor takes any name; one no pod can have names no pod to preview.
                 continue
             path = PODS.path(consumer.name, namespace=claim.namespace)
             try:

@@ -34,6 +34,7 @@ from typing import Any
 
 from operators.core import protowire
 from operators.core.client import ApiError, KubeClient
+from operators.core.names import is_dns_subdomain
 from operators.core.plan import Delete, Plan, Replace, Write, Writer, execute
 from operators.core.reconcile import Done, Result, Retry
 from operators.core.resources import PODS, ApiResource
@@ -75,6 +76,11 @@ async def sync_claim(
     live: dict[str, str | None] = {}
     for consumer in unknown_consumers(cache, claim):
         kind, resource = ("pod", PODS) if is_pod_consumer(consumer) else ("PodGroup", pod_groups)
+        if not is_dns_subdomain(consumer.name):
+            # Whoever may write reservedFor may write any name there: one no pod or PodGroup can
+            # have is not looked up (it could be a path to something else), it is simply gone.
+            live[consumer.uid] = None
+            continue
         try:
             found = await writer.client.get(resource.path(consumer.name, namespace=namespace))
         except ApiError as err:
