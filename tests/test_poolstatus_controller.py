@@ -4,6 +4,7 @@ its outcomes (spec sections 2.2, 7.1, 7.9, vectors 76, 79-81), and the TTL sweep
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,8 @@ from runtime_support import unit_runtime
 
 from operators.core.client import ApiError
 from operators.core.keys import CLAIM, Key
-from operators.core.reconcile import Requeue
+from operators.core.models import tombstone
+from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime
 from operators.dra import taintrules
 from operators.poolstatus.controller import DISCOVERY_KEY, TTL_KEY, PoolStatusController, request_key
@@ -340,6 +342,59 @@ async def test_gone_and_transient_answers(client: FakeClient) -> None:
     assert len(client.writes()) == 4
 
 
+INTERRUPTIONS = [
+    ApiError(503, "ServiceUnavailable", "busy"),
+    ApiError(429, "TooManyRequests", "slow down"),
+    ApiError(0, "ClientError", "reset"),
+    ApiError(409, "Conflict", "changed"),
+]
+
+
+@pytest.mark.parametrize("interruption", INTERRUPTIONS, ids=lambda e: str(e.status))
+@pytest.mark.parametrize("fallback_rejected", [False, True], ids=["accepted", "rejected"])
+async def test_an_interrupted_failed_status_is_retried_as_failed(
+    client: FakeClient, interruption: ApiError, fallback_rejected: bool
+) -> None:
+    """Spec 7.9: after a 422 only the Failed status is written, however often a transient error
+    or a conflict interrupts it; only its own rejection gives up."""
+    controller, _ = await prepared(client)
+    group = "resource.k8s.io"
+    rejected = value("dra_operators_poolstatus_status_rejected_total", group=group, reason="invalid")
+    failed = value("dra_operators_poolstatus_requests_processed_total", group=group, result="failed")
+    controller.upsert_slice(slice_body("s", generation=0))
+    controller.upsert_request(BUILTIN, request_body("r"))
+    client.objects[BUILTIN.path("r")] = request_body("r")
+    message = "status.pools[0].generation: Required value"
+    client.patch_errors += [ApiError(422, "Invalid", message), interruption]
+    if fallback_rejected:
+        client.patch_errors.append(ApiError(422, "Invalid", "no"))
+    assert isinstance(await controller.sync(key(BUILTIN, "r")), Requeue)
+    await writes_then_settles(controller, client, key(BUILTIN, "r"), writes=3)
+    conditions = [body["status"]["conditions"][0] for _, body in client.writes()]
+    assert [c["type"] for c in conditions] == ["Complete", "Failed", "Failed"]
+    assert conditions[2]["message"] == f"Failed to write status: {message}"
+    assert (
+        value("dra_operators_poolstatus_status_rejected_total", group=group, reason="invalid") == rejected + 1
+    )
+    written = value("dra_operators_poolstatus_requests_processed_total", group=group, result="failed")
+    assert written == failed + (0 if fallback_rejected else 1)
+
+
+@pytest.mark.parametrize("code", [401, 403])
+async def test_a_refused_write_is_not_retried(client: FakeClient, code: int) -> None:
+    """Spec 7.9 retries only 429, 5xx and network errors: credentials or RBAC do not heal by
+    retrying, so the request waits for its next event (or a restart)."""
+    controller, runtime = await prepared(client)
+    controller.upsert_slice(slice_body("s"))
+    controller.upsert_request(PROJECT, request_body("r"))
+    client.patch_errors.append(ApiError(code, "Forbidden", "may not patch"))
+    assert isinstance(await controller.sync(key(PROJECT, "r")), Done)
+    assert len(client.writes()) == 1
+    controller.upsert_request(PROJECT, request_body("r"))
+    assert key(PROJECT, "r") in runtime.queue._queue
+    await writes_then_settles(controller, client, key(PROJECT, "r"), writes=2)
+
+
 async def test_size_guard(client: FakeClient) -> None:
     """Vector 80."""
     controller, _ = await prepared(client, max_status_bytes=100)
@@ -487,3 +542,129 @@ async def test_rules_not_served_in_any_version_are_not_watched(client: FakeClien
     client.discovery["/apis/resource.k8s.io/v1alpha3"] = served_doc(*REQUEST_RESOURCES, "devicetaintrules")
     await controller.sync(DISCOVERY_KEY)
     assert runtime.exit_code == 3, "rules served as v1alpha3 at last: restart to watch them"
+
+
+# -- deletions, as the watch saw them or as tombstones after a gap -------------------------------
+
+
+def slice_in_pool_2(uid: str) -> dict[str, Any]:
+    body = slice_body("s2")
+    body["metadata"]["uid"] = uid
+    body["spec"]["pool"]["name"] = "pool-2"
+    return body
+
+
+def claim_on_device_0(uid: str) -> dict[str, Any]:
+    body = claim_body(rv=uid, allocated=True)
+    body["metadata"]["uid"] = uid
+    return body
+
+
+def rule_tainting_pool_1(uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "taint-pool-1", "uid": uid},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "pool-1"},
+            "taint": {"key": "example.com/bad", "effect": "NoSchedule"},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A watched kind: its handlers, one object of it by UID, and whether a status counts it."""
+
+    upsert: Callable[[PoolStatusController, dict[str, Any]], None]
+    delete: Callable[[PoolStatusController, dict[str, Any]], None]
+    body: Callable[[str], dict[str, Any]]
+    counted: Callable[[dict[str, Any]], bool]
+
+
+WATCHED = {
+    "slice": Watched(
+        PoolStatusController.upsert_slice,
+        PoolStatusController.delete_slice,
+        slice_in_pool_2,
+        lambda status: status["poolCount"] == 2,
+    ),
+    "claim": Watched(
+        PoolStatusController.upsert_claim,
+        PoolStatusController.delete_claim,
+        claim_on_device_0,
+        lambda status: status["pools"][0]["allocatedDevices"] == 1,
+    ),
+    "rule": Watched(
+        PoolStatusController.upsert_rule,
+        PoolStatusController.delete_rule,
+        rule_tainting_pool_1,
+        lambda status: status["pools"][0]["unavailableDevices"] == 2,
+    ),
+}
+
+
+async def written_status(controller: PoolStatusController, client: FakeClient, name: str) -> dict[str, Any]:
+    """The status a new request ``name`` gets now."""
+    controller.upsert_request(PROJECT, request_body(name))
+    await controller.sync(key(PROJECT, name))
+    path, body = client.writes()[-1]
+    assert path == PROJECT.path(name, subresource="status")
+    status: dict[str, Any] = body["status"]
+    return status
+
+
+@pytest.mark.parametrize("kind", WATCHED.values(), ids=WATCHED.keys())
+@pytest.mark.parametrize("as_tombstone", [False, True], ids=["full body", "tombstone"])
+async def test_a_deleted_object_stops_counting(client: FakeClient, kind: Watched, as_tombstone: bool) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_slice(slice_body("s"))
+    body = kind.body("uid-1")
+    kind.upsert(controller, body)
+    assert kind.counted(await written_status(controller, client, "before"))
+    kind.delete(controller, tombstone(body) if as_tombstone else body)
+    assert not kind.counted(await written_status(controller, client, "after"))
+
+
+@pytest.mark.parametrize("kind", WATCHED.values(), ids=WATCHED.keys())
+async def test_a_tombstone_leaves_the_object_that_took_its_name(client: FakeClient, kind: Watched) -> None:
+    """A re-list after a watch gap hands over what it found before the deletions it inferred: the
+    tombstone of an object deleted and created again in the gap comes after its successor."""
+    controller, _ = await prepared(client)
+    controller.upsert_slice(slice_body("s"))
+    kind.upsert(controller, kind.body("uid-1"))
+    kind.upsert(controller, kind.body("uid-2"))
+    kind.delete(controller, tombstone(kind.body("uid-1")))
+    assert kind.counted(await written_status(controller, client, "after"))
+
+
+def request_with_uid(uid: str) -> dict[str, Any]:
+    body = request_body("r")
+    body["metadata"]["uid"] = uid
+    return body
+
+
+@pytest.mark.parametrize("surface", [BUILTIN, PROJECT], ids=lambda s: s.group)
+@pytest.mark.parametrize("as_tombstone", [False, True], ids=["full body", "tombstone"])
+async def test_a_deleted_request_is_not_answered(
+    client: FakeClient, surface: Surface, as_tombstone: bool
+) -> None:
+    controller, _ = await prepared(client)
+    body = request_with_uid("uid-1")
+    controller.upsert_request(surface, body)
+    controller.delete_request(surface, tombstone(body) if as_tombstone else body)
+    assert controller.pending_counts()[surface.group] == 0
+    await controller.sync(key(surface, "r"))
+    assert client.writes() == []
+
+
+@pytest.mark.parametrize("surface", [BUILTIN, PROJECT], ids=lambda s: s.group)
+async def test_a_request_tombstone_leaves_the_request_that_took_its_name(
+    client: FakeClient, surface: Surface
+) -> None:
+    controller, _ = await prepared(client)
+    controller.upsert_request(surface, request_with_uid("uid-1"))
+    controller.upsert_request(surface, request_with_uid("uid-2"))
+    controller.delete_request(surface, tombstone(request_with_uid("uid-1")))
+    assert controller.pending_counts()[surface.group] == 1
+    await controller.sync(key(surface, "r"))
+    [(path, _)] = client.writes()
+    assert path == surface.path("r", subresource="status")

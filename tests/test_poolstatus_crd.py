@@ -148,6 +148,13 @@ def test_limit_defaults_to_100() -> None:
         ({"driver": "d", "defaultPartitionTypeAttribute": "invalid attr!"}, False),
         ({"driver": "d", "defaultPartitionTypeAttribute": "gpu.example.com/profile"}, True),
         ({"driver": "d", "defaultPartitionTypeAttribute": "a.com/b/c"}, False),
+        # The domain is a lower-case DNS subdomain, as the built-in API validates it; the name
+        # is a C identifier, either case.
+        ({"driver": "d", "defaultPartitionTypeAttribute": "Prefix.com/name"}, False),
+        ({"driver": "d", "defaultPartitionTypeAttribute": "gpu.Example.com/profile"}, False),
+        ({"driver": "d", "defaultPartitionTypeAttribute": "gpu.example.com/Profile_2"}, True),
+        ({"driver": "d", "defaultPartitionTypeAttribute": "gpu.example.com/2profile"}, False),
+        ({"driver": "d", "defaultPartitionTypeAttribute": "-gpu.example.com/profile"}, False),
         ({}, False),
     ],
 )

@@ -206,6 +206,8 @@ def test_v43_default_on_fixture_g() -> None:
         ({}, P, None),
         ({"x": "Full"}, "other.com/x", None),
         ({"profile": "Half", P: "Full"}, P, "Full"),
+        ({"profile": "Half", P: 2}, P, None),
+        ({"profile": "Half", P: ""}, P, None),
         ({"profile": ""}, P, None),
         ({"other.com/x": "Full"}, "other.com/x", "Full"),
     ],
@@ -220,6 +222,16 @@ def test_v44_value_lookup(attributes: dict[str, str | int], attribute: str, expe
         )
     else:
         assert partitions(pool) == [(attribute, expected, 1, 1)]
+
+
+def test_full_key_with_a_non_string_value_hides_the_bare_key_from_the_default() -> None:
+    attributes: dict[str, str | int] = {S: 2, "shape": "Small"}
+    devices = [device("d0", attributes=attributes, consumes=[("gpu-0", {"memory": "10Gi"})])]
+    pool = only_pool(fixture_r(("s0", devices, None)), spec=request_spec(default_attribute=S))
+    assert pool["validationError"] == (
+        'PartitionTypeMissing: device "d0" in pool gpu.example.com/pool-1 '
+        'does not carry partition type attribute "gpu.example.com/shape"'
+    )
 
 
 def test_v45_declaration_on_counters_slice_only() -> None:

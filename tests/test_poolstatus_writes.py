@@ -19,6 +19,10 @@ from operators.poolstatus.writes import WriteFailure, backoff, classify, rejecti
         (500, WriteFailure.TRANSIENT),
         (503, WriteFailure.TRANSIENT),
         (0, WriteFailure.TRANSIENT),
+        (401, WriteFailure.REFUSED),
+        (403, WriteFailure.REFUSED),
+        (405, WriteFailure.REFUSED),
+        (415, WriteFailure.REFUSED),
     ],
 )
 def test_classify(code: int, outcome: WriteFailure) -> None:

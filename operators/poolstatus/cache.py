@@ -11,6 +11,10 @@ never as full bodies:
 * taint rules by name (there are few);
 * requests by (API group, name): a request named ``x`` on each surface is two requests.
 
+A removal given a UID removes only the object of that UID: a re-list after a watch gap hands
+over the objects it finds before the deletions it inferred (as tombstones), so an object
+deleted and created again under its name in the gap must not take its successor with it.
+
 A pool's entry of the status depends only on its slices, its held devices, the taint rules
 and the request's default partition attribute, so it is computed once and kept until one of
 them changes: answering a request then costs a dictionary lookup per pool, however many
@@ -86,6 +90,8 @@ class ClusterCache:
     _slice_pool: dict[str, PoolId] = field(default_factory=dict)
     _slice_versions: dict[str, str] = field(default_factory=dict)
     _claim_versions: dict[ClaimKey, str] = field(default_factory=dict)
+    _claim_uids: dict[ClaimKey, str] = field(default_factory=dict)
+    """The UIDs of the claims in ``claims``, which keep held devices only."""
     _rules_epoch: int = 0
 
     # A re-delivered version (kopf lists everything again after the runtime's own listing)
@@ -112,9 +118,14 @@ class ClusterCache:
         _remember(self._slice_versions, name, resource_version)
         return touched | {key[0]}
 
-    def remove_slice(self, name: str) -> set[str]:
+    def remove_slice(self, name: str, uid: str = "") -> set[str]:
+        """Forget slice ``name`` (if given, only the one of ``uid``); returns the drivers whose
+        pools changed."""
+        key = self._slice_pool.get(name)
+        if key is not None and not _same_object(self._pools[key].slices[name].metadata.uid, uid):
+            return set()
         self._slice_versions.pop(name, None)
-        key = self._slice_pool.pop(name, None)
+        self._slice_pool.pop(name, None)
         if key is None:
             return set()
         state = self._pools[key]
@@ -141,19 +152,25 @@ class ClusterCache:
         if held and self.claims.get(key) == held and repr(self.claims[key]) == repr(held):
             # e.g. a reservation changed: nothing any pool's answer depends on.
             _remember(self._claim_versions, key, resource_version)
+            _remember(self._claim_uids, key, claim.metadata.uid)
             return
         self.remove_claim(key)
         if not held:
             return
         self.claims[key] = held
         _remember(self._claim_versions, key, resource_version)
+        _remember(self._claim_uids, key, claim.metadata.uid)
         for pool_key in dict.fromkeys((h.driver, h.pool) for h in held):
             state = self._pool(pool_key)
             state.held[key] = tuple(h for h in held if (h.driver, h.pool) == pool_key)
             state.answers.clear()
 
-    def remove_claim(self, key: ClaimKey) -> None:
+    def remove_claim(self, key: ClaimKey, uid: str = "") -> None:
+        """Forget claim ``key`` (if given, only the one of ``uid``)."""
+        if not _same_object(self._claim_uids.get(key, ""), uid):
+            return
         self._claim_versions.pop(key, None)
+        self._claim_uids.pop(key, None)
         held = self.claims.pop(key, ())
         for pool_key in dict.fromkeys((h.driver, h.pool) for h in held):
             state = self._pools[pool_key]
@@ -169,8 +186,11 @@ class ClusterCache:
         self.rules[rule.metadata.name] = rule
         self._rules_epoch += 1
 
-    def remove_rule(self, name: str) -> None:
-        if self.rules.pop(name, None) is not None:
+    def remove_rule(self, name: str, uid: str = "") -> None:
+        """Forget rule ``name`` (if given, only the one of ``uid``)."""
+        rule = self.rules.get(name)
+        if rule is not None and _same_object(rule.metadata.uid, uid):
+            del self.rules[name]
             self._rules_epoch += 1
 
     # -- requests -------------------------------------------------------------------------
@@ -180,8 +200,12 @@ class ClusterCache:
         self.requests[entry.key] = entry
         return entry
 
-    def remove_request(self, key: RequestKey) -> RequestEntry | None:
-        return self.requests.pop(key, None)
+    def remove_request(self, key: RequestKey, uid: str = "") -> RequestEntry | None:
+        """Forget request ``key`` (if given, only the one of ``uid``); returns what was removed."""
+        entry = self.requests.get(key)
+        if entry is None or not _same_object(entry.uid, uid):
+            return None
+        return self.requests.pop(key)
 
     def pending_of_driver(self, driver: str) -> Iterator[RequestEntry]:
         return (e for e in self.requests.values() if e.pending and e.request.spec.driver == driver)
@@ -228,8 +252,15 @@ class ClusterCache:
             del self._pools[key]
 
 
-def _remember(versions: dict[K, str], key: K, resource_version: str) -> None:
-    if resource_version:
-        versions[key] = resource_version
+def _same_object(cached_uid: str, uid: str) -> bool:
+    # An unknown UID on either side (a body or an object that carries none) cannot tell two
+    # objects of one name apart, so the name alone decides.
+    return not uid or not cached_uid or cached_uid == uid
+
+
+def _remember(values: dict[K, str], key: K, value: str) -> None:
+    """Keep a resourceVersion or UID; an empty one is unknown, so what an older version left goes."""
+    if value:
+        values[key] = value
     else:
-        versions.pop(key, None)
+        values.pop(key, None)

@@ -39,7 +39,7 @@ from operators.core.conditions import parse_time
 from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
 from operators.core.keys import CLAIM, Key
-from operators.core.models import parse_or_skip
+from operators.core.models import body_metadata, body_name, parse_or_skip
 from operators.core.plan import Plan, Write, execute
 from operators.core.reconcile import Done, Requeue, Result
 from operators.core.runtime import Runtime
@@ -62,6 +62,16 @@ REQUEST = "ResourcePoolStatusRequest"
 """The kind of request keys, qualified by the surface's API group: ``ResourcePoolStatusRequest.<group>``."""
 # Slice events re-evaluate waiting requests at most this often (spec section 7.1).
 SLICE_REQUEUE_SECONDS = 0.5
+
+
+def _name_and_uid(body: Mapping[str, Any]) -> tuple[str, str]:
+    return body_name(body), str(body_metadata(body).get("uid") or "")
+
+
+def _write_failed(rejection: str) -> Completed:
+    """The Failed status that reports a rejected status write, timed now: each attempt is its write."""
+    failed = failed_status(messages.write_failed_message(rejection), datetime.now(UTC))
+    return Completed(failed, result="failed", pool_count=0, listed=0, incomplete=0, validation_prefixes=())
 
 
 def request_key(request: RequestKey) -> Key:
@@ -87,7 +97,8 @@ class PoolStatusController:
         self._answered: set[str] = set()
         self._conflicts: dict[str, int] = {}
         self._transient: dict[str, int] = {}
-        self._fallback_sent: set[str] = set()
+        # uid -> the server's message on the rejected status, which the Failed status reports.
+        self._rejected: dict[str, str] = {}
         # The (group, fields) the server dropped that were logged already: once per process.
         self._drops_logged: set[tuple[str, tuple[str, ...]]] = set()
         m.state.observe(self)
@@ -159,8 +170,12 @@ class PoolStatusController:
             touched = self.cache.remove_slice(name)
         self._requeue_waiting(touched)
 
+    # A deletion may arrive as a tombstone (metadata only): each removes by key and UID, and
+    # reads what it removes from the cache, never from the body.
+
     def delete_slice(self, body: Mapping[str, Any]) -> None:
-        self._requeue_waiting(self.cache.remove_slice(body.get("metadata", {}).get("name", "")))
+        name, uid = _name_and_uid(body)
+        self._requeue_waiting(self.cache.remove_slice(name, uid))
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
@@ -181,8 +196,8 @@ class PoolStatusController:
             self.cache.remove_claim(key)
 
     def delete_claim(self, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata", {})
-        self.cache.remove_claim(Key(CLAIM, meta.get("namespace") or "", meta.get("name", "")))
+        name, uid = _name_and_uid(body)
+        self.cache.remove_claim(Key(CLAIM, str(body_metadata(body).get("namespace") or ""), name), uid)
 
     def upsert_rule(self, body: Mapping[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
@@ -193,7 +208,7 @@ class PoolStatusController:
             self.cache.remove_rule(name)
 
     def delete_rule(self, body: Mapping[str, Any]) -> None:
-        self.cache.remove_rule(body.get("metadata", {}).get("name", ""))
+        self.cache.remove_rule(*_name_and_uid(body))
 
     def upsert_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
         if surface not in self.served:
@@ -210,9 +225,10 @@ class PoolStatusController:
             self._forget(entry.uid)
 
     def delete_request(self, surface: Surface, body: Mapping[str, Any]) -> None:
-        entry = self.cache.remove_request((surface.group, body.get("metadata", {}).get("name", "")))
-        if entry is not None:
-            self._forget(entry.uid)
+        name, uid = _name_and_uid(body)
+        removed = self.cache.remove_request((surface.group, name), uid)
+        # The deleted request's bookkeeping goes even when a newer request of its name is cached.
+        self._forget(removed.uid if removed is not None else uid)
 
     def _requeue_waiting(self, drivers: set[str]) -> None:
         if not self._first_seen:
@@ -227,7 +243,7 @@ class PoolStatusController:
         self._answered.discard(uid)
         self._conflicts.pop(uid, None)
         self._transient.pop(uid, None)
-        self._fallback_sent.discard(uid)
+        self._rejected.pop(uid, None)
 
     # -- metrics sources ---------------------------------------------------------------------
 
@@ -259,6 +275,10 @@ class PoolStatusController:
             return Done("deleted or answered: a request is processed once")
         if entry.surface not in self.served:
             return Done()
+        if (rejection := self._rejected.get(entry.uid)) is not None:
+            # Recomputing would only meet the same rejection: a transient failure or a conflict
+            # on the Failed status is retried with the Failed status.
+            return await self._write(entry, _write_failed(rejection))
         group = entry.surface.group
         spec = entry.request.spec
         now = time.monotonic()
@@ -309,6 +329,8 @@ class PoolStatusController:
             if outcome is writes.WriteFailure.REJECTED:
                 return await self._on_rejected(entry, err)
             m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
+            if outcome is writes.WriteFailure.REFUSED:
+                return self._on_refused(entry, err)
             attempt = self._transient.get(entry.uid, 0)
             self._transient[entry.uid] = attempt + 1
             # The request's own backoff (writes.backoff), not the queue's: it resets per request.
@@ -394,7 +416,7 @@ class PoolStatusController:
         name = entry.request.metadata.name
         if (current := await self._unanswered(entry)) is None:
             return Done()
-        if entry.uid in self._fallback_sent:
+        if entry.uid in self._rejected:
             log.error(
                 "the API server rejected even the Failed status of %s %s: %s; giving up",
                 entry.surface.group,
@@ -404,15 +426,25 @@ class PoolStatusController:
             )
             self._answered.add(entry.uid)
             return Done()
-        self._fallback_sent.add(entry.uid)
+        self._rejected[entry.uid] = err.message
         m.status_rejected.labels(group=entry.surface.group, reason=writes.rejection_reason(err.status)).inc()
         log.warning("the API server rejected the status of %s %s: %s", entry.surface.group, name, err.message)
         fresh = self.cache.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
-        failed = failed_status(messages.write_failed_message(err.message), datetime.now(UTC))
-        return await self._write(
-            fresh,
-            Completed(failed, result="failed", pool_count=0, listed=0, incomplete=0, validation_prefixes=()),
+        return await self._write(fresh, _write_failed(err.message))
+
+    def _on_refused(self, entry: RequestEntry, err: ApiError) -> Result:
+        name = entry.request.metadata.name
+        log.error(
+            "the API server refused to let the operator write the status of %s %s: %s; it stays "
+            "pending until the request changes, the operator restarts, or its pending TTL ends",
+            entry.surface.group,
+            name,
+            err,
+            extra={"object": name},
         )
+        # Not answered: an event of the request, or a restart, evaluates it again.
+        self._forget(entry.uid)
+        return Done("status write refused")
 
     def _record(self, entry: RequestEntry, result: Completed) -> None:
         group = entry.surface.group

@@ -50,12 +50,25 @@ class Device(slices.SliceDevice):
 
     @field_validator("attributes", mode="before")
     @classmethod
-    def _string_attributes_only(cls, value: Any) -> Any:
-        # A value of another kind reads as missing anyway; dropping it keeps 10000s of
-        # cached devices small (most drivers publish mainly int, bool and version values).
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if not isinstance(v, dict) or "string" in v}
-        return value
+    def _attributes_that_can_name_a_type(cls, value: Any) -> Any:
+        # A value of another kind reads as missing; dropping it keeps 10000s of cached devices
+        # small (most drivers publish mainly int, bool and version values). Under a qualified
+        # key whose bare name is published too it is kept without its value: the qualified key
+        # wins the lookup (spec section 9 step 4), so the bare key's string must not answer.
+        if not isinstance(value, dict):
+            return value
+        kept: dict[str, Any] = {}
+        for key, attribute in value.items():
+            if not isinstance(attribute, dict) or "string" in attribute:
+                kept[key] = attribute
+            elif _shadows_bare_key(key, value):
+                kept[key] = {}
+        return kept
+
+
+def _shadows_bare_key(key: str, attributes: dict[str, Any]) -> bool:
+    _, slash, bare = key.partition("/")
+    return bool(slash) and bare in attributes
 
 
 class ResourceSliceSpec(slices.ResourceSliceSpec[Device]):

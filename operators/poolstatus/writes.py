@@ -14,7 +14,9 @@ answer             meaning
 404                the request is gone
 409                the request changed since it was read (maybe another writer)
 400, 413, 422      the server refuses this status (invalid, or too large)
-anything else      transient (429, 5xx, network): retry with backoff, no limit
+429, 5xx, network  transient: retry with backoff, no limit
+anything else      the server refuses the operator (401, 403, ...): not retried, since
+                   only a change outside the operator (credentials, RBAC) can help
 =================  =================================================================
 
 A 2xx answer can still have lost part of the status: kube-apiserver drops the fields its
@@ -39,6 +41,7 @@ class WriteFailure(enum.Enum):
     CONFLICT = "conflict"
     REJECTED = "rejected"
     TRANSIENT = "transient"
+    REFUSED = "refused"
 
 
 def classify(status_code: int) -> WriteFailure:
@@ -48,7 +51,10 @@ def classify(status_code: int) -> WriteFailure:
         return WriteFailure.CONFLICT
     if status_code in (400, 413, 422):
         return WriteFailure.REJECTED
-    return WriteFailure.TRANSIENT
+    # Status 0 is a transport failure: no answer came.
+    if status_code in (0, 429) or status_code >= 500:
+        return WriteFailure.TRANSIENT
+    return WriteFailure.REFUSED
 
 
 def rejection_reason(status_code: int) -> str:
