@@ -51,8 +51,17 @@ def start_devcluster(
         die_with_parent=True,
     )
     if not config.getoption("--e2e-keep-cluster"):
-        atexit.register(launcher.down, directory)
+        atexit.register(remove_devcluster, directory)
     return harness.Cluster.of_devcluster(started)
+
+
+def remove_devcluster(directory: Path, *workdirs: Path) -> None:
+    """Stop the cluster and remove its directory, logs included: a failed run has copied them to the
+    artifacts, and every e2e run starts dozens of clusters that would otherwise pile up in the
+    temporary directory."""
+    launcher.down(directory)
+    for path in (directory, *workdirs):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def stop_devcluster(config: pytest.Config, cluster: harness.Cluster, failed: bool) -> None:
@@ -66,7 +75,7 @@ def stop_devcluster(config: pytest.Config, cluster: harness.Cluster, failed: boo
         for log in cluster.workdir.glob("operator-*.log"):
             shutil.copy(log, ARTIFACTS)
     if not config.getoption("--e2e-keep-cluster"):
-        launcher.down(Path(cluster.state.dir))
+        remove_devcluster(Path(cluster.state.dir), cluster.workdir)
 
 
 def existing_cluster(config: pytest.Config, kubeconfig: str) -> harness.Cluster:

@@ -71,7 +71,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=["real", "fake"],
         help="real: the default-mode devcluster has one real node (kubelet, containerd, test driver)",
     )
-    group.addoption("--e2e-keep-cluster", action="store_true", help="leave the cluster running at the end")
+    group.addoption(
+        "--e2e-keep-cluster",
+        action="store_true",
+        help="leave the cluster running at the end, with its directory and logs; otherwise a failed run "
+        "copies the logs to test-artifacts/ and the directory is removed",
+    )
     group.addoption("--e2e-no-build", action="store_true", help="missing binaries are an error, not a build")
     group.addoption("--e2e-binding-timeout", default=DEFAULT_BINDING_TIMEOUT)
     group.addoption("--e2e-allow-nonlocal", action="store_true")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import ssl
 import tempfile
 import threading
@@ -87,7 +88,8 @@ def recording_webhook(api: Kube, name: str, fail_deletes: int = 0) -> Iterator[R
     The registration goes first at the end: with the server gone, a registered webhook would fail every
     DELETE of those pods, including the namespace cleanup's.
     """
-    keys = pki.generate(Path(tempfile.mkdtemp(prefix="dt-webhook-")))
+    key_dir = Path(tempfile.mkdtemp(prefix="dt-webhook-"))
+    keys = pki.generate(key_dir)
     recorder = Recorder(fail_deletes)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(recorder))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -132,3 +134,4 @@ def recording_webhook(api: Kube, name: str, fail_deletes: int = 0) -> Iterator[R
         api.delete(f"{path}/{name}")
         server.shutdown()
         server.server_close()
+        shutil.rmtree(key_dir, ignore_errors=True)
