@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -62,7 +63,18 @@ def test_every_pod_the_cache_keeps_passes_the_pre_check() -> None:
         assert (cache.pod("ns", "p") is not None) is pod_may_use_claims(body)
 
 
+def _cached(resource: str) -> float:
+    value = metrics.registry.get_sample_value("dra_operators_cached_objects", {"resource": resource})
+    return value or 0.0
+
+
 def test_cache_sizes_are_served_while_the_cache_lives() -> None:
+    # The served sizes add up every live cache: other tests' caches, unreachable but not yet
+    # collected, would count too. Those still reachable stay as they are during this test.
+    gc.collect()
+    before = {
+        resource: _cached(resource) for resource in ("pods", "resourceslices", "resourceclaimtemplates")
+    }
     cache = ResourceClaimCache()
     cache.apply_pod_event(
         None, Pod.model_validate(_pod({"resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}))
@@ -70,7 +82,10 @@ def test_cache_sizes_are_served_while_the_cache_lives() -> None:
     state = DeviceTaintCache()
     metrics.report_cache(cache)
     metrics.report_cache(state)
-    text = metrics.exposition().decode()
-    assert 'dra_operators_cached_objects{resource="pods"} 1.0' in text
-    assert 'dra_operators_cached_objects{resource="resourceslices"} 0.0' in text
-    assert 'dra_operators_cached_objects{resource="resourceclaimtemplates"} 0.0' in text
+    assert 'dra_operators_cached_objects{resource="pods"}' in metrics.exposition().decode()
+    assert _cached("pods") == before["pods"] + 1
+    assert _cached("resourceslices") == before["resourceslices"]
+    assert _cached("resourceclaimtemplates") == before["resourceclaimtemplates"]
+    del cache
+    gc.collect()
+    assert _cached("pods") == before["pods"], "a cache no longer alive is no longer served"
