@@ -13,7 +13,7 @@ What is kept, and why no more:
   rule of someone else's that holds the name a policy's rule would take blocks that rule) and UID.
 
 A deletion removes what is kept under the object's name, unless it is the tombstone of another
-object of that name (:func:`operators.dra.scopes.stale`).
+object of that name (:func:`operators.core.models.stale`).
 
 Every change of a slice, pod, claim or class concerns every policy: a policy's scope and signals
 may name any device. A rule concerns its controlling policy; one no policy controls concerns

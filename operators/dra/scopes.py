@@ -46,7 +46,8 @@ class ScopeCache(Generic[Owner]):
 
     A slice concerns every owner, as a scope may select any device; which owners a class, a rule
     or a claim concerns is the operator's to say. A deletion answers from what the cache kept, never
-    from the body: a tombstone has no spec or status; one that is :func:`stale` changes nothing.
+    from the body: a tombstone has no spec or status; one that is
+    :func:`~operators.core.models.stale` changes nothing.
     """
 
     def __init__(self, owners: dict[str, Owner], model: type[Owner]) -> None:

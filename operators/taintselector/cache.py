@@ -4,7 +4,7 @@ Pure: the controller feeds it watch events (raw bodies) and enqueues the selecto
 returns. Everything is keyed by name; a body that does not parse is dropped from the cache (and
 logged by the caller), so a malformed object never stops the others from being handled. A deletion
 removes what is kept under its name, unless it is the tombstone of another object of that name
-(:func:`operators.dra.scopes.stale`).
+(:func:`operators.core.models.stale`).
 
 Which selectors an event concerns:
 
