@@ -142,11 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = parse_settings(args.name, rest, definition)
     except ConfigurationError as err:
         return _fail(f"invalid settings: {err}")
-    from .core import gc_tuning
+    from .core import gc_tuning, wirejson
     from .core.eventloop import new_event_loop
     from .core.runtime import LEASE_LOST, run
 
     gc_tuning.tune()
+    wirejson.read_what_the_server_reads()
     first = True
     try:
         while True:

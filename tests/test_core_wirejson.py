@@ -71,3 +71,25 @@ def test_writing_what_was_read_changes_nothing(value: Any) -> None:
     text = wirejson.dumps(value)
     assert json.loads(text) == value
     assert wirejson.dumps(wirejson.loads(text)) == text
+
+
+def _nested_text(depth: int) -> str:
+    return '{"a":[' * depth + '"bottom"' + "]}" * depth
+
+
+def test_json_as_deep_as_the_server_reads_is_read_and_written_back() -> None:
+    """10 KiB of a tenant's opaque parameters nest about 5 000 levels; Python stops at 1 000."""
+    wirejson.read_what_the_server_reads()
+    text = _nested_text(wirejson.DEEPEST // 2)
+    assert wirejson.dumps(wirejson.loads(text)) == text
+
+
+def test_deeper_json_is_a_value_error_that_names_the_limit() -> None:
+    wirejson.read_what_the_server_reads()
+    with pytest.raises(wirejson.TooDeep, match="nested deeper than this process reads"):
+        wirejson.loads(_nested_text(wirejson.DEEPEST * 2))
+    deep: Any = "bottom"
+    for _ in range(wirejson.DEEPEST * 2):
+        deep = [deep]
+    with pytest.raises(wirejson.TooDeep, match="nested deeper than this process writes"):
+        wirejson.dumps(deep)

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
+from operators.core import wirejson
 from operators.core.client import KubeClient
 from operators.core.informer import Informer
 from operators.core.models import Tombstone
@@ -47,11 +48,12 @@ def gone() -> dict[str, Any]:
 
 @dataclass
 class Peer:
-    """Lists ``objects`` (at ``list_rv``) two per page; each watch request takes the next script:
-    a list of events, then the stream ends; ``"drop"`` in a script cuts the connection there;
-    a script ``410`` answers the request itself with 410."""
+    """Lists ``objects`` (at ``list_rv``; bytes are an object's JSON text) two per page; each
+    watch request takes the next script: a list of events, then the stream ends; ``"drop"`` in a
+    script cuts the connection there; a script ``410`` answers the request itself with 410; bytes
+    in a script are sent as they are."""
 
-    objects: list[dict[str, Any]]
+    objects: list[dict[str, Any] | bytes]
     list_rv: str
     scripts: list[Any]
     watches: list[str] = field(default_factory=list)
@@ -78,7 +80,8 @@ class Peer:
                 assert request.transport is not None
                 request.transport.close()
                 return response
-            await response.write(json.dumps(item).encode() + b"\n")
+            line = item if isinstance(item, bytes) else json.dumps(item).encode()
+            await response.write(line + b"\n")
         await response.write_eof()
         return response
 
@@ -89,7 +92,9 @@ class Peer:
         meta: dict[str, Any] = {"resourceVersion": self.list_rv}
         if start + 2 < len(self.objects):
             meta["continue"] = str(start + 2)
-        return web.json_response({"apiVersion": "v1", "kind": "PodList", "metadata": meta, "items": page})
+        items = ",".join(item.decode() if isinstance(item, bytes) else json.dumps(item) for item in page)
+        head = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": meta})
+        return web.Response(text=f'{head[:-1]},"items":[{items}]}}', content_type="application/json")
 
 
 @pytest.fixture
@@ -233,3 +238,50 @@ async def test_an_unserved_kind_lists_empty_and_is_not_watched(serve: Any) -> No
     assert not informer.served
     await asyncio.wait_for(informer.run(), 1)
     assert peer.watches == []
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+async def test_an_object_nested_as_deep_as_the_server_reads_is_read(serve: Any) -> None:
+    """A tenant's claim may carry opaque parameters nested about 5 000 levels deep (10 KiB)."""
+    wirejson.read_what_the_server_reads()
+    deep = {**pod("deep", "9", "11"), "spec": _nested(2600)}
+    peer = Peer([deep], "10", [[event("MODIFIED", deep)]])
+    seen = await _seen_through_list_and_watch(serve, peer)
+    assert seen.items == [("Pod", "deep", False), ("Pod", "deep", False)]
+
+
+@pytest.mark.parametrize("unreadable", ["not JSON", "too long"])
+async def test_an_event_it_cannot_read_lists_again_and_the_watch_goes_on(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, unreadable: str
+) -> None:
+    monkeypatch.setattr(KubeClient, "read_buffer", 2**10)
+    line = (
+        b"{not JSON" if unreadable == "not JSON" else json.dumps(pod("big", "8", "12" + "0" * 4096)).encode()
+    )
+    peer = Peer([pod("a", "1")], "10", [[line], [event("ADDED", pod("b", "2", "21"))]])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    # The same event would come again from where the watch stood: the informer lists instead.
+    peer.list_rv = "20"
+    await _run_until_idle(informer, peer)
+    assert peer.lists == 2
+    assert peer.watches == ["10", "20", "21"]
+    assert informer.relists == 1
+    assert seen.items[-1] == ("Pod", "b", False)
+
+
+async def test_a_list_page_too_deep_to_read_fails_the_list_instead_of_reading_as_empty(serve: Any) -> None:
+    wirejson.read_what_the_server_reads()
+    depth = 2 * wirejson.DEEPEST
+    deeper = '{"metadata":{"name":"deep","uid":"9"},"spec":' + '{"a":[' * depth + "0" + "]}" * depth + "}"
+    peer = Peer([deeper.encode()], "10", [])
+    informer = Informer(await serve(peer), PATH, "pods", Seen())
+    with pytest.raises(wirejson.TooDeep):
+        await informer.list()

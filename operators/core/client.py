@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.http_exceptions import LineTooLong
 from kubernetes_asyncio import client as k8s_client
 from yarl import URL
 
@@ -123,6 +124,9 @@ def _no_response(method: str, err: Exception) -> ApiError:
 def _parsed(raw: bytes) -> Any:
     try:
         return wirejson.loads(raw) if raw else None
+    except wirejson.TooDeep:
+        # JSON all the same, and what it holds matters: a list page is not to be read as empty.
+        raise
     except ValueError:
         # Some answers are plain text, e.g. API Priority and Fairness' 429 "Too many requests".
         return None
@@ -170,6 +174,11 @@ class WriteFence:
 
 
 class KubeClient:
+    # aiohttp refuses a line longer than twice its read buffer: a watch event is one line, and the
+    # largest object etcd stores (1.5 MiB) can grow sixfold in JSON (Go writes `<` as \u003c).
+    # A tenant's pod of that size had stopped the pod watch.
+    read_buffer = 2**23
+
     def __init__(
         self,
         configuration: k8s_client.Configuration,
@@ -191,7 +200,7 @@ class KubeClient:
         self.session = aiohttp.ClientSession(
             connector=self.api.rest_client.pool_manager.connector,
             connector_owner=False,
-            read_bufsize=2**21,
+            read_bufsize=self.read_buffer,
         )
         self.bucket = TokenBucket(qps, burst)
         self._on_success = on_success
@@ -346,7 +355,10 @@ class KubeClient:
                 if self._on_success is not None:
                     self._on_success()
                 while True:
-                    line = await response.content.readline()
+                    try:
+                        line = await response.content.readline()
+                    except LineTooLong as err:
+                        raise ValueError(f"a watch event longer than the read buffer: {err}") from None
                     if not line:
                         return
                     if line.strip():

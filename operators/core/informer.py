@@ -191,8 +191,9 @@ class Informer:
             raise
 
     async def run(self) -> None:
-        """Watch until cancelled: resume after the server's timeout, re-list on 410, back off
-        after a failure."""
+        """Watch until cancelled: resume after the server's timeout, re-list on 410 and on an
+        event it cannot read, back off after a failure. Nothing but cancellation ends it: a dead
+        watch would leave the operator ready and blind."""
         if not self.served:
             return
         backoff = self._backoff_initial
@@ -203,18 +204,33 @@ class Informer:
                 backoff = self._backoff_initial
                 continue
             except Gone as gone:
-                self.relists += 1
-                metrics.informer_relist(self.resource, "gone")
                 log.info("watch of %s expired (%s); listing again", self.path, gone)
-                try:
-                    await self.list()
+                if await self._relist("gone"):
                     continue
-                except ApiError as err:
-                    log.warning("re-listing %s failed: %s", self.path, err)
-            except (ApiError, ValueError) as err:
-                # ValueError: a line that is not JSON, or longer than the read buffer.
+            except ValueError as err:
+                # A line that is not JSON, nested too deep or longer than the read buffer: resuming
+                # from where we are would read it again, for ever. A listing reads whole pages.
+                log.error("watch of %s sent an event it cannot read (%s); listing again", self.path, err)
+                if await self._relist("unreadable"):
+                    continue
+            except ApiError as err:
                 log.warning("watch of %s failed: %s; resuming from %s", self.path, err, self.resource_version)
+            except Exception:
+                # Not expected (the callbacks catch their own errors), and what was missed is not known.
+                log.exception("watch of %s failed unexpectedly; listing again", self.path)
+                if await self._relist("unexpected"):
+                    continue
             if time.monotonic() - started > BACKOFF_MAX:
                 backoff = self._backoff_initial
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _relist(self, reason: str) -> bool:
+        self.relists += 1
+        metrics.informer_relist(self.resource, reason)
+        try:
+            await self.list()
+        except (ApiError, ValueError) as err:
+            log.warning("re-listing %s failed: %s", self.path, err)
+            return False
+        return True

@@ -129,7 +129,8 @@ def write_refused(method: str) -> None:
 
 _informer_relists = Counter(
     f"{PREFIX}informer_relists",
-    "Full lists of a watched kind after the start, by reason (gone: the watch's resourceVersion expired).",
+    "Full lists of a watched kind after the start, by reason (gone: the watch's resourceVersion expired; "
+    "unreadable: the watch sent an event the operator cannot read; unexpected: the watch failed otherwise).",
     ["resource", "reason"],
 )
 _informer_last_event = Gauge(

@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
+
+DEEPEST = 10_000
+"""The deepest nesting kube-apiserver reads (sigs.k8s.io/json); a RawExtension of 10 KiB that a
+tenant writes (a claim's opaque parameters) nests about 5 100 levels."""
 
 _GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -58,14 +63,37 @@ def _parse_float(literal: str) -> float:
     return LiteralFloat(literal)
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than this Python reads or writes (see :func:`read_what_the_server_reads`)."""
+
+
+def read_what_the_server_reads() -> None:
+    """Let this process read and write JSON as deep as kube-apiserver accepts. Python's JSON
+    scanner and encoder recurse once a level and stop at the recursion limit (1 000 by default):
+    one claim nested deeper by a tenant made every list and watch of claims fail. Called once by
+    each program's entry point. Python 3.12 caps the C recursion of the scanner at its own limit
+    whatever this says; there a deeper object is refused as :class:`TooDeep`."""
+    # Two frames a level: writing back a value that holds a LiteralFloat walks it in Python, a
+    # frame for the node and one for its comprehension. The rest is for the frames below the
+    # first level (the event loop, the callbacks). Python 3.11 runs Python frames off the C stack,
+    # and the C scanner's 10 000 levels fit the main thread's.
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 2 * DEEPEST + 500))
+
+
 def loads(data: str | bytes | bytearray) -> Any:
     """Parse JSON from kube-apiserver, keeping what :func:`dumps` needs to write it back."""
-    return json.loads(data, parse_float=_parse_float)
+    try:
+        return json.loads(data, parse_float=_parse_float)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than this process reads ({sys.getrecursionlimit()})") from None
 
 
 def dumps(value: Any) -> str:
     """``value`` as Go's ``encoding/json`` writes it (see the module docstring)."""
-    text = _with_literals(value) if _Seen.literal_floats else _COMPACT.encode(value)
+    try:
+        text = _with_literals(value) if _Seen.literal_floats else _COMPACT.encode(value)
+    except RecursionError:
+        raise TooDeep(f"a value nested deeper than this process writes ({sys.getrecursionlimit()})") from None
     if _GO_ESCAPED.search(text) is None:
         return text
     return _GO_ESCAPED.sub(_go_escape, text)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from operators.core import wirejson
 from operators.core.credentials import default_namespace, locate_credentials
 from operators.core.names import is_dns_subdomain
 from operators.core.settings import ConfigurationError
@@ -505,6 +506,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    wirejson.read_what_the_server_reads()
     try:
         _run(args)
     except PluginError as err:
