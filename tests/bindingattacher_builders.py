@@ -91,6 +91,15 @@ def condition(
     }
 
 
+def as_stored(entry_doc: dict[str, Any]) -> dict[str, Any]:
+    """An applied ``status.devices`` entry as the API server returns it: a zero
+    ``observedGeneration`` is dropped (``omitempty``), which is all a ResourceClaim ever gets."""
+    conditions = [
+        {k: v for k, v in c.items() if k != "observedGeneration" or v} for c in entry_doc["conditions"]
+    ]
+    return {**entry_doc, "conditions": conditions}
+
+
 def entry(
     device: str, conditions: Sequence[dict[str, Any]], *, driver: str = FABRIC, pool: str = "fabric-pool"
 ) -> dict[str, Any]:

@@ -3,10 +3,11 @@ and the status writer's live read, which keeps the cache honest about deleted cl
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import FABRIC, Writes, claim, record, result
+from bindingattacher_builders import FABRIC, T0, Writes, claim, claim_body, entry, record, result
 
 from operators.bindingattacher.cache import (
     ClaimCache,
@@ -19,7 +20,8 @@ from operators.bindingattacher.cache import (
     record_claim_key,
 )
 from operators.bindingattacher.kube import StatusWriter
-from operators.bindingattacher.ledger import LedgerIndex
+from operators.bindingattacher.ledger import LedgerIndex, identity_state
+from operators.bindingattacher.statemachine import IdentityState
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import EventRecorder
 from operators.core.keys import CLAIM, Key
@@ -111,6 +113,22 @@ async def test_a_live_read_that_finds_the_claim_gone_makes_the_cache_forget_it(
     assert await writer.read("ns", "c", "u1") is None
     assert cache.get("u1") is None
     assert not cache.put(project_claim(_body("7"), False))
+
+
+def test_a_claim_that_can_never_be_attached_keeps_no_allocation_details() -> None:
+    plain = [result("f0", ready=(), failure=()), result("n0", driver="nic.example.com", ready=(), failure=())]
+    shown = [entry("n0", [], driver="nic.example.com") | {"data": {"blob": "x" * 10000}}]
+    kept = project_claim(claim_body(plain, devices=shown, reserved=("pod-uid-1", "pod-uid-2")), False)
+    allocation = kept.status.allocation
+    assert allocation is not None
+    assert allocation.allocation_timestamp == T0, "a later record of the claim compares it"
+    assert (allocation.devices.results, allocation.node_selector) == ((), None)
+    assert (kept.status.devices, kept.status.reserved_for) == ((), ())
+    # Its records (of an earlier allocation) see a re-allocation, not a deallocation.
+    earlier = record(claim([result("f0")], timestamp=T0 - timedelta(minutes=5)))
+    assert identity_state(earlier, kept) is IdentityState.REALLOCATED
+    attachable = claim_body([result("f0"), *plain], devices=shown)
+    assert project_claim(attachable, False) == claim([result("f0"), *plain], devices=shown)
 
 
 def test_binding_conditions_and_keys() -> None:

@@ -13,6 +13,7 @@ from bindingattacher_builders import (
     FOREIGN,
     NIC,
     T0,
+    as_stored,
     claim,
     condition,
     entry,
@@ -44,6 +45,7 @@ from operators.bindingattacher.models import (
     FailureKind,
     Phase,
     ReasonsSpec,
+    Reported,
     WaitingFor,
 )
 
@@ -259,6 +261,22 @@ def test_needs_write_ignores_timestamps_only() -> None:
     assert needs_write(bumped, desired_entries(bumped, [progress], SETTINGS, NOW))
 
 
+def test_entries_echoed_without_a_zero_observed_generation_need_no_write() -> None:
+    progress = record(status=DeviceAttachmentStatus(phase=Phase.ATTACHING, attempts=1))
+    failure = AttachFailure(kind=FailureKind.TIMEOUT, reason="AttachTimeout", message="too late")
+    failed = record(status=DeviceAttachmentStatus(phase=Phase.FAILED, attempts=1, failure=failure))
+    for the_record in (progress, failed):
+        applied = desired_entries(claim(generation=0), [the_record], SETTINGS, NOW)
+        shown = claim(devices=[as_stored(e) for e in applied], generation=0)
+        assert "observedGeneration" not in shown.status.devices[0].conditions[0].to_dict()
+        later = desired_entries(shown, [the_record], SETTINGS, NOW + timedelta(seconds=10))
+        assert not needs_write(shown, later)
+        regenerated = shown.model_copy(
+            update={"metadata": shown.metadata.model_copy(update={"generation": 2})}
+        )
+        assert needs_write(regenerated, desired_entries(regenerated, [the_record], SETTINGS, NOW))
+
+
 def test_write_errors_are_classified() -> None:
     forbidden = (
         'changing status.devices requires resource="resourceclaims/driver", verb="[arbitrary-node:patch]"'
@@ -282,3 +300,21 @@ def test_readiness_once_shown_is_never_rewritten() -> None:
     assert doc is not None
     assert doc["conditions"] == [shown.status.devices[0].conditions[0].to_dict()]
     assert not needs_write(shown, [doc])
+
+
+def test_data_shown_with_readiness_is_kept_by_a_record_that_did_not_write_it() -> None:
+    writing = ConditionSettings("fabric", ConditionsSpec(write_data=True))
+    first = record(
+        status=DeviceAttachmentStatus(phase=Phase.ATTACHED, attempts=1, attached_at=T0, data={"port": 7})
+    )
+    applied = render_entry(first, writing, None, 0, NOW)
+    assert applied is not None
+    shown = claim(devices=[as_stored(applied)], generation=0)
+    # Recorded as Attached by the next run, which knows neither the attach time nor the data.
+    recorded = record(
+        status=DeviceAttachmentStatus(phase=Phase.ATTACHED, attempts=1, reported=Reported.READY)
+    )
+    entries = desired_entries(shown, [recorded], writing, NOW + timedelta(seconds=30))
+    assert entries[0]["data"]["action"] == {"port": 7}
+    assert entries[0]["data"]["attachedAt"] == "2026-08-01T10:00:00Z"
+    assert not needs_write(shown, entries)

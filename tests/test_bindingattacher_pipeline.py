@@ -10,17 +10,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
 from bindingattacher_builders import ATTACHED, FABRIC, Writes, attacher, claim_body, result, spawn
 
+from operators.bindingattacher import pipeline as pipeline_module
 from operators.bindingattacher import policy
 from operators.bindingattacher.actions import AttachResult, CallOutcome, Operation, Outcome
 from operators.bindingattacher.actions.factory import NoopAction
 from operators.bindingattacher.cache import POLICY as POLICY_KIND
-from operators.bindingattacher.cache import ClusterCache, project_claim
+from operators.bindingattacher.cache import ClusterCache, project_claim, put_record
 from operators.bindingattacher.calls import CallTracker
 from operators.bindingattacher.collaborators import Collaborators
 from operators.bindingattacher.decide import record_step
@@ -153,12 +154,16 @@ class Queue:
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(self, server: Server | None = None) -> None:
+        """A fresh attacher; over ``server`` it is one that starts on what another left behind."""
         body = claim_body([result()], timestamp=datetime.now(UTC).replace(microsecond=0))
-        self.server = Server(body)
+        self.server = server or Server(body)
+        body = self.server.claim
         client = cast(KubeClient, self.server)
         self.cache = ClusterCache()
         self.cache.claims.put(project_claim(body, False))
+        for stored in self.server.records.values():
+            put_record(self.cache.records, DeviceAttachment.model_validate(stored))
         state = self.cache.policies.observe(POLICY)
         verdict = policy.validate(
             DeviceAttachPolicy.model_validate(POLICY), test_actions_enabled=False, taint_rules_served=True
@@ -232,6 +237,40 @@ async def test_attach_then_readiness_then_the_record_in_one_update() -> None:
     assert isinstance(second, Done | Requeue)
     assert isinstance(again, Done)
     assert len(w.server.writes) == writes, "a settled claim costs no write"
+
+
+class Crash(Exception):
+    """The attacher stops between two writes (a crash, or a lost leadership)."""
+
+
+async def test_a_restart_past_the_deadline_records_the_readiness_the_claim_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = World()
+    await w.pipeline.sync(w.key)
+    await w.call_returns()
+
+    async def crash(path: str, body: dict[str, Any], **params: str) -> Any:
+        raise Crash
+
+    monkeypatch.setattr(w.server, "replace", crash)
+    with pytest.raises(Crash):
+        await w.pipeline.sync(w.key)
+    await w.calls.close()
+    assert w.shown()[ATTACHED] == "True"
+    assert w.record().status.phase is Phase.ATTACHING, "readiness is applied before the record update"
+    monkeypatch.undo()
+
+    restarted = World(w.server)
+    late = w.record().spec.deadline + timedelta(minutes=1)
+    monkeypatch.setattr(pipeline_module, "utcnow", lambda: late)
+    writes = len(w.server.writes)
+    outcome = await restarted.pipeline.sync(restarted.key)
+    assert isinstance(outcome, Done)
+    assert w.server.writes[writes:] == [("update", w.record().metadata.name)], "no failure over readiness"
+    assert [t for t, status in w.shown().items() if status == "True"] == [ATTACHED]
+    assert (w.record().status.phase, w.record().status.reported) == (Phase.ATTACHED, Reported.READY)
+    assert restarted.calls.counts() == {}, "the device is attached already: no call"
 
 
 async def test_a_record_that_exists_already_ends_the_sync_with_a_requeue() -> None:

@@ -145,6 +145,26 @@ def test_deadline_cancels_and_fails_with_attach_timeout() -> None:
     assert "waiting for a free attach slot" in timed_out.status.failure.message
 
 
+def test_readiness_already_shown_is_recorded_whatever_the_deadline() -> None:
+    # A crash between the readiness apply and the record update leaves the record Attaching.
+    for now in (NOW, DEADLINE + timedelta(minutes=5)):
+        step = advance(attaching(), obs(now=now, entry=EntryState.READY), SETTINGS)
+        assert (step.status.phase, step.status.reported) == (Phase.ATTACHED, Reported.READY)
+        assert step.status.failure is None
+        assert step.effects == frozenset(), "no call, no cancel, nothing new for the claim"
+        assert step.events == (Event.ATTACHED,)
+        assert step.outcome is AttachmentOutcome.READY
+    # Our own failure of the allocation still wins: it can never become ready.
+    detached = advance(attaching(), obs(entry=EntryState.READY, sibling_failure_reported=True), SETTINGS)
+    assert (detached.status.phase, detached.status.detach_reason) == (Phase.DETACHING, DetachReason.FAILED)
+    # Only an attach that was started can have shown readiness.
+    pending = DeviceAttachmentStatus(
+        phase=Phase.PENDING, waiting_for=WaitingFor.SLOT, last_transition_time=T0
+    )
+    waiting = advance(pending, obs(entry=EntryState.READY, slot_free=False), SETTINGS)
+    assert waiting.status.phase is Phase.PENDING
+
+
 def test_failure_is_never_written_for_an_allocation_in_use() -> None:
     step = advance(attaching(), obs(now=DEADLINE, allocation_in_use=True), SETTINGS)
     assert step.status.phase is Phase.ATTACHING
@@ -206,6 +226,11 @@ def test_sibling_failure_detaches_the_rest_of_the_allocation() -> None:
     attached = DeviceAttachmentStatus(phase=Phase.ATTACHED, attempts=1, reported=Reported.READY)
     step = advance(attached, obs(sibling_failure_reported=True), SETTINGS)
     assert (step.status.phase, step.status.detach_reason) == (Phase.DETACHING, DetachReason.FAILED)
+    # A pod bound to the allocation anyway (two shares of a device, the scheduler reading the
+    # ready one) keeps its devices: nothing is detached or called while it uses them.
+    for status in (attached, attaching()):
+        held = advance(status, obs(sibling_failure_reported=True, allocation_in_use=True), SETTINGS)
+        assert (held.status, held.effects) == (status, frozenset())
 
 
 def test_foreign_failure_holds_new_calls() -> None:

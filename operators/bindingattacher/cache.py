@@ -12,7 +12,8 @@ than our own write never rolls the cache back, and our write never waits for the
 
 Claims are reduced to a projection (spec §15.3): the typed model already keeps only the
 fields the attacher reads; labels are dropped and annotations are kept only when they steer
-the Test action (``test.dra-operators.io/*``) and test actions are enabled.
+the Test action (``test.dra-operators.io/*``) and test actions are enabled; a claim whose
+allocation has no binding conditions keeps no results, consumers or device status.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from operators.core.recent import RecentKeys
 
 from .actions.testaction import TEST_ANNOTATION_PREFIX
 from .ledger import LedgerIndex
-from .models import DeviceAttachment, ResourceClaim
+from .models import AllocationResult, DeviceAttachment, ResourceClaim, ResourceClaimStatus
 from .policy import PolicyBook
 
 POLICY = "policy"
@@ -68,7 +69,12 @@ def newer(candidate: str, current: str) -> bool:
 
 
 def project_claim(body: Mapping[str, Any], keep_test_annotations: bool) -> ResourceClaim:
-    """Parse a claim and drop what the attacher never reads (raises pydantic's ValidationError)."""
+    """Parse a claim and drop what the attacher never reads (raises pydantic's ValidationError).
+
+    An allocation without binding conditions can never be attached: of such a claim only the
+    metadata and the allocation's timestamp are kept, which still tells the records of an
+    earlier allocation whether the claim was deallocated or allocated again.
+    """
     claim = ResourceClaim.model_validate(body)
     meta = claim.metadata
     annotations = (
@@ -77,7 +83,11 @@ def project_claim(body: Mapping[str, Any], keep_test_annotations: bool) -> Resou
         else {}
     )
     slim = meta.model_copy(update={"labels": {}, "annotations": annotations, "owner_references": ()})
-    return claim.model_copy(update={"metadata": slim})
+    status = claim.status
+    if status.allocation is not None and not has_binding_conditions(claim):
+        stamp = status.allocation.allocation_timestamp
+        status = ResourceClaimStatus(allocation=AllocationResult(allocation_timestamp=stamp))
+    return claim.model_copy(update={"metadata": slim, "status": status})
 
 
 def has_binding_conditions(claim: ResourceClaim) -> bool:

@@ -57,6 +57,7 @@ from .models import (
 )
 from .policy import PolicySettings
 from .selection import (
+    EntryState,
     NodeResolution,
     OurResult,
     SelectionRules,
@@ -173,6 +174,12 @@ def sibling_failure_reported(record: DeviceAttachment, index: LedgerIndex) -> bo
     )
 
 
+def _shown(record: DeviceAttachment, claim: ResourceClaim, all_ours: Sequence[OurResult]) -> EntryState:
+    key = DeviceKey.of_record(record)
+    ours = next((o for o in all_ours if o.key == key), None)
+    return entry_state(claim, ours) if ours is not None else EntryState.ABSENT
+
+
 def _device_busy(record: DeviceAttachment | None, index: LedgerIndex) -> bool:
     return record is not None and record.status.phase is Phase.PENDING and index.blocking(record) is not None
 
@@ -230,6 +237,7 @@ def observe_record(
         deadline=record.spec.deadline,
         identity=identity,
         node=_node(record, claim, settings, facts, record.spec.deadline) if live and claim else None,
+        entry=_shown(record, claim, all_ours) if live and claim else EntryState.ABSENT,
         previous_detach_pending=_device_busy(record, index),
         slot_free=facts.slot_free,
         foreign_failure=foreign,

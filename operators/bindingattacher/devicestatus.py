@@ -17,7 +17,8 @@ Per phase (spec §11.2): progress writes readiness and failure types False with 
 and message (retries cause no writes); readiness writes the readiness types True; a failure
 writes the chosen failure type True and everything else False. After deallocation nothing is
 written: the entry is gone and any write would be rejected. An entry that already shows
-readiness True is copied unchanged, because readiness is never taken back for an identity.
+readiness True is copied unchanged, its ``data`` included, because readiness is never taken back
+for an identity.
 """
 
 from __future__ import annotations
@@ -262,7 +263,10 @@ def render_entry(
     entry = _entry_key(record)
     entry["conditions"] = conditions
     if settings.spec.write_data and record.status.phase is Phase.ATTACHED:
-        entry["data"] = entry_data(record)
+        # A record that did not write the readiness it finds (adopted, or recorded after a
+        # restart) does not know the attach time or the action's data: what is shown stays.
+        shown = current.data if already_ready and current is not None else None
+        entry["data"] = shown if shown is not None else entry_data(record)
     return entry
 
 
@@ -317,7 +321,19 @@ def write_precondition(claim: ResourceClaim, record: DeviceAttachment) -> bool:
     return any(DeviceKey.of_result(r) == key and r.binding_conditions for r in allocation.devices.results)
 
 
-_COMPARED = ("status", "reason", "message", "observedGeneration")
+_COMPARED = ("status", "reason", "message")
+
+
+def _observed_generation(condition: Mapping[str, Any]) -> int:
+    # The API server omits a zero observedGeneration (``omitempty``), and ResourceClaims have no
+    # generation, so what we apply as 0 always reads back as absent.
+    return int(condition.get("observedGeneration") or 0)
+
+
+def _differs(shown: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    if _observed_generation(shown) != _observed_generation(wanted):
+        return True
+    return any(shown.get(k) != wanted.get(k) for k in _COMPARED)
 
 
 def needs_write(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> bool:
@@ -330,7 +346,7 @@ def needs_write(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> b
         shown = {c.type: c.to_dict() for c in current.conditions}
         for condition in entry["conditions"]:
             old = shown.get(condition["type"])
-            if old is None or any(old.get(k) != condition.get(k) for k in _COMPARED):
+            if old is None or _differs(old, condition):
                 return True
         if "data" in entry and current.data != entry["data"]:
             return True

@@ -36,7 +36,10 @@ Ordering rules from the spec that are easy to miss:
 * "allocation identity gone" is checked before everything else for existing records;
 * a failure is never written while a bound pod uses the allocation (the situation is only
   reported), and once one of *our* failures is written for an identity, every other record of
-  that identity is detached, because that allocation can never become ready;
+  that identity is detached while no bound pod uses it, because that allocation can never
+  become ready;
+* an ``Attaching`` record whose device the claim already shows ready (``Observation.entry``)
+  is ``Attached``, even past its deadline: the readiness apply goes before the record update;
 * a record detached after a failure stays in ``Detached`` while its allocation is still live.
   Deleting it then would make the next reconcile adopt the claim's failure condition as a new
   record and detach a second time (the spec leaves this case open).
@@ -231,6 +234,7 @@ class Observation:
     node: NodeResolution | None = None
     """Fresh resolution, or None once the record has a node (it never changes afterwards)."""
     entry: EntryState = EntryState.ABSENT
+    """What the claim shows for the device, in the current allocation."""
     entry_failure: AttachFailure | None = None
     """Our True failure condition as the claim shows it (adoption after a restart)."""
     previous_detach_pending: bool = False
@@ -269,7 +273,8 @@ class Step:
     report_first: bool = False
     """Persist the record only after the claim write, together with ``reported``. Only for
     readiness: the scheduler waits for the claim, not for the ledger, and a crash between the
-    two writes leaves an ``Attaching`` record whose repeated attach is idempotent (same key)."""
+    two writes leaves an ``Attaching`` record that the next run finds shown ready, and records
+    as ``Attached`` without a call (whatever the deadline)."""
 
 
 __all__ = [
@@ -496,12 +501,28 @@ def advance(status: DeviceAttachmentStatus, obs: Observation, settings: MachineS
     if phase is Phase.FAILED:
         return _failed(status, obs)
     if obs.sibling_failure_reported:
+        if obs.allocation_in_use:
+            # Our failure was written while no pod used the allocation, yet one is bound to it
+            # now (the scheduler reads one entry per device, whatever its shareID): a device
+            # is never detached under a bound pod, as for the failed record itself.
+            return Step(status)
         return _detach(status, obs, DetachReason.FAILED, cancel=obs.call_in_flight)
     if phase is Phase.ATTACHED:
         if status.reported is not Reported.READY:
             return Step(status, frozenset({Effect.WRITE_STATUS}))
         return Step(status)
+    if phase is Phase.ATTACHING and obs.entry is EntryState.READY:
+        return _readiness_shown(status, obs)
     return _pending_or_attaching(status, obs, settings)
+
+
+def _readiness_shown(status: DeviceAttachmentStatus, obs: Observation) -> Step:
+    # An earlier run applied readiness and stopped before recording it (``Step.report_first``).
+    # Readiness once shown is never taken back, so neither the deadline nor another call
+    # applies: only the record is behind. A call still running is left to finish; its
+    # result is then ignored as late.
+    attached = _moved(status, obs.now, phase=Phase.ATTACHED, last_error="", reported=Reported.READY)
+    return Step(attached, events=(Event.ATTACHED,), outcome=AttachmentOutcome.READY)
 
 
 def _identity_gone(status: DeviceAttachmentStatus, obs: Observation) -> Step:
