@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from devicetaint_builders import (
     DRIVER,
     FOREVER,
@@ -16,6 +19,7 @@ from devicetaint_builders import (
 )
 
 from operators.core.models import parse
+from operators.devicetaint import evaluation
 from operators.devicetaint.evaluation import (
     ClaimEntry,
     Consumers,
@@ -25,6 +29,7 @@ from operators.devicetaint.evaluation import (
     allocated_devices,
     claim_eviction,
     describe_reasons,
+    due_reasons,
     pending_pods,
     pod_affected_by,
     pod_eviction,
@@ -183,6 +188,19 @@ def test_extended_resource_claim_is_evicted_too() -> None:
     assert not pod_affected_by(p2, claim(name="c-ext", reserved_for=[("p2", "U2")], owner_uid="U9"))
 
 
+@pytest.mark.parametrize("direct_first", [True, False])
+def test_claim_also_named_directly_needs_no_control(direct_first: bool) -> None:
+    direct = {"name": "direct", "resourceClaimName": "shared"}
+    templated = {"name": "gpu", "resourceClaimTemplateName": "tmpl"}
+    both = pod(
+        claims=[direct, templated] if direct_first else [templated, direct],
+        statuses=[{"name": "gpu", "resourceClaimName": "shared"}],
+    )
+    foreign = claim(name="shared", owner_uid="SOMEONE-ELSE")
+    assert pod_affected_by(both, foreign)
+    assert pod_eviction(both, {foreign.key: ClaimEntry(foreign, Eviction(T, frozenset({GPU0_TAINT})))})
+
+
 GROUP_ENTRY = [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]
 
 
@@ -297,3 +315,65 @@ def test_published_and_allocated_device_counts() -> None:
     assert published_devices(nothing, pools) == 0
     assert allocated_devices(nothing, shared) == 0
     assert published_devices(None, pools) == 0
+
+
+# --- A pod's references are read once per evaluation ------------------------------------------------
+# A tenant sets how many claims a pod references: reading them again for each claim made every pod
+# event, and every rule's status, quadratic in that number.
+
+MANY = 2000
+
+
+def counted_reference_reads(monkeypatch: pytest.MonkeyPatch) -> list[Pod]:
+    """The pods whose references are read, once per reading, from now on."""
+    reads: list[Pod] = []
+    read = evaluation.referenced_claims
+
+    def counting(pod_: Pod) -> Iterator[tuple[str, bool]]:
+        reads.append(pod_)
+        return read(pod_)
+
+    monkeypatch.setattr(evaluation, "referenced_claims", counting)
+    return reads
+
+
+def many_claims() -> list[ResourceClaim]:
+    return [claim(name=f"c{index}", devices=[f"gpu-{index}"]) for index in range(MANY)]
+
+
+def pod_using(claims: list[ResourceClaim]) -> Pod:
+    return pod(
+        claims=[{"name": f"e{index}", "resourceClaimName": c.metadata.name} for index, c in enumerate(claims)]
+    )
+
+
+def test_pod_eviction_reads_the_references_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = many_claims()
+    reasons = [RuleTaintReason(f"r{index}", f"R{index}") for index in range(MANY)]
+    evictions = {
+        c.key: ClaimEntry(c, Eviction(T + seconds(index), frozenset({reason})))
+        for index, (c, reason) in enumerate(zip(claims, reasons, strict=True))
+    }
+    user = pod_using(claims)
+    reads = counted_reference_reads(monkeypatch)
+    assert pod_eviction(user, evictions) == Eviction(T, frozenset(reasons))
+    assert len(reads) == 1
+
+
+def test_due_reasons_read_the_references_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = many_claims()
+    devices = [f"gpu-{index}" for index in range(MANY)]
+    pools = pools_with(resource_slice(devices=devices, taints={device: [taint()] for device in devices}))
+    user = pod_using(claims)
+    reads = counted_reference_reads(monkeypatch)
+    due = due_reasons(user, entries(*claims), pools, [], T)
+    assert due == {SliceTaintReason(DRIVER, "node-1", device, 0, "node-1-slice") for device in devices}
+    assert len(reads) == 1
+
+
+def test_pending_pods_read_each_pods_references_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = many_claims()
+    user = pod_using(claims)
+    reads = counted_reference_reads(monkeypatch)
+    assert pending_pods(rule(selector={}), entries(*claims), pods_by_key(user)) == {user.key}
+    assert len(reads) == 1

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TypeVar
+
 import pytest
 from resourceclaim_builders import (
     make_claim,
     make_pod,
+    make_pod_group,
     named_entry,
     pod_consumer,
     template_entry,
@@ -13,8 +17,9 @@ from resourceclaim_builders import (
 
 from operators.core.keys import CLAIM, POD, Key
 from operators.dra.claims import ConsumerReference
-from operators.dra.pods import PodResourceClaim
-from operators.resourceclaim.models import ResourceClaim, ResourceClaimSpec
+from operators.dra.podgroups import PodGroup, PodGroupResourceClaimStatus
+from operators.dra.pods import PodResourceClaim, PodResourceClaimStatus
+from operators.resourceclaim.models import Pod, ResourceClaim, ResourceClaimSpec
 from operators.resourceclaim.resolution import (
     Resolution,
     Resolved,
@@ -26,9 +31,15 @@ from operators.resourceclaim.resolution import (
     not_created_message,
     owning_pod,
     pod_group_controller,
+    pod_group_needs_work,
     pod_needs_work,
+    resolve_entries,
     resolve_entry,
+    resolve_group_entries,
+    resolve_group_entry,
+    resolved_claim_names,
     route_pod,
+    route_pod_group,
     unsupported_message,
 )
 
@@ -310,3 +321,118 @@ def test_extended_only_pod_is_routed_when_done() -> None:
 def test_null_fields_read_as_absent() -> None:
     entry = PodResourceClaim.model_validate({"name": "gpu", "resourceClaimName": None})
     assert entry.resource_claim_name is None
+
+
+# Duplicate status entries: the first of a name counts, as upstream's ``resourceclaim.Name``.
+
+
+def test_duplicate_pod_status_entries_resolve_to_the_first() -> None:
+    pod = make_pod(
+        claims=[template_entry("gpu", "gpu-tmpl"), template_entry("nic", "nic-tmpl")],
+        statuses=[
+            named_entry("gpu", "first"),
+            named_entry("gpu", "second"),
+            {"name": "nic"},
+            named_entry("nic", "after-skip"),
+        ],
+        phase="Failed",
+    )
+    gpu, nic = pod.spec.resource_claims
+    assert resolve_entry(pod, gpu) == Resolution(Resolved.NAMED, "first", check_owner=True)
+    assert resolve_entry(pod, nic).outcome is Resolved.SKIPPED
+    assert list(resolve_entries(pod)) == [(gpu, resolve_entry(pod, gpu)), (nic, resolve_entry(pod, nic))]
+    assert route_pod(pod, removed=False, lookup_claim=no_claims) == [Key(CLAIM, "demo", "first")]
+
+
+def test_duplicate_pod_group_status_entries_resolve_to_the_first() -> None:
+    group = make_pod_group(
+        claims=[template_entry("gpu", "gpu-tmpl"), template_entry("nic", "nic-tmpl")],
+        statuses=[
+            named_entry("gpu", "first"),
+            named_entry("gpu", "second"),
+            {"name": "nic"},
+            named_entry("nic", "after-skip"),
+        ],
+    )
+    gpu, nic = group.spec.resource_claims
+    assert resolve_group_entry(group, gpu) == Resolution(Resolved.NAMED, "first", check_owner=True)
+    assert resolve_group_entry(group, nic).outcome is Resolved.SKIPPED
+    assert list(resolve_group_entries(group)) == [
+        (gpu, resolve_group_entry(group, gpu)),
+        (nic, resolve_group_entry(group, nic)),
+    ]
+    assert route_pod_group(group, removed=True, lookup_claim=no_claims) == [Key(CLAIM, "demo", "first")]
+    # "first" is missing, so the group needs work for it; a skipped "nic" never would.
+    assert pod_group_needs_work(group, no_claims) == (True, "claim first must be re-created")
+
+
+# A tenant sets how many entries a pod has: resolving them all reads the statuses once, not once
+# per entry, which made every pod event and every event of one of its claims quadratic.
+
+MANY = 2000
+
+_Status = PodResourceClaimStatus | PodGroupResourceClaimStatus
+_Owner = TypeVar("_Owner", Pod, PodGroup)
+
+
+class CountingStatuses(tuple[_Status, ...]):
+    """``status.resourceClaimStatuses`` that count the entries read from them."""
+
+    read = 0
+
+    def __iter__(self) -> Iterator[_Status]:
+        for status in super().__iter__():
+            self.read += 1
+            yield status
+
+
+def with_counted_statuses(owner: _Owner) -> tuple[_Owner, CountingStatuses]:
+    statuses = CountingStatuses(owner.status.resource_claim_statuses)
+    status = owner.status.model_copy(update={"resource_claim_statuses": statuses})
+    return owner.model_copy(update={"status": status}), statuses
+
+
+def many_template_entries() -> list[dict[str, str]]:
+    return [template_entry(f"e{index}", "gpu-tmpl") for index in range(MANY)]
+
+
+def many_statuses() -> list[dict[str, str]]:
+    # Reversed, so that a scan per entry would read half the statuses on average.
+    return [named_entry(f"e{index}", f"claim-{index}") for index in reversed(range(MANY))]
+
+
+def test_resolving_many_entries_reads_the_statuses_once() -> None:
+    pod, statuses = with_counted_statuses(make_pod(claims=many_template_entries(), statuses=many_statuses()))
+    assert list(resolved_claim_names(pod)) == [f"claim-{index}" for index in range(MANY)]
+    assert statuses.read == MANY
+
+
+def test_routing_a_pod_with_many_entries_reads_its_statuses_once_per_resolution() -> None:
+    pod, statuses = with_counted_statuses(
+        make_pod(claims=many_template_entries(), statuses=many_statuses(), node_name="node-1")
+    )
+    # One claim stands for all of them: owned, allocated and reserved, so every entry is checked.
+    claim = make_claim(
+        "any", owner=("my-pod", "U"), allocated=True, reserved_for=[pod_consumer("my-pod", "U")]
+    )
+    assert route_pod(pod, removed=False, lookup_claim=lambda ns, name: claim) == []
+    assert statuses.read == MANY
+
+    statuses.read = 0
+    removed = route_pod(pod, removed=True, lookup_claim=lambda ns, name: claim)
+    assert removed == [Key(CLAIM, "demo", f"claim-{index}") for index in range(MANY)]
+    assert statuses.read == MANY
+
+
+def test_routing_a_pod_group_with_many_entries_reads_its_statuses_once_per_resolution() -> None:
+    group, statuses = with_counted_statuses(
+        make_pod_group(claims=many_template_entries(), statuses=many_statuses())
+    )
+    claim = make_claim("any")
+    assert route_pod_group(group, removed=False, lookup_claim=lambda ns, name: claim) == []
+    assert statuses.read == MANY
+
+    statuses.read = 0
+    removed = route_pod_group(group, removed=True, lookup_claim=lambda ns, name: claim)
+    assert removed == [Key(CLAIM, "demo", f"claim-{index}") for index in range(MANY)]
+    assert statuses.read == MANY

@@ -155,6 +155,15 @@ def referenced_claims(pod: Pod) -> Iterator[tuple[str, bool]]:
         yield extended.resource_claim_name, True
 
 
+def claim_references(pod: Pod) -> dict[str, bool]:
+    """:func:`referenced_claims` once per claim name, in order: whether the pod must control the
+    claim. A claim the pod also names directly needs no control, as any reference is enough."""
+    references: dict[str, bool] = {}
+    for name, must_own in referenced_claims(pod):
+        references[name] = references.get(name, True) and must_own
+    return references
+
+
 def pod_affected_by(pod: Pod, claim: ResourceClaim, workload_claims: bool = False) -> bool:
     """Spec §7: scheduled, referencing the claim (owned by the pod where required), allocated, reserved.
 
@@ -162,6 +171,14 @@ def pod_affected_by(pod: Pod, claim: ResourceClaim, workload_claims: bool = Fals
     counts as its own, and one reserved for its group counts as reserved for it, as upstream's
     ``IsForPod`` and ``IsReservedForPod`` read them.
     """
+    return _affected_by(pod, claim, claim_references(pod), workload_claims)
+
+
+def _affected_by(
+    pod: Pod, claim: ResourceClaim, references: Mapping[str, bool], workload_claims: bool
+) -> bool:
+    """:func:`pod_affected_by` with the pod's :func:`claim_references`, which a caller asking about
+    many claims of one pod reads once: a tenant sets how many claims a pod references."""
     if not pod.spec.node_name or claim.status.allocation is None:
         return False
     if claim.metadata.namespace != pod.metadata.namespace:
@@ -173,9 +190,8 @@ def pod_affected_by(pod: Pod, claim: ResourceClaim, workload_claims: bool = Fals
         owners = claim.metadata.owner_references
         return claim.metadata.controlled_by(uid) or controlled_by_group_of(group, owners)
 
-    referenced = any(
-        name == claim.metadata.name and (not must_own or owned()) for name, must_own in referenced_claims(pod)
-    )
+    must_own = references.get(claim.metadata.name)
+    referenced = must_own is not None and (not must_own or owned())
     return referenced and any(
         consumer.uid == uid or reserved_for_group_of(group, consumer)
         for consumer in claim.status.reserved_for
@@ -187,9 +203,10 @@ def pod_eviction(
 ) -> PodEviction | None:
     """The earliest eviction over the claims that affect the pod, with the union of their reasons."""
     entries: dict[ObjectKey, ClaimEntry] = {}
-    for name, _ in referenced_claims(pod):
+    references = claim_references(pod)
+    for name in references:
         entry = claims.get((pod.metadata.namespace, name))
-        if entry is not None and pod_affected_by(pod, entry.claim, workload_claims):
+        if entry is not None and _affected_by(pod, entry.claim, references, workload_claims):
             entries[entry.claim.key] = entry
     return merge_evictions(entry.eviction for entry in entries.values())
 
@@ -206,9 +223,10 @@ def due_reasons(
     but eviction pacing must know whether a taint that is not paced is among them."""
     rule_list = list(rules)
     due: set[TaintReason] = set()
-    for name, _ in referenced_claims(pod):
+    references = claim_references(pod)
+    for name in references:
         entry = claims.get((pod.metadata.namespace, name))
-        if entry is None or not pod_affected_by(pod, entry.claim, workload_claims):
+        if entry is None or not _affected_by(pod, entry.claim, references, workload_claims):
             continue
         for result in entry.claim.results:
             for taint, reason in evicting_taints(result, pools, rule_list):
@@ -255,6 +273,8 @@ def pending_pods(
     taint = rule.spec.taint.model_copy(update={"effect": EFFECT_NO_EXECUTE})
     selector = rule.spec.device_selector
     pending: set[ObjectKey] = set()
+    # A pod is the consumer of each of its claims the rule hits.
+    references_of: dict[ObjectKey, dict[str, bool]] = {}
     for entry in claims.values():
         hit = any(
             rule_selects(selector, result) and taint_eviction_time(result.tolerations, taint) is not None
@@ -263,9 +283,12 @@ def pending_pods(
         if not hit:
             continue
         for pod in consumers.of(entry.claim):
-            if pod.metadata.deletion_timestamp is None and pod_affected_by(
-                pod, entry.claim, consumers.workload_claims
-            ):
+            if pod.metadata.deletion_timestamp is not None or pod.key in pending:
+                continue
+            references = references_of.get(pod.key)
+            if references is None:
+                references = references_of[pod.key] = claim_references(pod)
+            if _affected_by(pod, entry.claim, references, consumers.workload_claims):
                 pending.add(pod.key)
     return pending
 

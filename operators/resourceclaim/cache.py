@@ -53,6 +53,20 @@ def _owner_key(claim: ResourceClaim) -> str | None:
     return object_key(claim.namespace, owner.uid) if owner is not None else None
 
 
+def _entry_key(owner_key: str, entry_name: str) -> str:
+    # A UID has no "/", so the entry name is whatever follows the owner key.
+    return f"{owner_key}/{entry_name}"
+
+
+def _generated_entry_keys(claim: ResourceClaim) -> list[str]:
+    """claims-by-entry key: the owner key and the entry the claim was generated for."""
+    owner_key = _owner_key(claim)
+    entry_name = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+    if owner_key is None or entry_name is None:
+        return []
+    return [_entry_key(owner_key, entry_name)]
+
+
 class _MultiMap:
     """key -> set of values; empty sets are dropped so the map never grows with history."""
 
@@ -102,7 +116,12 @@ class ClusterCache:
         self._pod_groups_by_claim = _MultiMap()
         self._pod_groups_by_template = _MultiMap()
         self._claims_by_owner = _MultiMap()
+        # A sync looks up each entry of a pod, whose number a tenant sets: by owner alone, every
+        # lookup would read all of the owner's claims.
+        self._claims_by_entry = _MultiMap()
         self._just_created: dict[str, _JustCreated] = {}
+        # Entry key -> UIDs of the records, for the same reason.
+        self._just_created_by_entry = _MultiMap()
         # Claim key -> UID of the record: routing asks by name on every pod event.
         self._just_created_names: dict[str, str] = {}
         self._deleted_uids = RecentKeys(DELETED_CONSUMER_MEMORY)
@@ -186,23 +205,20 @@ class ClusterCache:
         Several matches are only possible after an outside actor or an older controller
         created extras; the oldest wins so that every retry picks the same one.
         """
-        owner_key = object_key(namespace, owner_uid)
-        candidates: dict[str, ResourceClaim] = {}
-        for key in self._claims_by_owner.get(owner_key):
+        entry_key = _entry_key(object_key(namespace, owner_uid), entry_name)
+        matches: dict[str, ResourceClaim] = {}
+        for key in self._claims_by_entry.get(entry_key):
             claim = self._claims[key]
-            candidates[claim.uid] = claim
-        for record in self._just_created.values():
-            if record.owner_key == owner_key:
-                candidates.setdefault(record.claim.uid, record.claim)
-        matches = [
-            claim
-            for claim in candidates.values()
-            if claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION) == entry_name
-        ]
+            matches[claim.uid] = claim
+        for uid in self._just_created_by_entry.get(entry_key):
+            record = self._just_created[uid]
+            matches.setdefault(record.claim.uid, record.claim)
         if not matches:
             return None
         # RFC 3339 timestamps in the API's fixed UTC format sort correctly as strings.
-        return min(matches, key=lambda claim: (claim.metadata.creation_timestamp or "\uffff", claim.name))
+        return min(
+            matches.values(), key=lambda claim: (claim.metadata.creation_timestamp or "\uffff", claim.name)
+        )
 
     # Watch events. ``event_type`` is the watch type; anything but DELETED (including the
     # initial listing, which kopf reports without a type) adds or replaces the object.
@@ -262,10 +278,12 @@ class ClusterCache:
         stored = self._claims.get(key)
         if stored is not None and (not removed or stored.uid == claim.uid):
             self._claims_by_owner.discard(self._owner_keys(stored), key)
+            self._claims_by_entry.discard(_generated_entry_keys(stored), key)
             del self._claims[key]
         if not removed:
             self._claims[key] = claim
             self._claims_by_owner.add(self._owner_keys(claim), key)
+            self._claims_by_entry.add(_generated_entry_keys(claim), key)
         # The watch has now seen this claim (or its end): the record has done its job.
         self._forget_created(claim.uid)
 
@@ -329,15 +347,18 @@ class ClusterCache:
         if cached is not None and cached.uid == claim.uid:
             # The watch was faster than the create response; nothing left to bridge.
             return
+        self._forget_created(claim.uid)
         self._just_created[claim.uid] = _JustCreated(
             claim, owner_key, self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
         )
+        self._just_created_by_entry.add(_generated_entry_keys(claim), claim.uid)
         self._just_created_names[object_key(claim.namespace, claim.name)] = claim.uid
 
     def _forget_created(self, claim_uid: str) -> None:
         record = self._just_created.pop(claim_uid, None)
         if record is None:
             return
+        self._just_created_by_entry.discard(_generated_entry_keys(record.claim), claim_uid)
         key = object_key(record.claim.namespace, record.claim.name)
         if self._just_created_names.get(key) == claim_uid:
             del self._just_created_names[key]

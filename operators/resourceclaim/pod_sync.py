@@ -36,13 +36,14 @@ from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
 from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
 from .models import Pod, ResourceClaim
 from .resolution import (
+    Resolution,
     Resolved,
     consumer_for,
     is_for_pod,
     is_reserved_for_pod,
     not_created_message,
     pod_group_controller,
-    resolve_entry,
+    resolve_entries,
     unsupported_message,
 )
 
@@ -105,8 +106,8 @@ def decide_pod(cache: ClusterCache, namespace: str, name: str, refused: Refused)
         )
 
     new_mappings: dict[str, str] = {}
-    for entry in pod.spec.resource_claims:
-        handled = _handle_entry(cache, pod, group, entry, new_mappings, refused)
+    for entry, resolution in resolve_entries(pod):
+        handled = _handle_entry(cache, pod, group, entry, resolution, new_mappings, refused)
         if handled is None:
             continue
         if isinstance(handled, Plan):
@@ -133,13 +134,13 @@ def _handle_entry(
     pod: Pod,
     group: PodGroup | None,
     entry: PodResourceClaim,
+    resolution: Resolution,
     new_mappings: dict[str, str],
     refused: Refused,
 ) -> EntryFailure | Plan | None:
     """Section 7.1: None when the entry needs nothing more (a new mapping is added to
     ``new_mappings``), the pass that creates its claim, or why it fails. ``group`` is the pod's
-    PodGroup where PodGroup claims are on."""
-    resolution = resolve_entry(pod, entry)
+    PodGroup where PodGroup claims are on; ``resolution`` is the entry's (:func:`resolve_entries`)."""
     if resolution.outcome is Resolved.SKIPPED:
         return None
     if resolution.outcome is Resolved.UNSUPPORTED:
@@ -184,8 +185,7 @@ def reserve(cache: ClusterCache, pod: Pod, group: PodGroup | None) -> tuple[tupl
     scheduler (a claim its group shares is reserved for the group, once), and the sync's result
     once they are done."""
     puts: list[Replace] = []
-    for entry in pod.spec.resource_claims:
-        resolution = resolve_entry(pod, entry)
+    for entry, resolution in resolve_entries(pod):
         if resolution.outcome is Resolved.NOT_CREATED:
             # Our own status apply may not have reached the pod cache yet.
             return tuple(puts), Retry(not_created_message(pod))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from operators.core.keys import CLAIM, POD, Key
 from operators.core.models import OwnerReference
@@ -57,13 +57,27 @@ class Resolution:
 
 
 def resolve_entry(pod: Pod, entry: PodResourceClaim) -> Resolution:
-    """D1: which claim a pod claim entry stands for."""
-    return _resolve(entry, pod.status.resource_claim_statuses)
+    """D1: which claim a pod claim entry stands for.
+
+    Reads the statuses again on every call: to resolve all of a pod's entries use
+    :func:`resolve_entries`, which reads them once.
+    """
+    return _resolve(entry, lambda name: _first_recorded(pod.status.resource_claim_statuses, name))
+
+
+def resolve_entries(pod: Pod) -> Iterator[tuple[PodResourceClaim, Resolution]]:
+    """D1 for every entry of the pod, in entry order."""
+    return _resolve_all(pod.spec.resource_claims, pod.status.resource_claim_statuses)
 
 
 def resolve_group_entry(group: PodGroup, entry: PodGroupResourceClaim) -> Resolution:
     """D1 for a PodGroup's entry: the group records the names of its generated claims as a pod does."""
-    return _resolve(entry, group.status.resource_claim_statuses)
+    return _resolve(entry, lambda name: _first_recorded(group.status.resource_claim_statuses, name))
+
+
+def resolve_group_entries(group: PodGroup) -> Iterator[tuple[PodGroupResourceClaim, Resolution]]:
+    """D1 for every entry of the PodGroup, in entry order."""
+    return _resolve_all(group.spec.resource_claims, group.status.resource_claim_statuses)
 
 
 class _Recorded(Protocol):
@@ -83,17 +97,44 @@ class _Entry(_Recorded, Protocol):
     def resource_claim_template_name(self) -> str | None: ...
 
 
-def _resolve(entry: _Entry, recorded: Iterable[_Recorded]) -> Resolution:
+_EntryT = TypeVar("_EntryT", bound=_Entry)
+
+
+def _resolve(entry: _Entry, recorded_for: Callable[[str], _Recorded | None]) -> Resolution:
+    """``recorded_for``: the status entry of an entry name, or None; only template entries ask."""
     if entry.resource_claim_name is not None:
         return Resolution(Resolved.NAMED, entry.resource_claim_name)
     if entry.resource_claim_template_name is not None:
-        for status in recorded:
-            if status.name == entry.name:
-                if status.resource_claim_name is None:
-                    return Resolution(Resolved.SKIPPED)
-                return Resolution(Resolved.NAMED, status.resource_claim_name, check_owner=True)
-        return Resolution(Resolved.NOT_CREATED)
+        status = recorded_for(entry.name)
+        if status is None:
+            return Resolution(Resolved.NOT_CREATED)
+        if status.resource_claim_name is None:
+            return Resolution(Resolved.SKIPPED)
+        return Resolution(Resolved.NAMED, status.resource_claim_name, check_owner=True)
     return Resolution(Resolved.UNSUPPORTED)
+
+
+def _resolve_all(
+    entries: Iterable[_EntryT], recorded: Iterable[_Recorded]
+) -> Iterator[tuple[_EntryT, Resolution]]:
+    # A tenant sets the number of entries: scanning the statuses for each would make every pod
+    # event quadratic in it, long enough to starve the event loop and its probes.
+    by_name = _recorded_by_name(recorded)
+    for entry in entries:
+        yield entry, _resolve(entry, by_name.get)
+
+
+def _first_recorded(recorded: Iterable[_Recorded], name: str) -> _Recorded | None:
+    return next((status for status in recorded if status.name == name), None)
+
+
+def _recorded_by_name(recorded: Iterable[_Recorded]) -> dict[str, _Recorded]:
+    """The status entry of each name; of duplicates the first, which is what
+    :func:`_first_recorded` finds."""
+    by_name: dict[str, _Recorded] = {}
+    for status in recorded:
+        by_name.setdefault(status.name, status)
+    return by_name
 
 
 def not_created_message(pod: Pod) -> str:
@@ -117,15 +158,13 @@ def group_unsupported_message(group: PodGroup, entry: PodGroupResourceClaim) -> 
 
 def resolved_claim_names(pod: Pod) -> Iterator[str]:
     """Every claim name the pod's entries resolve to (D1), in entry order, repeats included."""
-    for entry in pod.spec.resource_claims:
-        resolution = resolve_entry(pod, entry)
+    for _, resolution in resolve_entries(pod):
         if resolution.outcome is Resolved.NAMED:
             yield resolution.claim_name
 
 
 def resolved_group_claim_names(group: PodGroup) -> Iterator[str]:
-    for entry in group.spec.resource_claims:
-        resolution = resolve_group_entry(group, entry)
+    for _, resolution in resolve_group_entries(group):
         if resolution.outcome is Resolved.NAMED:
             yield resolution.claim_name
 
@@ -236,8 +275,7 @@ def pod_needs_work(
         if group is None:
             # The group's arrival routes its members again; until then nothing can be decided.
             return False, f"waiting for PodGroup {pod.pod_group_name}"
-    for entry in pod.spec.resource_claims:
-        resolution = resolve_entry(pod, entry)
+    for entry, resolution in resolve_entries(pod):
         if (unnamed := _unnamed_work(resolution, entry.name)) is not None:
             return True, unnamed
         if resolution.outcome is Resolved.SKIPPED:
@@ -273,8 +311,7 @@ def pod_group_needs_work(group: PodGroup, lookup_claim: ClaimLookup) -> tuple[bo
     """
     if group.metadata.deletion_timestamp is not None:
         return False, "PodGroup is being deleted"
-    for entry in group.spec.resource_claims:
-        resolution = resolve_group_entry(group, entry)
+    for entry, resolution in resolve_group_entries(group):
         if (unnamed := _unnamed_work(resolution, entry.name)) is not None:
             return True, unnamed
         if resolution.outcome is Resolved.SKIPPED:
