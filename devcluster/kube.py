@@ -53,7 +53,10 @@ class Kube:
         items: list[dict[str, Any]] = self.get(path, **params).get("items", [])
         return items
 
-    def create(self, path: str, body: Mapping[str, Any]) -> Any:
+    def create(self, path: str, body: Mapping[str, Any] | str) -> Any:
+        """Create ``body``, an object or its JSON text (sent as it is)."""
+        if isinstance(body, str):
+            return self._run(self.client.request("POST", path, body=body))
         return self._run(self.client.create(path, body))
 
     def replace(self, path: str, body: Mapping[str, Any]) -> Any:

@@ -22,6 +22,7 @@ The limits exercised, from k8s.io/api resource/v1 and core validation:
 - 1000 DeviceTaintRules at once;
 - a pod with 256 claims from one template: core validation sets no maximum on a pod's
   resourceClaims, so 256 (what a claim's reservedFor holds) stands for "many";
+- opaque parameters nested 5 000 levels deep (10 KiB, their size limit);
 - 2000 pods created within a minute whose template is missing, each a FailedResourceClaimCreation
   failure that resourceclaim retries with back-off.
 """
@@ -60,6 +61,7 @@ from e2e.resourceclaim.support import (
 )
 from e2e.support import ARTIFACTS
 from e2e.taintselector import support as taintselector
+from operators.core import wirejson
 from operators.core.client import KubeClient
 
 pytestmark = [pytest.mark.timeout(900)]
@@ -78,6 +80,8 @@ POOLS = 1000
 RULE_COUNT = 1000
 POD_CLAIMS = 256
 FAILING_PODS = 2000
+DEEP_PARAMETERS = 5000
+"""Levels of nesting in 10 KiB of opaque parameters (``[`` and ``]`` each), the API's size limit."""
 CONDITION_MESSAGE_MAX = 32768
 RUN = uuid.uuid4().hex[:6]
 DRIVER = f"h{RUN}-" + "d" * (LABEL_MAX - 8)
@@ -673,6 +677,33 @@ def test_a_pod_with_256_claims(fleet: Fleet, api: Kube, namespace: str) -> None:
     claims = {c["metadata"]["name"] for c in api.list(claims_path(namespace))}
     assert {s["resourceClaimName"] for s in statuses} == claims
     assert len(claims) == POD_CLAIMS
+
+
+def test_parameters_nested_as_deep_as_the_api_allows(fleet: Fleet, api: Kube, namespace: str) -> None:
+    """Opaque parameters are any JSON object of up to 10 KiB: 5 000 levels of nesting, where
+    Python's JSON stops at 1 000. Every operator lists and watches such a claim (and resourceclaim
+    the template it copies them from, writing them back in the claim it creates); the pod gets its
+    claim, and no operator's watch fails on the way."""
+    wirejson.read_what_the_server_reads()
+    parameters = '{"levels":' + "[" * DEEP_PARAMETERS + "]" * DEEP_PARAMETERS + "}"
+    template = template_body(f"deep-{RUN}")
+    template["spec"]["spec"]["devices"]["config"] = [
+        {"opaque": {"driver": DRIVER, "parameters": "PARAMETERS"}}
+    ]
+    text = json.dumps(template).replace('"PARAMETERS"', parameters)
+    api._run(api.client.request("POST", templates_path(namespace), body=text))
+    pod = f"deep-{RUN}"
+    api.create(pods_path(namespace), pod_body(pod, [template_entry("deep", template["metadata"]["name"])]))
+
+    def recorded() -> list[dict[str, Any]] | None:
+        return (api.get(pods_path(namespace, pod)).get("status") or {}).get("resourceClaimStatuses")
+
+    statuses = wait_for(recorded, 60, "the pod's status to name its claim", interval=1)
+    assert statuses is not None
+    claim = api.get(claims_path(namespace, statuses[0]["resourceClaimName"]))
+    assert claim["spec"]["devices"]["config"][0]["opaque"]["parameters"] == wirejson.loads(parameters)
+    for name, op in fleet.ops.items():
+        assert "RecursionError" not in op.log(), f"{name} failed to read the claim"
 
 
 def test_2000_failures_in_a_minute(fleet: Fleet, cluster: harness.Cluster, api: Kube, namespace: str) -> None:
