@@ -15,6 +15,7 @@ from operators.core.models import (
     UnparsableObject,
     body_key,
     body_name,
+    forget,
     last_known,
     parse,
     parse_or_skip,
@@ -130,3 +131,18 @@ def test_last_known_is_the_cached_object_of_the_same_uid_and_only_for_a_tombston
     replaced = parse(Owned, {**body, "metadata": {**body["metadata"], "uid": "OTHER"}})
     assert last_known(tombstone(body), replaced) is None, "another object of that name is not the one gone"
     assert last_known(tombstone(body), None) is None
+
+
+def test_forget_removes_what_the_deletion_names_but_not_the_successor_of_a_tombstone() -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "uid": "U"},
+        "size": 1,
+    }
+    kept = {"t": parse(Owned, body)}
+    successor = parse(Owned, {**body, "metadata": {"name": "t", "uid": "NEW"}})
+    assert forget({"t": successor}, "t", tombstone(body)) is None, "listed before its predecessor's tombstone"
+    assert forget(dict(kept), "t", tombstone(body)) is kept["t"]
+    assert forget(dict(kept), "t", body) is kept["t"], "a final state names what it removes by its key"
+    assert forget({}, "t", body) is None

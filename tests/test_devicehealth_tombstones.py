@@ -10,44 +10,40 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import devicehealth_builders as build
 import pytest
-from devicehealth_builders import (
-    GPU,
-    at,
-    claim_body,
-    device,
-    gpu,
-    pod_body,
-    policy_body,
-    rule_body,
-    slice_body,
-)
 from test_devicehealth_controller import KEY, FakeRuntime, started
-from tombstone_support import (
-    assert_an_earlier_objects_tombstone_changes_nothing,
-    assert_tombstone_deletes_as_the_full_object,
-)
+from tombstone_support import tombstone_tests
 
 from operators.core.keys import Key
 from operators.devicehealth.controller import DeviceHealthController
 
 Delete = Callable[[DeviceHealthController, Mapping[str, Any]], None]
 
-POLICY = policy_body(max_unavailable=2)
-SLICE = slice_body("node-1", device("gpu-0", unhealthy_since=at(0)), device("gpu-1", unhealthy_since=at(0)))
+POLICY = build.policy_body(max_unavailable=2)
+SLICE = build.slice_body(
+    "node-1",
+    build.device("gpu-0", unhealthy_since=build.at(0)),
+    build.device("gpu-1", unhealthy_since=build.at(0)),
+)
 DEVICE_CLASS: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "DeviceClass",
     "metadata": {"name": "gpus", "uid": "uid-gpus"},
-    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{GPU}'"}}]},
+    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{build.GPU}'"}}]},
 }
-POD = pod_body("train", {"claim:gpu/gpu": [(f"{GPU}/node-1/gpu-0", "Unhealthy")]}, claims={"gpu": "c"})
-CLAIM = claim_body("c", ("gpu", "node-1", "gpu-0"), pods=("train",))
-OWNED_RULE = rule_body(gpu("node-1", "gpu-0"), time_added=at(0))
+POD = build.pod_body(
+    "train", {"claim:gpu/gpu": [(f"{build.GPU}/node-1/gpu-0", "Unhealthy")]}, claims={"gpu": "c"}
+)
+CLAIM = build.claim_body("c", ("gpu", "node-1", "gpu-0"), pods=("train",))
+OWNED_RULE = build.rule_body(build.gpu("node-1", "gpu-0"), time_added=build.at(0))
 # A user's rule under the name the policy's rule for gpu-1 would take: it holds gpu-1 untainted.
 NAMESAKE: dict[str, Any] = {
-    **rule_body(gpu("node-1", "gpu-1")),
-    "metadata": {"name": rule_body(gpu("node-1", "gpu-1"))["metadata"]["name"], "uid": "uid-users-own"},
+    **build.rule_body(build.gpu("node-1", "gpu-1")),
+    "metadata": {
+        "name": build.rule_body(build.gpu("node-1", "gpu-1"))["metadata"]["name"],
+        "uid": "uid-users-own",
+    },
 }
 
 KINDS = [
@@ -84,7 +80,7 @@ class Outcome:
 async def cluster() -> tuple[DeviceHealthController, FakeRuntime]:
     """One policy over a slice whose two devices report unhealthy: gpu-0 tainted by the policy's
     rule and in use by a pod's claim, gpu-1 held by a rule of someone else's of the same name."""
-    controller, runtime = await started(at(61))
+    controller, runtime = await started(build.at(61))
     controller.upsert_policy(POLICY)
     controller.upsert_slice(SLICE)
     controller.upsert_class(DEVICE_CLASS)
@@ -124,15 +120,7 @@ async def outcome_of(delete: Delete, body: Mapping[str, Any]) -> Outcome:
     )
 
 
-@pytest.mark.parametrize(("delete", "body", "cached_in", "key"), KINDS)
-async def test_a_deletion_seen_as_a_tombstone_changes_what_the_full_object_does(
-    delete: Delete, body: dict[str, Any], cached_in: str, key: str
-) -> None:
-    await assert_tombstone_deletes_as_the_full_object(outcome_of, delete, body, cached_in, key)
-
-
-@pytest.mark.parametrize(("delete", "body", "cached_in", "key"), KINDS)
-async def test_the_tombstone_of_an_earlier_object_of_that_name_changes_nothing(
-    delete: Delete, body: dict[str, Any], cached_in: str, key: str
-) -> None:
-    await assert_an_earlier_objects_tombstone_changes_nothing(outcome_of, delete, body, cached_in, key)
+(
+    test_a_deletion_seen_as_a_tombstone_changes_what_the_full_object_does,
+    test_the_tombstone_of_an_earlier_object_of_that_name_changes_nothing,
+) = tombstone_tests(outcome_of, KINDS)

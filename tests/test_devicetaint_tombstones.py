@@ -136,21 +136,21 @@ async def test_a_rule_deleted_in_a_watch_gap_stops_evicting_and_is_forgotten(
     assert gap.evicted_by_rule == 0, "the count goes with the rule"
 
 
-async def test_a_slice_deleted_in_a_watch_gap_takes_its_taints_along(monkeypatch: pytest.MonkeyPatch) -> None:
-    body = slice_body([TAINT])
-    full, gap = await both_ways(slice_tainted_world, DeviceTaintController.delete_slice, body, monkeypatch)
-    assert gap == full
-    assert gap.cached["resourceslices"] == 0
-    assert gap.scheduled[P1] is None
-    assert gap.events == [CANCELLED]
-
-
-async def test_a_claim_deleted_in_a_watch_gap_cancels_its_pods_eviction(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("delete", "body", "cached_as"),
+    [
+        # A slice's taints go with it.
+        (DeviceTaintController.delete_slice, slice_body([TAINT]), "resourceslices"),
+        (DeviceTaintController.delete_claim, CLAIM, "resourceclaims"),
+    ],
+    ids=["slice", "claim"],
+)
+async def test_a_slice_or_claim_deleted_in_a_watch_gap_cancels_the_pods_eviction(
+    delete: Delete, body: dict[str, Any], cached_as: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full, gap = await both_ways(slice_tainted_world, DeviceTaintController.delete_claim, CLAIM, monkeypatch)
+    full, gap = await both_ways(slice_tainted_world, delete, body, monkeypatch)
     assert gap == full
-    assert gap.cached["resourceclaims"] == 0
+    assert gap.cached[cached_as] == 0
     assert gap.scheduled[P1] is None
     assert gap.events == [CANCELLED]
 

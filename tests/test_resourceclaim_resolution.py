@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 from resourceclaim_builders import (
@@ -326,17 +326,17 @@ def test_null_fields_read_as_absent() -> None:
 # Duplicate status entries: the first of a name counts, as upstream's ``resourceclaim.Name``.
 
 
+DUPLICATED_STATUSES = [
+    named_entry("gpu", "first"),
+    named_entry("gpu", "second"),
+    {"name": "nic"},
+    named_entry("nic", "after-skip"),
+]
+TWO_TEMPLATES = [template_entry("gpu", "gpu-tmpl"), template_entry("nic", "nic-tmpl")]
+
+
 def test_duplicate_pod_status_entries_resolve_to_the_first() -> None:
-    pod = make_pod(
-        claims=[template_entry("gpu", "gpu-tmpl"), template_entry("nic", "nic-tmpl")],
-        statuses=[
-            named_entry("gpu", "first"),
-            named_entry("gpu", "second"),
-            {"name": "nic"},
-            named_entry("nic", "after-skip"),
-        ],
-        phase="Failed",
-    )
+    pod = make_pod(claims=TWO_TEMPLATES, statuses=DUPLICATED_STATUSES, phase="Failed")
     gpu, nic = pod.spec.resource_claims
     assert resolve_entry(pod, gpu) == Resolution(Resolved.NAMED, "first", check_owner=True)
     assert resolve_entry(pod, nic).outcome is Resolved.SKIPPED
@@ -345,15 +345,7 @@ def test_duplicate_pod_status_entries_resolve_to_the_first() -> None:
 
 
 def test_duplicate_pod_group_status_entries_resolve_to_the_first() -> None:
-    group = make_pod_group(
-        claims=[template_entry("gpu", "gpu-tmpl"), template_entry("nic", "nic-tmpl")],
-        statuses=[
-            named_entry("gpu", "first"),
-            named_entry("gpu", "second"),
-            {"name": "nic"},
-            named_entry("nic", "after-skip"),
-        ],
-    )
+    group = make_pod_group(claims=TWO_TEMPLATES, statuses=DUPLICATED_STATUSES)
     gpu, nic = group.spec.resource_claims
     assert resolve_group_entry(group, gpu) == Resolution(Resolved.NAMED, "first", check_owner=True)
     assert resolve_group_entry(group, nic).outcome is Resolved.SKIPPED
@@ -407,6 +399,18 @@ def test_resolving_many_entries_reads_the_statuses_once() -> None:
     assert statuses.read == MANY
 
 
+def assert_routed_reading_statuses_once(
+    route: Callable[..., list[Key]], subject: Any, statuses: Any, claim: ResourceClaim
+) -> None:
+    """Routing ``subject``, as it stands and once removed, reads its statuses once each time."""
+    assert route(subject, removed=False, lookup_claim=lambda ns, name: claim) == []
+    assert statuses.read == MANY
+    statuses.read = 0
+    removed = route(subject, removed=True, lookup_claim=lambda ns, name: claim)
+    assert removed == [Key(CLAIM, "demo", f"claim-{index}") for index in range(MANY)]
+    assert statuses.read == MANY
+
+
 def test_routing_a_pod_with_many_entries_reads_its_statuses_once_per_resolution() -> None:
     pod, statuses = with_counted_statuses(
         make_pod(claims=many_template_entries(), statuses=many_statuses(), node_name="node-1")
@@ -415,13 +419,7 @@ def test_routing_a_pod_with_many_entries_reads_its_statuses_once_per_resolution(
     claim = make_claim(
         "any", owner=("my-pod", "U"), allocated=True, reserved_for=[pod_consumer("my-pod", "U")]
     )
-    assert route_pod(pod, removed=False, lookup_claim=lambda ns, name: claim) == []
-    assert statuses.read == MANY
-
-    statuses.read = 0
-    removed = route_pod(pod, removed=True, lookup_claim=lambda ns, name: claim)
-    assert removed == [Key(CLAIM, "demo", f"claim-{index}") for index in range(MANY)]
-    assert statuses.read == MANY
+    assert_routed_reading_statuses_once(route_pod, pod, statuses, claim)
 
 
 def test_routing_a_pod_group_with_many_entries_reads_its_statuses_once_per_resolution() -> None:
@@ -429,10 +427,4 @@ def test_routing_a_pod_group_with_many_entries_reads_its_statuses_once_per_resol
         make_pod_group(claims=many_template_entries(), statuses=many_statuses())
     )
     claim = make_claim("any")
-    assert route_pod_group(group, removed=False, lookup_claim=lambda ns, name: claim) == []
-    assert statuses.read == MANY
-
-    statuses.read = 0
-    removed = route_pod_group(group, removed=True, lookup_claim=lambda ns, name: claim)
-    assert removed == [Key(CLAIM, "demo", f"claim-{index}") for index in range(MANY)]
-    assert statuses.read == MANY
+    assert_routed_reading_statuses_once(route_pod_group, group, statuses, claim)

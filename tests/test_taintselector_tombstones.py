@@ -13,10 +13,7 @@ from typing import Any, cast
 import pytest
 from runtime_support import ServingClient
 from taintselector_builders import GPU_DRIVER, dev
-from tombstone_support import (
-    assert_an_earlier_objects_tombstone_changes_nothing,
-    assert_tombstone_deletes_as_the_full_object,
-)
+from tombstone_support import tombstone_tests
 
 from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
@@ -185,15 +182,7 @@ async def outcome_of(delete: Delete, body: Mapping[str, Any]) -> Outcome:
     )
 
 
-@pytest.mark.parametrize(("delete", "body", "cached_in", "key"), KINDS)
-async def test_a_deletion_seen_as_a_tombstone_changes_what_the_full_object_does(
-    delete: Delete, body: dict[str, Any], cached_in: str, key: str
-) -> None:
-    await assert_tombstone_deletes_as_the_full_object(outcome_of, delete, body, cached_in, key)
-
-
-@pytest.mark.parametrize(("delete", "body", "cached_in", "key"), KINDS)
-async def test_the_tombstone_of_an_earlier_object_of_that_name_changes_nothing(
-    delete: Delete, body: dict[str, Any], cached_in: str, key: str
-) -> None:
-    await assert_an_earlier_objects_tombstone_changes_nothing(outcome_of, delete, body, cached_in, key)
+(
+    test_a_deletion_seen_as_a_tombstone_changes_what_the_full_object_does,
+    test_the_tombstone_of_an_earlier_object_of_that_name_changes_nothing,
+) = tombstone_tests(outcome_of, KINDS)

@@ -9,8 +9,10 @@ the part of that outcome (a mapping of lists) that holds the object under ``key`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+import pytest
 
 from operators.core.models import tombstone
 
@@ -46,3 +48,24 @@ async def assert_an_earlier_objects_tombstone_changes_nothing(
     untouched = await outcome_of(nothing, earlier)
     assert await outcome_of(delete, tombstone(earlier)) == untouched
     assert key in untouched.cached[cached_in]
+
+
+Check = Callable[[Delete, dict[str, Any], str, str], Awaitable[None]]
+
+
+def tombstone_tests(outcome_of: OutcomeOf, kinds: Sequence[Any]) -> tuple[Check, Check]:
+    """Both checks as tests over ``kinds`` (delete, body, cached_in, key), for a module to name:
+    ``test_a, test_b = tombstone_tests(outcome_of, KINDS)``."""
+    parametrize = pytest.mark.parametrize(("delete", "body", "cached_in", "key"), kinds)
+
+    @parametrize
+    async def deletes_as_the_full_object(
+        delete: Delete, body: dict[str, Any], cached_in: str, key: str
+    ) -> None:
+        await assert_tombstone_deletes_as_the_full_object(outcome_of, delete, body, cached_in, key)
+
+    @parametrize
+    async def earlier_changes_nothing(delete: Delete, body: dict[str, Any], cached_in: str, key: str) -> None:
+        await assert_an_earlier_objects_tombstone_changes_nothing(outcome_of, delete, body, cached_in, key)
+
+    return deletes_as_the_full_object, earlier_changes_nothing

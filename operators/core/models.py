@@ -214,6 +214,16 @@ def stale(body: Mapping[str, Any], cached: Any) -> bool:
 
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def forget(objects: dict[K, V], key: K, body: Mapping[str, Any]) -> V | None:
+    """Removes what ``objects`` keeps under ``key`` for the deletion ``body`` and returns it; None
+    when nothing is kept or ``body`` is the tombstone of an earlier object of that name
+    (:func:`stale`)."""
+    if stale(body, objects.get(key)):
+        return None
+    return objects.pop(key, None)
 
 
 def store(objects: dict[K, Model], key: K, model: type[Model], body: Mapping[str, Any]) -> Model:

@@ -25,7 +25,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from operators.core.models import Tombstone, body_key, body_metadata, body_name, parse, stale, store, store_if
+from operators.core.models import (
+    Tombstone,
+    body_key,
+    body_metadata,
+    body_name,
+    forget,
+    parse,
+    stale,
+    store,
+    store_if,
+)
 from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
 
@@ -89,20 +99,14 @@ class ClusterCache(ScopeCache[HealthPolicy]):
         return self.every_owner() if reporting else []
 
     def delete_pod(self, body: Mapping[str, Any]) -> list[str]:
-        key = body_key(body)
-        if stale(body, self.pods.get(key)):
-            return []
-        return self.every_owner() if self.pods.pop(key, None) is not None else []
+        return self.every_owner() if forget(self.pods, body_key(body), body) is not None else []
 
     def upsert_claim(self, body: Mapping[str, Any]) -> list[str]:
         allocated = store_if(self.claims, body_key(body), AllocatedClaim, body, is_allocated)
         return self.every_owner() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        key = body_key(body)
-        if stale(body, self.claims.get(key)):
-            return []
-        return self.every_owner() if self.claims.pop(key, None) is not None else []
+        return self.every_owner() if forget(self.claims, body_key(body), body) is not None else []
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)

@@ -20,7 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import Counter
 
-from operators.core.models import KubeModel, body_name, stale, store
+from operators.core.models import KubeModel, body_name, forget, store
 
 from .selection import DeviceClass, ResourceSlice
 from .unserved import DEVICE_TAINT_RULES_UNSERVED
@@ -62,10 +62,8 @@ class ScopeCache(Generic[Owner]):
         return [name]
 
     def delete_owner(self, body: Mapping[str, Any]) -> list[str]:
-        name = body_name(body)
-        if not stale(body, self._owners.get(name)):
-            # Its rules go with the garbage collector; nothing is left to reconcile for it.
-            self._owners.pop(name, None)
+        # Its rules go with the garbage collector; nothing is left to reconcile for it.
+        forget(self._owners, body_name(body), body)
         return []
 
     def upsert_slice(self, body: Mapping[str, Any]) -> list[str]:
@@ -73,10 +71,7 @@ class ScopeCache(Generic[Owner]):
         return self.every_owner()
 
     def delete_slice(self, body: Mapping[str, Any]) -> list[str]:
-        name = body_name(body)
-        if stale(body, self.slices.get(name)):
-            return []
-        return self.every_owner() if self.slices.pop(name, None) is not None else []
+        return self.every_owner() if forget(self.slices, body_name(body), body) is not None else []
 
     def every_owner(self) -> list[str]:
         return sorted(self._owners)

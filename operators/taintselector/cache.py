@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from operators.core.models import body_key, body_name, stale, store, store_if
+from operators.core.models import body_key, body_name, forget, stale, store, store_if
 from operators.dra import taintrules
 from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
@@ -75,10 +75,7 @@ class ClusterCache(ScopeCache[TaintSelector]):
         return self._dry_runs() if allocated else []
 
     def delete_claim(self, body: Mapping[str, Any]) -> list[str]:
-        key = _namespaced_name(body)
-        if stale(body, self.claims.get(key)):
-            return []
-        return self._dry_runs() if self.claims.pop(key, None) is not None else []
+        return self._dry_runs() if forget(self.claims, _namespaced_name(body), body) is not None else []
 
     # --- Queries ---------------------------------------------------------------------------------------
 
