@@ -285,3 +285,30 @@ async def test_a_list_page_too_deep_to_read_fails_the_list_instead_of_reading_as
     informer = Informer(await serve(peer), PATH, "pods", Seen())
     with pytest.raises(wirejson.TooDeep):
         await informer.list()
+
+
+async def test_no_failure_ends_the_watch(serve: Any) -> None:
+    """A bug that raised out of the informer's task would leave the operator ready and blind."""
+    peer = Peer(
+        [pod("a", "1")], "10", [[event("ADDED", pod("b", "2", "11"))], [event("ADDED", pod("c", "3", "21"))]]
+    )
+
+    class Failing(Seen):
+        def __init__(self) -> None:
+            super().__init__()
+            # Once armed: the watch's event for b, then the re-list's a (the informer lists again).
+            self.failures: list[str] = []
+
+        def __call__(self, obj: Mapping[str, Any], deleted: bool) -> None:
+            if self.failures and obj["metadata"]["name"] == self.failures[0]:
+                raise TypeError(f"a bug, at {self.failures.pop(0)}")
+            super().__call__(obj, deleted)
+
+    seen = Failing()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    assert await informer.list() == 1
+    seen.failures = ["b", "a"]
+    peer.list_rv = "20"
+    await _run_until_idle(informer, peer)
+    assert seen.failures == []
+    assert seen.items[-1] == ("Pod", "c", False), "the watch went on after both failures"

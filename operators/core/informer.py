@@ -233,4 +233,7 @@ class Informer:
         except (ApiError, ValueError) as err:
             log.warning("re-listing %s failed: %s", self.path, err)
             return False
+        except Exception:
+            log.exception("re-listing %s failed unexpectedly", self.path)
+            return False
         return True
