@@ -17,6 +17,7 @@ from devcluster import launcher
 from devcluster.cluster import ensure_devcluster
 from devcluster.kube import Kube
 from e2e import harness
+from e2e.backends import remove_devcluster
 from operators.core.client import KubeClient
 
 T = TypeVar("T")
@@ -74,10 +75,11 @@ def devcluster(
         die_with_parent=True,
         build_log=lambda _: None,
     )
+    cluster = harness.Cluster.of_devcluster(started)
     try:
-        yield harness.Cluster.of_devcluster(started)
+        yield cluster
     finally:
-        launcher.down(directory)
+        remove_devcluster(directory, cluster.workdir)
 
 
 def restricted_kubeconfig(cluster: harness.Cluster, api: Kube, operator: str) -> str:
