@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition, find, merge, same_content
 from operators.core.events import NORMAL, WARNING, ObjectRef
-from operators.core.models import Tombstone, body_metadata
+from operators.core.models import body_name, superseded
 from operators.core.names import is_dns_subdomain, is_qualified_name
 from operators.core.namespace import Problem
 from operators.core.plan import Apply, Patch, Plan, RecordEvent, Step
@@ -516,10 +516,9 @@ class PolicyBook:
         """Drop the state of a deleted policy, returning it. A tombstone drops it only when it is of
         the same UID: a re-list hands over its tombstones after the objects it found, so that of a
         policy deleted and created again under its name comes after its successor, which stays."""
-        meta = body_metadata(body)
-        name = str(meta.get("name", ""))
+        name = body_name(body)
         state = self._states.get(name)
-        if state is None or (isinstance(body, Tombstone) and state.uid != meta.get("uid")):
+        if state is None or superseded(body, state.uid):
             return None
         return self._states.pop(name)
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from . import metrics, wirejson
 from .client import ApiError, KubeClient
-from .models import Tombstone, tombstone
+from .models import Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str] | None:
 def _tombstone(uid: str, ref: str, api_version: str, kind: str) -> Tombstone:
     namespace, slash, name = ref.partition("/")
     meta = {"uid": uid, "name": name, "namespace": namespace} if slash else {"uid": uid, "name": ref}
-    return tombstone({"apiVersion": api_version, "kind": kind, "metadata": meta})
+    return Tombstone(apiVersion=api_version, kind=kind, metadata=meta)
 
 
 class Informer:

@@ -195,22 +195,32 @@ def tombstone(body: Mapping[str, Any]) -> Tombstone:
     )
 
 
+def superseded(body: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether the deletion ``body`` is the tombstone of another object than the one of ``uid`` kept
+    under its name (None: none is), and so changes nothing. A re-list hands over the objects it
+    finds before the deletions it infers: the tombstone of an object deleted and created again under
+    its name during the gap comes after its successor, which must stay."""
+    if not isinstance(body, Tombstone):
+        return False
+    gone = body_metadata(body).get("uid")
+    return not gone or gone != uid
+
+
+def _uid_of(cached: Any) -> str | None:
+    return getattr(getattr(cached, "metadata", None), "uid", None)
+
+
 def last_known(body: Mapping[str, Any], cached: Model | None) -> Model | None:
     """For a deletion: ``cached`` (the state last seen) when ``body`` is a tombstone of that object
     (same UID), else None, and the handler reads the final state from ``body`` itself."""
-    if not isinstance(body, Tombstone) or cached is None:
+    if not isinstance(body, Tombstone) or superseded(body, _uid_of(cached)):
         return None
-    uid = body_metadata(body).get("uid")
-    cached_uid = getattr(getattr(cached, "metadata", None), "uid", None)
-    return cached if uid and uid == cached_uid else None
+    return cached
 
 
 def stale(body: Mapping[str, Any], cached: Any) -> bool:
-    """Whether the deletion ``body`` is the tombstone of another object than ``cached``, the one
-    kept under its name (None: none is), and so changes nothing. A re-list hands over the objects it
-    finds before the deletions it infers: the tombstone of an object deleted and created again under
-    its name during the gap comes after its successor, which must stay."""
-    return isinstance(body, Tombstone) and last_known(body, cached) is None
+    """:func:`superseded`, for the object ``cached`` under the deletion's name (None: none is)."""
+    return superseded(body, _uid_of(cached))
 
 
 K = TypeVar("K", bound=Hashable)

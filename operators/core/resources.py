@@ -15,12 +15,8 @@ class InvalidPathSegment(ValueError):
     escapes ``?`` and ``#``, which no kind requested here allows)."""
 
 
-def is_path_segment(name: str) -> bool:
-    return name not in ("", ".", "..") and _NOT_IN_A_SEGMENT.isdisjoint(name)
-
-
 def _segment(name: str) -> str:
-    if not is_path_segment(name):
+    if name in ("", ".", "..") or not _NOT_IN_A_SEGMENT.isdisjoint(name):
         raise InvalidPathSegment(f"{name!r} cannot be a name in a request path")
     return name
 

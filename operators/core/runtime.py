@@ -143,8 +143,9 @@ class Watch(Generic[ControllerT]):
     controller-runtime ``SetupWithManager`` declares them: ``upsert(controller, body)`` for every
     listed, added or modified object, ``delete(controller, body)`` for every deleted one. A
     deletion nobody saw happen (during a watch gap, or before the first watch) arrives as a
-    :class:`~.models.Tombstone`: metadata only, so ``delete`` removes what the controller cached
-    under that name and UID from what it cached (:func:`~.models.last_known`).
+    :class:`~.models.Tombstone`: metadata only, so ``delete`` reads the object from the controller's
+    own cache (:func:`~.models.last_known`), and ignores the tombstone of an object a successor of
+    the same name has replaced there (:func:`~.models.superseded`).
 
     Both must be synchronous, quick, and never raise on odd input; an exception is logged with
     the object's reference, and the event is dropped. The runtime picks the mechanism: the core

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.core.models import (
-    Tombstone,
     body_key,
     body_metadata,
     body_name,
@@ -35,6 +34,7 @@ from operators.core.models import (
     stale,
     store,
     store_if,
+    superseded,
 )
 from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
@@ -123,8 +123,8 @@ class ClusterCache(ScopeCache[HealthPolicy]):
 
     def delete_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
-        # stale()'s test, on the UID kept apart: a rule of someone else's is kept as no model.
-        if isinstance(body, Tombstone) and body_metadata(body).get("uid") != self._rule_uids.get(name):
+        # A rule of someone else's is kept as no model, so its UID is kept apart.
+        if superseded(body, self._rule_uids.get(name)):
             return []
         self._rule_uids.pop(name, None)
         if name in self.rule_controllers and self.rule_controllers.pop(name) is None:

@@ -93,7 +93,6 @@ class _MultiMap:
 @dataclass
 class _JustCreated:
     claim: ResourceClaim
-    owner_key: str
     check_at: float
 
 
@@ -340,17 +339,14 @@ class ClusterCache:
 
     def record_created(self, claim: ResourceClaim) -> None:
         """Remember a claim this process created until the watch delivers it."""
-        owner_key = _owner_key(claim)
-        if owner_key is None:
+        if _owner_key(claim) is None:
             return
         cached = self._claims.get(object_key(claim.namespace, claim.name))
         if cached is not None and cached.uid == claim.uid:
             # The watch was faster than the create response; nothing left to bridge.
             return
         self._forget_created(claim.uid)
-        self._just_created[claim.uid] = _JustCreated(
-            claim, owner_key, self._clock() + JUST_CREATED_CONFIRMATION_SECONDS
-        )
+        self._just_created[claim.uid] = _JustCreated(claim, self._clock() + JUST_CREATED_CONFIRMATION_SECONDS)
         self._just_created_by_entry.add(_generated_entry_keys(claim), claim.uid)
         self._just_created_names[object_key(claim.namespace, claim.name)] = claim.uid
 

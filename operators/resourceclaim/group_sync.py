@@ -38,7 +38,13 @@ from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON
 from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
 from .models import ResourceClaim
-from .resolution import Resolved, group_unsupported_message, is_controlled_by_group, resolve_group_entry
+from .resolution import (
+    Resolution,
+    Resolved,
+    group_unsupported_message,
+    is_controlled_by_group,
+    resolve_group_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +79,8 @@ def decide_pod_group(
         return Plan(result=Done("PodGroup is being deleted"))
 
     new_mappings: dict[str, str] = {}
-    for entry in group.spec.resource_claims:
-        handled = _handle_entry(cache, group, entry, new_mappings, refused)
+    for entry, resolution in resolve_group_entries(group):
+        handled = _handle_entry(cache, group, entry, resolution, new_mappings, refused)
         if handled is None:
             continue
         if isinstance(handled, Plan):
@@ -95,10 +101,10 @@ def _handle_entry(
     cache: ClusterCache,
     group: PodGroup,
     entry: PodGroupResourceClaim,
+    resolution: Resolution,
     new_mappings: dict[str, str],
     refused: Refused,
 ) -> EntryFailure | Plan | None:
-    resolution = resolve_group_entry(group, entry)
     if resolution.outcome is Resolved.SKIPPED:
         return None
     if resolution.outcome is Resolved.UNSUPPORTED:

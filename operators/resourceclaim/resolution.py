@@ -59,10 +59,10 @@ class Resolution:
 def resolve_entry(pod: Pod, entry: PodResourceClaim) -> Resolution:
     """D1: which claim a pod claim entry stands for.
 
-    Reads the statuses again on every call: to resolve all of a pod's entries use
+    Reads all the statuses on every call: to resolve all of a pod's entries use
     :func:`resolve_entries`, which reads them once.
     """
-    return _resolve(entry, lambda name: _first_recorded(pod.status.resource_claim_statuses, name))
+    return _resolve(entry, _recorded_by_name(pod.status.resource_claim_statuses).get)
 
 
 def resolve_entries(pod: Pod) -> Iterator[tuple[PodResourceClaim, Resolution]]:
@@ -72,7 +72,7 @@ def resolve_entries(pod: Pod) -> Iterator[tuple[PodResourceClaim, Resolution]]:
 
 def resolve_group_entry(group: PodGroup, entry: PodGroupResourceClaim) -> Resolution:
     """D1 for a PodGroup's entry: the group records the names of its generated claims as a pod does."""
-    return _resolve(entry, lambda name: _first_recorded(group.status.resource_claim_statuses, name))
+    return _resolve(entry, _recorded_by_name(group.status.resource_claim_statuses).get)
 
 
 def resolve_group_entries(group: PodGroup) -> Iterator[tuple[PodGroupResourceClaim, Resolution]]:
@@ -124,13 +124,8 @@ def _resolve_all(
         yield entry, _resolve(entry, by_name.get)
 
 
-def _first_recorded(recorded: Iterable[_Recorded], name: str) -> _Recorded | None:
-    return next((status for status in recorded if status.name == name), None)
-
-
 def _recorded_by_name(recorded: Iterable[_Recorded]) -> dict[str, _Recorded]:
-    """The status entry of each name; of duplicates the first, which is what
-    :func:`_first_recorded` finds."""
+    """The status entry of each name; of duplicates the first, as upstream's reading of the status."""
     by_name: dict[str, _Recorded] = {}
     for status in recorded:
         by_name.setdefault(status.name, status)
