@@ -608,6 +608,31 @@ def start_component(directory: Path, name: str, timeout: float = 120.0, die_with
     raise ClusterError(f"{name} not ready within {timeout:.0f}s after restart")
 
 
+def compact_etcd(directory: Path) -> int:
+    """Compact etcd's history up to its current revision, and return that revision.
+
+    A watch that resumes from any earlier resourceVersion is then answered 410 Gone, whatever
+    kube-apiserver's watch cache holds: the fault-injection tests' way to make a watch gap.
+    """
+    state = ClusterState.load(directory)
+    if state is None or "etcd" not in state.components:
+        raise ClusterError(f"no etcd in the devcluster at {directory}")
+    base = f"http://{LOOPBACK}:{state.components['etcd'].port}/v3/kv"
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{base}/{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            answer: dict[str, Any] = json.load(resp)
+        return answer
+
+    # Any read answers with the store's revision in its header; the key is one that is never set.
+    revision = int(post("range", {"key": _b64(b"\0")})["header"]["revision"])
+    post("compaction", {"revision": revision, "physical": True})
+    return revision
+
+
 def _set_pdeathsig() -> None:
     import ctypes
 

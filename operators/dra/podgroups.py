@@ -68,6 +68,8 @@ class PodGroup(LeanObject):
     status: PodGroupStatus = PodGroupStatus()
 
     def entry(self, name: str) -> PodGroupResourceClaim | None:
+        # A scan, not an index: the API caps a group's entries at four (+k8s:maxItems=4 on every
+        # served version), so a member with thousands of entries still costs linear time.
         for entry in self.spec.resource_claims:
             if entry.name == name:
                 return entry
