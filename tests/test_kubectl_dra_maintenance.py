@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from strategies import pod_consumer
 
+from operators.dra.claims import ConsumerReference
 from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra import cli, commands, completion, maintain
@@ -22,7 +24,6 @@ from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import EXIT_USAGE, PluginError, UsageError
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
-    Consumer,
     DryRun,
     PodRow,
     Preview,
@@ -30,6 +31,11 @@ from operators.kubectl_dra.previewmodel import (
 
 DRV = "gpu.example.com"
 NOW = datetime(2026, 9, 1, 10, 0, tzinfo=UTC)
+
+
+def _consumer(name: str, uid: str) -> ConsumerReference:
+    """A ``reservedFor`` entry naming a pod."""
+    return ConsumerReference.model_validate(pod_consumer(name, uid))
 
 
 def parse(*argv: str) -> object:
@@ -261,8 +267,8 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_changes_elsewhere()
 def _preview() -> Preview:
     devices = [DeviceId(DRV, "p", f"gpu-{i}") for i in range(3)]
     claims = [
-        ClaimRow("a", "c1", (devices[0],), 0.0, (Consumer("p1", "u1"),)),
-        ClaimRow("b", "c2", (devices[0],), None, (Consumer("p2", "u2"),)),
+        ClaimRow("a", "c1", (devices[0],), 0.0, (_consumer("p1", "u1"),)),
+        ClaimRow("b", "c2", (devices[0],), None, (_consumer("p2", "u2"),)),
         ClaimRow("b", "c3", (devices[1],), 5.0, ()),
     ]
     pods = [PodRow("a", "p1", "n", ("c1",), 0.0), PodRow("b", "p2", "n", ("c2",), None)]

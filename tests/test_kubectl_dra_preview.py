@@ -7,14 +7,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from strategies import pod_consumer
 
+from operators.dra.claims import ConsumerReference
 from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra.errors import UsageError
 from operators.kubectl_dra.preview import consumer_pods
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
-    Consumer,
     Preview,
     affected_claims,
     affected_pods,
@@ -29,6 +30,11 @@ from operators.kubectl_dra.previewmodel import (
 DRV = "dra.example.com"
 NOW = datetime(2026, 9, 1, 10, 0, tzinfo=UTC)
 KEY = "dra.example.com/unhealthy"
+
+
+def _consumer(name: str, uid: str) -> ConsumerReference:
+    """A ``reservedFor`` entry naming a pod."""
+    return ConsumerReference.model_validate(pod_consumer(name, uid))
 
 
 @pytest.mark.parametrize(
@@ -137,7 +143,7 @@ def test_eviction_honours_tolerations() -> None:
         ("sixty", 60.0),
         ("wrong-key", 0.0),
     ]
-    assert rows[1].consumers == (Consumer("p-none", "pod-none"),)
+    assert rows[1].consumers == (_consumer("p-none", "pod-none"),)
     assert rows[1].devices == (DeviceId(DRV, "node-1", "gpu-0"),)
     no_schedule = TAINT.model_copy(update={"effect": "NoSchedule"})
     assert {
@@ -152,15 +158,15 @@ def _pod(name: str, uid: str, node: str | None = "node-1") -> dict[str, Any]:
     }
 
 
-def _row(name: str, eviction: float | None, *consumers: Consumer) -> ClaimRow:
+def _row(name: str, eviction: float | None, *consumers: ConsumerReference) -> ClaimRow:
     return ClaimRow("ns1", name, (DeviceId(DRV, "node-1", "gpu-0"),), eviction, consumers)
 
 
 def test_pods_are_matched_by_uid_and_must_be_scheduled() -> None:
     claims = [
-        _row("c1", 30.0, Consumer("a", "ua"), Consumer("gone", "ug")),
-        _row("c2", 0.0, Consumer("a", "ua")),
-        _row("c3", None, Consumer("b", "old-uid"), Consumer("c", "uc")),
+        _row("c1", 30.0, _consumer("a", "ua"), _consumer("gone", "ug")),
+        _row("c2", 0.0, _consumer("a", "ua")),
+        _row("c3", None, _consumer("b", "old-uid"), _consumer("c", "uc")),
     ]
     pods = {
         ("ns1", "a"): _pod("a", "ua"),
@@ -178,7 +184,7 @@ def _preview(effect: str, eviction: float | None) -> Preview:
         "if the effect was NoExecute."
     )
     assert dry_run is not None
-    claim = _row("c1", eviction, Consumer("p1", "u1"))
+    claim = _row("c1", eviction, _consumer("p1", "u1"))
     return Preview(
         DeviceTaintSelector(driver=DRV),
         TAINT.model_copy(update={"effect": effect}),
@@ -253,7 +259,7 @@ async def test_a_reserved_name_no_pod_can_have_is_not_requested() -> None:
             return _pod("a", "ua")
 
     session: Any = type("Session", (), {"client": Client()})()
-    claims = [_row("c1", 0.0, Consumer("a", "ua"), Consumer(".", "x"), Consumer("a/status", "y"))]
+    claims = [_row("c1", 0.0, _consumer("a", "ua"), _consumer(".", "x"), _consumer("a/status", "y"))]
     pods = await consumer_pods(session, claims)
     assert requested == ["/api/v1/namespaces/ns1/pods/a"]
     assert list(pods) == [("ns1", "a")]

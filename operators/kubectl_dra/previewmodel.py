@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from operators.dra.claims import AllocationResult, ResourceClaim, ResultWithTolerations
+from operators.dra.claims import AllocationResult, ConsumerReference, ResourceClaim, ResultWithTolerations
 from operators.dra.pools import DeviceId, visible_devices
 from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.dra.taints import (
@@ -113,19 +113,14 @@ def published_devices(slices: Iterable[Mapping[str, Any]], selection: Selection)
 
 
 @dataclass(frozen=True)
-class Consumer:
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True)
 class ClaimRow:
     namespace: str
     name: str
     devices: tuple[DeviceId, ...]
     eviction: float | None
     """Seconds after the taint until the claim's consumers are evicted; None: never."""
-    consumers: tuple[Consumer, ...]
+    consumers: tuple[ConsumerReference, ...]
+    """The ``reservedFor`` entries that are pods."""
 
 
 def _seconds(tolerations: Sequence[DeviceToleration], taint: DeviceTaint, now: datetime) -> float | None:
@@ -153,7 +148,7 @@ def affected_claims(
         ]
         if not matching:
             continue
-        consumers = tuple(Consumer(c.name, c.uid) for c in claim.status.reserved_for if c.is_pod)
+        consumers = tuple(c for c in claim.status.reserved_for if c.is_pod)
         rows.append(
             ClaimRow(
                 claim.namespace,
