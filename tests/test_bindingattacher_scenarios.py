@@ -74,10 +74,12 @@ class World:
             self.index.put(record)
         return record
 
-    def first_look(self, now: datetime, pods: tuple[Pod, ...] = ()) -> tuple[DeviceAttachment, Step | None]:
+    def first_look(
+        self, now: datetime, pods: tuple[Pod, ...] = (), result_index: int = 0
+    ) -> tuple[DeviceAttachment, Step | None]:
         assert self.claim is not None
         chosen = select(self.claim, RULES)
-        ours = chosen.ours[0]
+        ours = chosen.ours[result_index]
         allocation = self.claim.status.allocation
         assert allocation is not None
         assert allocation.allocation_timestamp is not None
@@ -130,6 +132,14 @@ class World:
         record = record.model_copy(update={"status": record.status.model_copy(update={"reported": kind})})
         self.index.put(record)
         return record
+
+    def show(self, results: list[dict[str, Any]], now: datetime, *, reverse: bool = False) -> None:
+        """The claim as the API server returns it after our apply, its entries in the given order."""
+        assert self.claim is not None
+        written = desired_entries(
+            self.claim, self.index.all(), self.settings.condition_settings("fabric"), now
+        )
+        self.claim = claim(results, devices=written[::-1] if reverse else written)
 
     def entries(self, now: datetime) -> dict[str, dict[str, Any]]:
         assert self.claim is not None
@@ -288,3 +298,65 @@ def test_scenario_13_reallocation_while_attaching() -> None:
     assert Effect.DELETE_RECORD in step.effects
     new, step = world.look(new, T0 + timedelta(seconds=8))
     assert new.status.phase is Phase.ATTACHING
+
+
+def _one_share_ready_the_other_failed(world: World, results: list[dict[str, Any]]) -> list[DeviceAttachment]:
+    ready, _ = world.first_look(T0 + timedelta(seconds=1), result_index=0)
+    broken, _ = world.first_look(T0 + timedelta(seconds=1), result_index=1)
+    ready, _ = world.answer(ready, T0 + timedelta(seconds=2), CallResult.SUCCEEDED)
+    ready = world.reported(ready)
+    broken, _ = world.answer(broken, T0 + timedelta(seconds=3), CallResult.PERMANENT_ERROR, "share b broke")
+    broken = world.reported(broken)
+    return [ready, broken]
+
+
+def test_scenario_shares_the_share_a_pod_binds_through_is_not_detached() -> None:
+    # Two shares of one device in one claim. kube-scheduler reads, for both results, the first
+    # entry of the device whatever its shareID (spec §3.2): share a shows ready, so the pod binds
+    # although our failure of share b was written while no pod was bound yet.
+    results = [result("f0", share_id="a"), result("f0", share_id="b")]
+    world = World(claim(results))
+    ready, broken = _one_share_ready_the_other_failed(world, results)
+    world.show(results, T0 + timedelta(seconds=3))
+    assert world.claim is not None
+    assert [e.share_id for e in world.claim.status.devices] == ["a", "b"]
+    for record in (ready, broken):
+        held, step = world.look(record, T0 + timedelta(seconds=4))
+        assert Effect.CALL_DETACH not in step.effects, f"share {record.spec.share_id} detached"
+        assert held.status.phase is record.status.phase
+    # Deallocation (or claim deletion) still detaches both: nothing leaks.
+    world.claim = claim(allocated=False)
+    for record in (ready, broken):
+        gone, step = world.look(record, T0 + timedelta(seconds=40))
+        assert (gone.status.phase, gone.status.detach_reason) == (Phase.DETACHING, DetachReason.DEALLOCATED)
+        assert Effect.CALL_DETACH in step.effects
+
+
+def test_scenario_shares_a_failure_the_scheduler_reads_detaches_every_share() -> None:
+    results = [result("f0", share_id="a"), result("f0", share_id="b")]
+    world = World(claim(results))
+    ready, broken = _one_share_ready_the_other_failed(world, results)
+    # The failed share's entry comes first: the scheduler reads the failure, the pod never binds.
+    world.show(results, T0 + timedelta(seconds=3), reverse=True)
+    for record in (ready, broken):
+        detaching, step = world.look(record, T0 + timedelta(seconds=4))
+        assert (detaching.status.phase, detaching.status.detach_reason) == (
+            Phase.DETACHING,
+            DetachReason.FAILED,
+        )
+        assert Effect.CALL_DETACH in step.effects
+
+
+def test_scenario_shares_a_share_not_ready_yet_is_detached_after_a_failure() -> None:
+    # The scheduler reads share a's progress entry; after our failure of share b readiness is
+    # never written again for the allocation, so the pod can never bind through share a.
+    results = [result("f0", share_id="a"), result("f0", share_id="b")]
+    world = World(claim(results))
+    attaching, _ = world.first_look(T0 + timedelta(seconds=1), result_index=0)
+    broken, _ = world.first_look(T0 + timedelta(seconds=1), result_index=1)
+    broken, _ = world.answer(broken, T0 + timedelta(seconds=3), CallResult.PERMANENT_ERROR, "share b broke")
+    broken = world.reported(broken)
+    world.show(results, T0 + timedelta(seconds=3))
+    detaching, step = world.look(attaching, T0 + timedelta(seconds=4), call_in_flight=True)
+    assert (detaching.status.phase, detaching.status.detach_reason) == (Phase.DETACHING, DetachReason.FAILED)
+    assert step.effects == {Effect.CANCEL_CALL, Effect.CALL_DETACH}

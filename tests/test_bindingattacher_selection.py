@@ -31,6 +31,7 @@ from operators.bindingattacher.selection import (
     SelectionRules,
     entry_state,
     foreign_failure,
+    scheduler_reads_ready,
     select,
     shown_failure,
 )
@@ -116,6 +117,25 @@ def test_foreign_failure_counts_other_writers_only() -> None:
         devices=[entry("x0", [condition(f"{FOREIGN}/failed", "True")], driver=FOREIGN, pool="node-a")],
     )
     assert not foreign_failure(other_silent, select(claim(silent), RULES).ours)
+
+
+def test_the_scheduler_reads_the_first_entry_of_a_device_whatever_its_share() -> None:
+    def shared(share: str, *conditions: dict[str, object]) -> dict[str, object]:
+        return {**entry("f0", list(conditions)), "shareID": share}
+
+    ready, failed = condition(ATTACHED, "True", "Attached"), condition(ATTACH_FAILED, "True", "AttachFailed")
+    shares = [result("f0", share_id="a"), result("f0", share_id="b")]
+    ours = select(claim(shares), RULES).ours
+    assert scheduler_reads_ready(claim(shares, devices=[shared("a", ready), shared("b", failed)]), ours)
+    assert not scheduler_reads_ready(claim(shares, devices=[shared("b", failed), shared("a", ready)]), ours)
+    assert not scheduler_reads_ready(claim(shares, devices=[shared("a", condition(ATTACHED, "False"))]), ours)
+    # Without shares every device has its own entry: one not ready is read as such.
+    two = [result("f0"), result("f1")]
+    both = claim(two, devices=[entry("f0", [ready]), entry("f1", [ready])])
+    assert scheduler_reads_ready(both, select(both, RULES).ours)
+    one = claim(two, devices=[entry("f0", [ready]), entry("f1", [failed])])
+    assert not scheduler_reads_ready(one, select(one, RULES).ours)
+    assert not scheduler_reads_ready(claim(two), ())
 
 
 def test_attachment_key_is_stable_and_distinguishes_allocations() -> None:

@@ -208,6 +208,9 @@ def test_failed_record_is_reported_then_detached_early() -> None:
     assert (step.status.phase, step.status.detach_reason) == (Phase.DETACHING, DetachReason.FAILED)
     assert Effect.CALL_DETACH in step.effects
     assert advance(reported, obs(allocation_in_use=True), SETTINGS).effects == frozenset()
+    # A failure on a share the scheduler does not read is still written, but nothing detached.
+    assert advance(failed, obs(reads_ready=True), SETTINGS).effects == {Effect.WRITE_STATUS}
+    assert advance(reported, obs(reads_ready=True), SETTINGS).effects == frozenset()
     never_called = reported.model_copy(update={"attempts": 0})
     kept = advance(never_called, obs(), SETTINGS)
     assert kept.status.phase is Phase.DETACHED
@@ -230,6 +233,9 @@ def test_sibling_failure_detaches_the_rest_of_the_allocation() -> None:
     # ready one) keeps its devices: nothing is detached or called while it uses them.
     for status in (attached, attaching()):
         held = advance(status, obs(sibling_failure_reported=True, allocation_in_use=True), SETTINGS)
+        assert (held.status, held.effects) == (status, frozenset())
+        # Or one binds at the scheduler's next poll: it reads the allocation as ready.
+        held = advance(status, obs(sibling_failure_reported=True, reads_ready=True), SETTINGS)
         assert (held.status, held.effects) == (status, frozenset())
 
 

@@ -68,6 +68,7 @@ from .selection import (
     own_failure_shown,
     pod_consumers,
     resolve,
+    scheduler_reads_ready,
     shown_failure,
     single_node,
 )
@@ -244,6 +245,7 @@ def observe_record(
         failure_shown=shown,
         sibling_failure_reported=sibling_failure_reported(record, index),
         allocation_in_use=allocation_in_use(claim, facts.pods) if live and claim else False,
+        reads_ready=scheduler_reads_ready(claim, all_ours) if live and claim else False,
         claim_deleting=claim is not None and claim.metadata.deletion_timestamp is not None,
         call_in_flight=facts.call_in_flight,
         retry_at=facts.retry_at,

@@ -201,6 +201,36 @@ def foreign_failure(claim: ResourceClaim, ours: Iterable[OurResult]) -> bool:
     return False
 
 
+def scheduler_entry(claim: ResourceClaim, key: DeviceKey) -> AllocatedDeviceStatus | None:
+    """The entry kube-scheduler reads for a device: the first of its driver, pool and device.
+
+    It does not compare ``shareID`` (spec §3.2): of several shares of one device in a claim,
+    the first entry answers for all of them.
+    """
+    for entry in claim.status.devices:
+        if (entry.driver, entry.pool, entry.device) == (key.driver, key.pool, key.device):
+            return entry
+    return None
+
+
+def scheduler_reads_ready(claim: ResourceClaim, ours: Sequence[OurResult]) -> bool:
+    """Whether kube-scheduler reads every one of our results as ready.
+
+    With one share per device this excludes any failure of ours. With shares, a failure on a
+    share whose entry comes after a ready share's entry is never read, and the pod binds through
+    the ready one: the allocation is then as good as in use.
+    """
+    if not ours:
+        return False
+    for our_result in ours:
+        true = _true_types(scheduler_entry(claim, our_result.key))
+        if any(t in true for t in our_result.failure_types):
+            return False
+        if not our_result.readiness_types or not all(t in true for t in our_result.readiness_types):
+            return False
+    return True
+
+
 def own_failure_shown(claim: ResourceClaim, ours: Iterable[OurResult]) -> bool:
     return any(entry_state(claim, o) is EntryState.FAILED for o in ours)
 

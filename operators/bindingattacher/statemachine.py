@@ -36,8 +36,9 @@ Ordering rules from the spec that are easy to miss:
 * "allocation identity gone" is checked before everything else for existing records;
 * a failure is never written while a bound pod uses the allocation (the situation is only
   reported), and once one of *our* failures is written for an identity, every other record of
-  that identity is detached while no bound pod uses it, because that allocation can never
-  become ready;
+  that identity is detached while no bound pod uses it and the scheduler does not read the
+  allocation as ready (with shares of one device it reads only the first entry), because that
+  allocation can never become ready;
 * an ``Attaching`` record whose device the claim already shows ready (``Observation.entry``)
   is ``Attached``, even past its deadline: the readiness apply goes before the record update;
 * a record detached after a failure stays in ``Detached`` while its allocation is still live.
@@ -246,6 +247,9 @@ class Observation:
     """Another of our records of the same identity has written its failure."""
     allocation_in_use: bool = False
     """A consumer pod in ``reservedFor`` is bound (``spec.nodeName`` set)."""
+    reads_ready: bool = False
+    """kube-scheduler reads every one of our results of the allocation as ready, so a pod binds
+    to it whatever failure of ours it does not read (a later share of a device, §3.2)."""
     claim_deleting: bool = False
     call_in_flight: bool = False
     retry_at: datetime | None = None
@@ -501,10 +505,11 @@ def advance(status: DeviceAttachmentStatus, obs: Observation, settings: MachineS
     if phase is Phase.FAILED:
         return _failed(status, obs)
     if obs.sibling_failure_reported:
-        if obs.allocation_in_use:
+        if obs.allocation_in_use or obs.reads_ready:
             # Our failure was written while no pod used the allocation, yet one is bound to it
-            # now (the scheduler reads one entry per device, whatever its shareID): a device
-            # is never detached under a bound pod, as for the failed record itself.
+            # now, or will bind at the scheduler's next poll (it reads one entry per device,
+            # whatever its shareID): a device is never detached under a bound pod, as for the
+            # failed record itself.
             return Step(status)
         return _detach(status, obs, DetachReason.FAILED, cancel=obs.call_in_flight)
     if phase is Phase.ATTACHED:
@@ -554,6 +559,10 @@ def _failed(status: DeviceAttachmentStatus, obs: Observation) -> Step:
         return Step(status)
     if status.reported is not Reported.FAILURE:
         return Step(status, frozenset({Effect.WRITE_STATUS}))
+    if obs.reads_ready:
+        # The failure sits on a share the scheduler does not read: the pod binds to the
+        # allocation anyway, and the record is detached with it.
+        return Step(status)
     return _detach(status, obs, DetachReason.FAILED, cancel=obs.call_in_flight)
 
 
