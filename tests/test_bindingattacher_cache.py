@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from bindingattacher_builders import FABRIC, T0, Writes, claim, claim_body, entry, record, result
+from bindingattacher_builders import FABRIC, NIC, T0, Writes, claim, claim_body, entry, record, result
 
 from operators.bindingattacher.cache import (
     ClaimCache,
@@ -46,16 +46,17 @@ def test_projection_keeps_only_test_annotations_and_only_when_enabled() -> None:
         labels={"a": "b"},
         annotations={"test.dra-operators.io/attach-delay": "8s", "other": "x"},
     )
-    kept = project_claim(body, keep_test_annotations=True)
+    kept = project_claim(body, keep_test_annotations=True, configured_drivers=[FABRIC])
     assert kept.metadata.annotations == {"test.dra-operators.io/attach-delay": "8s"}
     assert kept.metadata.labels == {}
-    assert project_claim(body, keep_test_annotations=False).metadata.annotations == {}
+    dropped = project_claim(body, keep_test_annotations=False, configured_drivers=[FABRIC])
+    assert dropped.metadata.annotations == {}
 
 
 def test_cache_never_rolls_back_to_an_older_version() -> None:
     cache = ClaimCache()
-    assert cache.put(project_claim(_body("7"), False))
-    assert not cache.put(project_claim(_body("6"), False))
+    assert cache.put(project_claim(_body("7"), False, [FABRIC]))
+    assert not cache.put(project_claim(_body("6"), False, [FABRIC]))
     current = cache.get("u1")
     assert current is not None
     assert current.metadata.resource_version == "7"
@@ -64,8 +65,8 @@ def test_cache_never_rolls_back_to_an_older_version() -> None:
 
 def test_a_recreated_claim_of_the_same_name_replaces_the_name_index_only() -> None:
     cache = ClaimCache()
-    cache.put(project_claim(_body("1", uid="old"), False))
-    cache.put(project_claim(_body("2", uid="new"), False))
+    cache.put(project_claim(_body("1", uid="old"), False, [FABRIC]))
+    cache.put(project_claim(_body("2", uid="new"), False, [FABRIC]))
     cache.remove("old")
     found = cache.named("ns", "c")
     assert found is not None
@@ -75,14 +76,16 @@ def test_a_recreated_claim_of_the_same_name_replaces_the_name_index_only() -> No
 
 def test_a_deleted_claim_is_not_brought_back_by_a_copy_read_before_its_deletion() -> None:
     cache = ClaimCache()
-    cache.put(project_claim(_body("7"), False))
+    cache.put(project_claim(_body("7"), False, [FABRIC]))
     cache.remove("u1")
     # A GET or an apply answer that was on its way when the DELETED event came.
-    assert not cache.put(project_claim(_body("7"), False))
-    assert not cache.put(project_claim(_body("8"), False))
+    assert not cache.put(project_claim(_body("7"), False, [FABRIC]))
+    assert not cache.put(project_claim(_body("8"), False, [FABRIC]))
     assert cache.get("u1") is None
     assert cache.named("ns", "c") is None
-    assert cache.put(project_claim(_body("9", uid="u2"), False)), "a new claim of the same name is a new UID"
+    assert cache.put(project_claim(_body("9", uid="u2"), False, [FABRIC])), (
+        "a new claim of the same name is a new UID"
+    )
 
 
 class _Reader:
@@ -105,20 +108,23 @@ class _Reader:
 async def test_a_live_read_that_finds_the_claim_gone_makes_the_cache_forget_it(
     answer: dict[str, Any] | ApiError,
 ) -> None:
-    cache = ClaimCache()
-    cache.put(project_claim(_body("7"), False))
+    caches = ClusterCache()
+    cache = caches.claims
+    cache.put(project_claim(_body("7"), False, [FABRIC]))
     client = cast(KubeClient, _Reader(answer))
     writes = Writes(client, cast(EventRecorder, None))
-    writer = StatusWriter(writes, client, cache, keep_test_annotations=False)
+    writer = StatusWriter(writes, client, caches, keep_test_annotations=False)
     assert await writer.read("ns", "c", "u1") is None
     assert cache.get("u1") is None
-    assert not cache.put(project_claim(_body("7"), False))
+    assert not cache.put(project_claim(_body("7"), False, [FABRIC]))
 
 
 def test_a_claim_that_can_never_be_attached_keeps_no_allocation_details() -> None:
-    plain = [result("f0", ready=(), failure=()), result("n0", driver="nic.example.com", ready=(), failure=())]
-    shown = [entry("n0", [], driver="nic.example.com") | {"data": {"blob": "x" * 10000}}]
-    kept = project_claim(claim_body(plain, devices=shown, reserved=("pod-uid-1", "pod-uid-2")), False)
+    plain = [result("f0", ready=(), failure=()), result("n0", driver=NIC, ready=(), failure=())]
+    shown = [entry("n0", [], driver=NIC) | {"data": {"blob": "x" * 10000}}]
+    kept = project_claim(
+        claim_body(plain, devices=shown, reserved=("pod-uid-1", "pod-uid-2")), False, [FABRIC, NIC]
+    )
     allocation = kept.status.allocation
     assert allocation is not None
     assert allocation.allocation_timestamp == T0, "a later record of the claim compares it"
@@ -128,7 +134,7 @@ def test_a_claim_that_can_never_be_attached_keeps_no_allocation_details() -> Non
     earlier = record(claim([result("f0")], timestamp=T0 - timedelta(minutes=5)))
     assert identity_state(earlier, kept) is IdentityState.REALLOCATED
     attachable = claim_body([result("f0"), *plain], devices=shown)
-    assert project_claim(attachable, False) == claim([result("f0"), *plain], devices=shown)
+    assert project_claim(attachable, False, [FABRIC, NIC]) == claim([result("f0"), *plain], devices=shown)
 
 
 def test_binding_conditions_and_keys() -> None:

@@ -161,7 +161,7 @@ class World:
         body = self.server.claim
         client = cast(KubeClient, self.server)
         self.cache = ClusterCache()
-        self.cache.claims.put(project_claim(body, False))
+        self.cache.claims.put(project_claim(body, False, [FABRIC]))
         for stored in self.server.records.values():
             put_record(self.cache.records, DeviceAttachment.model_validate(stored))
         state = self.cache.policies.observe(POLICY)
@@ -185,7 +185,7 @@ class World:
                 queue=cast(WorkQueue[Key], self.queue),
                 cache=self.cache,
                 kube=Kube(
-                    claims=StatusWriter(writes, client, self.cache.claims, False),
+                    claims=StatusWriter(writes, client, self.cache, False),
                     ledger=LedgerWriter(writes, self.cache.records, "dra-operators"),
                     lookups=Lookups(client),
                     taints=TaintRules(writes),

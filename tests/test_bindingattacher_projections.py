@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bindingattacher_builders import claim_body, result
+from bindingattacher_builders import FABRIC, claim_body, result
 from pydantic import ValidationError
 
 from operators.bindingattacher.cache import project_claim
@@ -16,7 +16,9 @@ from operators.dra import claims, pods
 
 
 def test_the_claim_and_pod_are_the_shared_projections() -> None:
-    the_claim = project_claim(claim_body([result()]), keep_test_annotations=False)
+    the_claim = project_claim(
+        claim_body([result()]), keep_test_annotations=False, configured_drivers=[FABRIC]
+    )
     assert isinstance(the_claim, claims.ResourceClaim)
     assert the_claim.key == ("team-a", "trainer-0-gpu")
     [consumer] = the_claim.status.reserved_for

@@ -14,20 +14,38 @@ Claims are reduced to a projection (spec §15.3): the typed model already keeps 
 fields the attacher reads; labels are dropped and annotations are kept only when they steer
 the Test action (``test.dra-operators.io/*``) and test actions are enabled; a claim whose
 allocation has no binding conditions keeps no results, consumers or device status.
+
+The claim watch is cluster-wide, and any driver may write up to the object size limit into the
+``data`` of its ``status.devices`` entries, so only the entries of *configured* drivers (those a
+policy names, and those of the claim's records) are kept. Of another driver's result with binding
+conditions only a True failure condition is kept, which is all that §9 reads of it; a claim with
+no result of a configured driver keeps its metadata and allocation timestamp. What a projection
+left out is named in ``status.drivers_left_out``: once one of those drivers is configured, the
+claim is stale (:meth:`ClusterCache.stale`) and is read again before anything is decided on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from operators.core.keys import CLAIM, Key
+from operators.core.models import body_metadata
 from operators.core.recent import RecentKeys
 
 from .actions.testaction import TEST_ANNOTATION_PREFIX
+from .identity import DeviceKey
 from .ledger import LedgerIndex
-from .models import AllocationResult, DeviceAttachment, ResourceClaim, ResourceClaimStatus
+from .models import (
+    AllocatedDeviceStatus,
+    AllocationResult,
+    DeviceAttachment,
+    DeviceRequestAllocationResult,
+    ResourceClaim,
+    ResourceClaimStatus,
+)
 from .policy import PolicyBook
+from .selection import TRUE, find_entry
 
 POLICY = "policy"
 """The work-queue kind of a DeviceAttachPolicy (cluster-scoped: no namespace)."""
@@ -68,12 +86,15 @@ def newer(candidate: str, current: str) -> bool:
         return True
 
 
-def project_claim(body: Mapping[str, Any], keep_test_annotations: bool) -> ResourceClaim:
+def project_claim(
+    body: Mapping[str, Any], keep_test_annotations: bool, configured_drivers: Collection[str]
+) -> ResourceClaim:
     """Parse a claim and drop what the attacher never reads (raises pydantic's ValidationError).
 
     An allocation without binding conditions can never be attached: of such a claim only the
     metadata and the allocation's timestamp are kept, which still tells the records of an
-    earlier allocation whether the claim was deallocated or allocated again.
+    earlier allocation whether the claim was deallocated or allocated again. The same holds for
+    a claim none of whose results is of one of ``configured_drivers``.
     """
     claim = ResourceClaim.model_validate(body)
     meta = claim.metadata
@@ -83,11 +104,41 @@ def project_claim(body: Mapping[str, Any], keep_test_annotations: bool) -> Resou
         else {}
     )
     slim = meta.model_copy(update={"labels": {}, "annotations": annotations, "owner_references": ()})
+    return claim.model_copy(update={"metadata": slim, "status": _project_status(claim, configured_drivers)})
+
+
+def _project_status(claim: ResourceClaim, configured: Collection[str]) -> ResourceClaimStatus:
     status = claim.status
-    if status.allocation is not None and not has_binding_conditions(claim):
-        stamp = status.allocation.allocation_timestamp
-        status = ResourceClaimStatus(allocation=AllocationResult(allocation_timestamp=stamp))
-    return claim.model_copy(update={"metadata": slim, "status": status})
+    allocation = status.allocation
+    if allocation is None:
+        return status
+    stamp_only = AllocationResult(allocation_timestamp=allocation.allocation_timestamp)
+    attachable = [r for r in allocation.devices.results if r.binding_conditions]
+    if not attachable:
+        return ResourceClaimStatus(allocation=stamp_only)
+    left_out = frozenset(r.driver for r in attachable if r.driver not in configured)
+    if not any(r.driver in configured for r in allocation.devices.results):
+        return ResourceClaimStatus(allocation=stamp_only, drivers_left_out=left_out)
+    kept = [e for e in status.devices if e.driver in configured]
+    for result in attachable:
+        if result.driver not in configured:
+            kept.extend(_failure_shown(claim, result))
+    return status.model_copy(update={"devices": tuple(kept), "drivers_left_out": left_out})
+
+
+def _failure_shown(
+    claim: ResourceClaim, result: DeviceRequestAllocationResult
+) -> list[AllocatedDeviceStatus]:
+    """Another driver's entry reduced to the flag §9 reads: one True failure condition of the
+    result, without message or data; nothing when it shows none."""
+    shown = find_entry(claim, DeviceKey.of_result(result))
+    if shown is None:
+        return []
+    for condition in shown.conditions:
+        if condition.status == TRUE and condition.type in result.binding_failure_conditions:
+            flag = condition.model_copy(update={"message": ""})
+            return [shown.model_copy(update={"conditions": (flag,), "data": None})]
+    return []
 
 
 def has_binding_conditions(claim: ResourceClaim) -> bool:
@@ -163,12 +214,32 @@ class ClusterCache:
         self.records = LedgerIndex()
         self.policies = PolicyBook()
 
+    def configured_drivers(self, claim_uid: str) -> frozenset[str]:
+        """The drivers whose entries a claim's projection keeps: those a policy names, whatever
+        its state, and those of the claim's records, which are driven on whatever their policy."""
+        records = self.records.for_claim(claim_uid)
+        return frozenset(self.policies.drivers()).union(r.spec.driver for r in records)
+
+    def project(self, body: Mapping[str, Any], keep_test_annotations: bool) -> ResourceClaim:
+        uid = str(body_metadata(body).get("uid") or "")
+        return project_claim(body, keep_test_annotations, self.configured_drivers(uid))
+
+    def stale(self, claim: ResourceClaim) -> bool:
+        """Whether the claim was projected before one of its drivers was configured: it lacks what
+        that driver shows (readiness another instance wrote, a failure), so no decision may be
+        taken on it before it is read again."""
+        left_out = claim.status.drivers_left_out
+        return bool(left_out) and not left_out.isdisjoint(self.configured_drivers(claim.metadata.uid))
+
     def driver_keys(self, driver: str) -> Iterator[Key]:
         """The claims a change of the driver's policy concerns: those with a device of the driver
-        allocated, and those with a record of it (a claim may be queued twice; the queue holds it once)."""
+        allocated (or left out of their projection), and those with a record of it (a claim may be
+        queued twice; the queue holds it once)."""
         for claim in self.claims:
             allocation = claim.status.allocation
-            if allocation is not None and any(r.driver == driver for r in allocation.devices.results):
+            if driver in claim.status.drivers_left_out or (
+                allocation is not None and any(r.driver == driver for r in allocation.devices.results)
+            ):
                 yield claim_key(claim)
         for record in self.records.all():
             if record.spec.driver == driver:

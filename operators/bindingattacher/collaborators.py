@@ -57,7 +57,7 @@ class Collaborators:
             kube=Kube(
                 # Live reads go through the reader's token bucket, like the runtime's listings, so
                 # they never wait behind (or delay) the controller's writes.
-                claims=StatusWriter(runtime, runtime.reader, cache.claims, settings.enable_test_actions),
+                claims=StatusWriter(runtime, runtime.reader, cache, settings.enable_test_actions),
                 ledger=LedgerWriter(runtime, cache.records, settings.namespace),
                 lookups=Lookups(runtime.reader),
                 taints=TaintRules(runtime),

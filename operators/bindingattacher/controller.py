@@ -37,7 +37,6 @@ from .cache import (
     claim_key,
     has_binding_conditions,
     policy_key,
-    project_claim,
     put_record,
     record_claim_key,
 )
@@ -95,7 +94,8 @@ class BindingAttacherController:
 
     def upsert_claim(self, body: Mapping[str, Any]) -> None:
         keep_test_annotations = self.shared.settings.enable_test_actions
-        claim = parse_or_skip(ResourceClaim, body, log, lambda raw: project_claim(raw, keep_test_annotations))
+        cache = self.shared.cache
+        claim = parse_or_skip(ResourceClaim, body, log, lambda raw: cache.project(raw, keep_test_annotations))
         if claim is None:
             return
         if not self.shared.cache.claims.put(claim):
@@ -170,6 +170,8 @@ class BindingAttacherController:
                 self.shared.queue.add(record_claim_key(other))
 
     def _relevant(self, claim: ResourceClaim) -> bool:
+        if self.shared.cache.stale(claim):
+            return True
         if not has_binding_conditions(claim):
             return False
         drivers = self.shared.cache.policies.drivers()

@@ -73,7 +73,7 @@ from operators.dra.attachments import LABEL_POLICY
 from operators.dra.pools import published_device
 
 from . import ledger, metrics
-from .cache import ClaimCache, project_claim, put_record
+from .cache import ClusterCache, put_record
 from .devicestatus import WriteError, classify_write_error, status_plan
 from .identity import DeviceKey, taint_rule_name
 from .ledger import LedgerIndex
@@ -114,8 +114,11 @@ async def _carry_out(plan: Plan, writer: Writer) -> tuple[Result, Any]:
 
 
 class StatusWriter:
+    """Every claim it reads or writes goes into the claim cache, projected as the watch projects it
+    (the drivers configured now decide which entries are kept)."""
+
     def __init__(
-        self, writer: Writer, reader: KubeClient, cache: ClaimCache, keep_test_annotations: bool
+        self, writer: Writer, reader: KubeClient, cache: ClusterCache, keep_test_annotations: bool
     ) -> None:
         self.writer = writer
         self.reader = reader
@@ -135,9 +138,9 @@ class StatusWriter:
         finally:
             metrics.claim_status_write_duration.labels(driver=driver).observe(time.monotonic() - started)
         metrics.claim_status_writes.labels(driver=driver, kind=kind, result="ok").inc()
-        updated = project_claim(written, self.keep_test_annotations)
-        self.cache.put(updated)
-        return self.cache.get(updated.metadata.uid) or updated
+        updated = self.cache.project(written, self.keep_test_annotations)
+        self.cache.claims.put(updated)
+        return self.cache.claims.get(updated.metadata.uid) or updated
 
     async def read(self, namespace: str, name: str, uid: str) -> ResourceClaim | None:
         """A live read of the claim; None when it is gone or is another claim of the same name, in
@@ -146,15 +149,15 @@ class StatusWriter:
             body = await self.reader.get(RESOURCE_CLAIMS.path(name, namespace=namespace))
         except ApiError as err:
             if err.not_found:
-                self.cache.remove(uid)
+                self.cache.claims.remove(uid)
                 return None
             raise
-        claim = project_claim(body, self.keep_test_annotations)
+        claim = self.cache.project(body, self.keep_test_annotations)
         if claim.metadata.uid != uid:
-            self.cache.remove(uid)
+            self.cache.claims.remove(uid)
             return None
-        self.cache.put(claim)
-        return self.cache.get(uid) or claim
+        self.cache.claims.put(claim)
+        return self.cache.claims.get(uid) or claim
 
 
 class LedgerWriter:

@@ -110,6 +110,10 @@ class AllocatedDeviceStatus(KubeModel):
 class ResourceClaimStatus(claims.ResourceClaimStatus[AllocationResult]):
     reserved_for: tuple[ConsumerReference, ...] = ()
     devices: tuple[AllocatedDeviceStatus, ...] = ()
+    drivers_left_out: frozenset[str] = Field(default=frozenset(), exclude=True)
+    """Not an API field: the drivers with binding conditions in the allocation that no policy
+    configured when the claim was projected (``cache.project_claim``), so that their entries, or
+    the whole allocation, were left out of it."""
 
 
 class ClaimMeta(AttacherMeta):

@@ -34,15 +34,10 @@ DEFINITION = OperatorDefinition(
     make_controller=BindingAttacherController,
     # Nothing is written onto claims by watching them (no kopf annotation or finalizer), and our
     # own kinds carry only the finalizers the attacher sets on purpose. Pods and Nodes are not
-    # watched: point reads (see kube.Lookups).
+    # watched: point reads (see kube.Lookups). Policies and records are listed first (spec §16.2):
+    # the listed claims are then projected knowing every configured driver, and none of them has
+    # to be read again because it was projected without its driver's entries.
     watches=(
-        Watch(
-            GROUP,
-            "resourceclaims",
-            BindingAttacherController.upsert_claim,
-            BindingAttacherController.delete_claim,
-            required=True,
-        ),
         Watch(
             PROJECT_GROUP,
             "deviceattachpolicies",
@@ -57,6 +52,13 @@ DEFINITION = OperatorDefinition(
             BindingAttacherController.upsert_record,
             BindingAttacherController.delete_record,
             VERSION,
+            required=True,
+        ),
+        Watch(
+            GROUP,
+            "resourceclaims",
+            BindingAttacherController.upsert_claim,
+            BindingAttacherController.delete_claim,
             required=True,
         ),
     ),

@@ -3,9 +3,10 @@
 ``ClaimPipeline.sync(key)`` is level-triggered, in the shape of upstream's ``handleClaim``:
 
 1. **read** the claim projection (or confirm with a live GET that a claim its records refer
-   to is gone), its ledger records, the policies, and the consumer pods when a decision
-   depends on them. Nothing is decided from memory alone: what only the process knows (a
-   call in flight, a backoff timer) enters as :class:`~.decide.RuntimeFacts`;
+   to is gone, or read it again when it was projected before one of its drivers was
+   configured, see :mod:`.cache`), its ledger records, the policies, and the consumer pods
+   when a decision depends on them. Nothing is decided from memory alone: what only the
+   process knows (a call in flight, a backoff timer) enters as :class:`~.decide.RuntimeFacts`;
 2. **records**: for every record of the claim, then for every result of ours that has no
    record yet, the state machine decides a :class:`~.statemachine.Step` (pure,
    :mod:`.decide`), and the step is executed at once: the record is persisted first (create,
@@ -184,7 +185,7 @@ class ClaimPipeline:
         if claim is None and not records:
             self.forget_claim(key.uid)
             return Done()
-        if claim is None:
+        if claim is None or self.shared.cache.stale(claim):
             claim = await self.shared.kube.claims.read(key.namespace, key.name, key.uid)
         drivers = {r.spec.driver for r in records}
         if claim is not None and claim.status.allocation is not None:
