@@ -72,13 +72,14 @@ def test_body_name_and_key_read_what_the_metadata_provides() -> None:
     assert body_name({}) == ""
 
 
-def test_store_keeps_the_parsed_body_and_drops_an_unparsable_one() -> None:
+def test_store_keeps_the_parsed_body_and_an_unparsable_one_changes_nothing() -> None:
     cache: dict[str, Thing] = {}
     assert store(cache, "t", Thing, {"size": 1}) == Thing(size=1)
     assert cache == {"t": Thing(size=1)}
     with pytest.raises(UnparsableObject):
         store(cache, "t", Thing, {"size": "big"})
-    assert cache == {}
+    # Still there for the deletion the caller makes of it, which names whom it concerned.
+    assert cache == {"t": Thing(size=1)}
 
 
 def test_store_if_keeps_only_what_is_wanted_and_says_whether_the_cache_changed() -> None:
@@ -95,7 +96,7 @@ def test_store_if_keeps_only_what_is_wanted_and_says_whether_the_cache_changed()
     cache["t"] = Thing(size=2)
     with pytest.raises(UnparsableObject):
         store_if(cache, "t", Thing, {"size": "big"}, big)
-    assert cache == {}
+    assert cache == {"t": Thing(size=2)}
 
 
 def test_a_tombstone_keeps_the_identity_and_nothing_else() -> None:

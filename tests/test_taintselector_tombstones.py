@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from typing import Any, cast
+from unittest import mock
 
 import pytest
 from runtime_support import ServingClient
 from taintselector_builders import GPU_DRIVER, dev
 from tombstone_support import tombstone_tests
 
+from operators.core import conditions
 from operators.core.discovery import ServedResource
 from operators.core.events import ObjectRef
 from operators.core.keys import Key
@@ -159,7 +162,20 @@ async def cluster() -> tuple[TaintSelectorController, FakeRuntime]:
     return controller, runtime
 
 
+class StoppedClock(datetime):
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> StoppedClock:
+        return cls(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
 async def outcome_of(delete: Delete, body: Mapping[str, Any]) -> Outcome:
+    # A condition is stamped with the wall clock, to the second: two outcomes compared must not
+    # straddle a second.
+    with mock.patch.object(conditions, "datetime", StoppedClock):
+        return await _outcome_of(delete, body)
+
+
+async def _outcome_of(delete: Delete, body: Mapping[str, Any]) -> Outcome:
     controller, runtime = await cluster()
     delete(controller, body)
     queued = list(runtime.queue.added)

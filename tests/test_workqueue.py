@@ -391,14 +391,14 @@ def test_route_queues_what_the_update_names_and_skips_an_unparsable_body(
     queue: WorkQueue[Key] = WorkQueue("unit")
     queue.open()
     log = logging.getLogger("unit.route")
-    route(queue, "selector", lambda body: ["a", "b"], {}, 60, log)
+    assert route(queue, "selector", lambda body: ["a", "b"], {}, 60, log)
     assert queue.waiting == 2
 
     def unparsable(body: Mapping[str, Any]) -> list[str]:
         raise UnparsableObject("Thing t", "1 invalid field(s)")
 
     with caplog.at_level(logging.WARNING, logger="unit.route"):
-        route(queue, "selector", unparsable, {}, 60, log)
+        assert not route(queue, "selector", unparsable, {}, 60, log)
     assert queue.waiting == 2
     assert [r.message for r in caplog.records] == [
         "skipping Thing t that cannot be parsed: 1 invalid field(s)"

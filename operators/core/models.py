@@ -237,14 +237,11 @@ def forget(objects: dict[K, V], key: K, body: Mapping[str, Any]) -> V | None:
 
 
 def store(objects: dict[K, Model], key: K, model: type[Model], body: Mapping[str, Any]) -> Model:
-    """Parses ``body`` into ``objects[key]``. A body that does not parse drops what was kept for
-    ``key`` before raising :class:`UnparsableObject`: a cache must not go on deciding on an older
-    version of an object that has since changed."""
-    try:
-        objects[key] = parsed = parse(model, body)
-    except UnparsableObject:
-        objects.pop(key, None)
-        raise
+    """Parses ``body`` into ``objects[key]``. A body that does not parse raises
+    :class:`UnparsableObject` and leaves ``objects`` as it was: the caller makes it the object's
+    deletion (a cache must not go on deciding on an older version of an object that has since
+    changed), and that deletion reads what was kept to say which decisions it concerned."""
+    objects[key] = parsed = parse(model, body)
     return parsed
 
 
@@ -258,9 +255,9 @@ def store_if(
     """Keeps the parsed ``body`` under ``key`` only while it is ``wanted`` (an allocated claim, a pod
     that reports health), so a cache holds no more than its decisions read. Whether the cache
     changed: False when the object was neither kept before nor now, and nothing needs reconciling.
-    A body that does not parse is dropped, as in :func:`store`."""
-    had = objects.pop(key, None) is not None
+    A body that does not parse leaves ``objects`` as it was, as in :func:`store`."""
     parsed = parse(model, body)
+    had = objects.pop(key, None) is not None
     if wanted(parsed):
         objects[key] = parsed
         return True

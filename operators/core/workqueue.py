@@ -320,15 +320,17 @@ def route(
     body: Mapping[str, Any],
     delay: float,
     log: logging.Logger,
-) -> None:
+) -> bool:
     """A watch callback's one job: ``update`` feeds ``body`` to the cache and names the objects of
     ``kind`` it concerns, which are queued after ``delay`` so that a burst of events is one sync each.
     A body that does not parse is logged on the operator's ``log`` and skipped: a watch callback must
-    not fail, or one malformed object would stop the others from being handled."""
+    not fail, or one malformed object would stop the others from being handled. Whether ``body``
+    was read: one that was not is the caller's to forget."""
     try:
         names = update(body)
     except UnparsableObject as error:
         log_skipped(log, error)
-        return
+        return False
     for name in names:
         queue.add_after(Key(kind, "", name), delay)
+    return True

@@ -1,7 +1,8 @@
 """The device-health operator's view of the cluster, and which policies an event concerns.
 
 Pure: the controller feeds it watch events (raw bodies) and enqueues the policy names each method
-returns. A body that does not parse is dropped from the cache (and logged by the caller).
+returns. An update whose body does not parse changes nothing here: the controller logs it and
+makes it the object's deletion (:meth:`operators.dra.scopes.ScopeController.upsert`).
 
 What is kept, and why no more:
 
@@ -110,13 +111,16 @@ class ClusterCache(ScopeCache[HealthPolicy]):
 
     def upsert_rule(self, body: Mapping[str, Any]) -> list[str]:
         name = body_name(body)
+        owner = _owning_policy(body)
+        # Read before anything is forgotten: the deletion a rule that cannot be read becomes reads
+        # what was kept to find the policy it concerns.
+        rule = parse(DeviceTaintRule, body) if owner is not None else None
         previous = self.rules.pop(name, None)
         was_foreign = self.rule_controllers.get(name, "") is None
-        owner = _owning_policy(body)
         self.rule_controllers[name] = owner
         self._rule_uids[name] = str(body_metadata(body).get("uid") or "")
-        if owner is not None:
-            self.rules[name] = parse(DeviceTaintRule, body)
+        if rule is not None:
+            self.rules[name] = rule
         if (owner is None) != was_foreign:
             return self.every_owner()
         return self._owned_by({owner} | _owners(previous))

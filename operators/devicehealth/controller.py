@@ -84,7 +84,7 @@ class DeviceHealthController(ScopeController[ClusterCache]):
     # --- Watch callbacks (synchronous; no API calls); slices, classes, claims and rules: the base's ---
 
     def upsert_policy(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_owner, body, 0.0)
+        self.upsert(self.cache.upsert_owner, self.delete_policy, body, 0.0)
 
     def delete_policy(self, body: Mapping[str, Any]) -> None:
         self.tracks.pop(str(body_metadata(body).get("uid")), None)
@@ -97,14 +97,14 @@ class DeviceHealthController(ScopeController[ClusterCache]):
     # Pods change as often as claims do.
     def upsert_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
-            self.route(self.cache.upsert_pod, body, CLAIM_DEBOUNCE_SECONDS)
+            self.upsert(self.cache.upsert_pod, self.delete_pod, body, CLAIM_DEBOUNCE_SECONDS)
 
     def delete_pod(self, body: Mapping[str, Any]) -> None:
         if pod_event_matters(body, self.cache.cached_pod):
             self.route(self.cache.delete_pod, body, CLAIM_DEBOUNCE_SECONDS)
 
-    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
-        route(self.runtime.queue, POLICY, update, body, delay, log)
+    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> bool:
+        return route(self.runtime.queue, POLICY, update, body, delay, log)
 
     # --- Reconcile -------------------------------------------------------------------------------------
 

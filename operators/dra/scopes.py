@@ -33,6 +33,8 @@ CLAIM_DEBOUNCE_SECONDS = 1.0
 Outcome = TypeVar("Outcome")
 Update = Callable[[Mapping[str, Any]], list[str]]
 """A cache method: takes a watched body, names the objects of the operator's kind it concerns."""
+Callback = Callable[[Mapping[str, Any]], None]
+"""A watch callback of the controller."""
 
 
 Owner = TypeVar("Owner", bound=KubeModel)
@@ -41,8 +43,10 @@ Owner = TypeVar("Owner", bound=KubeModel)
 class ScopeCache(Generic[Owner]):
     """The operator's own objects (policies, selectors: the owners of the rules), by name, and the
     ResourceSlices and DeviceClasses their scopes are evaluated over. Pure, as a cache is: each
-    event method takes a watched body and returns the names of the owners to reconcile; a body
-    that does not parse is dropped (and logged by the caller).
+    event method takes a watched body and returns the names of the owners to reconcile. An update
+    whose body does not parse raises :class:`~operators.core.models.UnparsableObject` having changed
+    nothing, for the controller makes it the object's deletion (:meth:`ScopeController.upsert`),
+    which needs what was kept to name the owners it concerns.
 
     A slice concerns every owner, as a scope may select any device; which owners a class, a rule
     or a claim concerns is the operator's to say. A deletion answers from what the cache kept, never
@@ -85,12 +89,19 @@ class ApiVersioned(Protocol):
     def api_version(self) -> str: ...
 
 
-def _feeding(update: str, delay: float) -> Callable[[ScopeController[Any], Mapping[str, Any]], None]:
+def _feeding(
+    update: str, delay: float, gone: str | None = None
+) -> Callable[[ScopeController[Any], Mapping[str, Any]], None]:
     """A watch callback that feeds the body to the cache's method ``update`` (one of :data:`Update`)
-    and queues what that names after ``delay``."""
+    and queues what that names after ``delay``; for an upsert, ``gone`` names the controller's
+    callback of the object's deletion (:meth:`ScopeController.upsert`)."""
 
     def feed(controller: ScopeController[Any], body: Mapping[str, Any]) -> None:
-        controller.route(getattr(controller.cache, update), body, delay)
+        cached = getattr(controller.cache, update)
+        if gone is None:
+            controller.route(cached, body, delay)
+        else:
+            controller.upsert(cached, getattr(controller, gone), body, delay)
 
     feed.__name__ = feed.__qualname__ = update
     return feed
@@ -108,16 +119,25 @@ class ScopeController(ABC, Generic[CacheT]):
         self._evaluating = asyncio.Lock()
 
     @abstractmethod
-    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
-        """Feed ``body`` to the cache through ``update`` and queue what it names after ``delay``."""
+    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> bool:
+        """Feed ``body`` to the cache through ``update`` and queue what it names after ``delay``;
+        whether the body was read (one that was not is logged)."""
 
-    upsert_slice = _feeding("upsert_slice", SLICE_DEBOUNCE_SECONDS)
+    def upsert(self, update: Update, gone: Callback, body: Mapping[str, Any], delay: float) -> None:
+        """:meth:`route` an update; one the cache cannot read is the object's deletion ``gone``. The
+        cache must not go on deciding on a version that has since changed, and the owners whose
+        passes read that version must run again, as when the object goes: else they go on acting
+        on, and reporting, a view the cache no longer holds until something else queues them."""
+        if not self.route(update, body, delay):
+            gone(body)
+
+    upsert_slice = _feeding("upsert_slice", SLICE_DEBOUNCE_SECONDS, gone="delete_slice")
     delete_slice = _feeding("delete_slice", SLICE_DEBOUNCE_SECONDS)
-    upsert_class = _feeding("upsert_class", SLICE_DEBOUNCE_SECONDS)
+    upsert_class = _feeding("upsert_class", SLICE_DEBOUNCE_SECONDS, gone="delete_class")
     delete_class = _feeding("delete_class", SLICE_DEBOUNCE_SECONDS)
-    upsert_rule = _feeding("upsert_rule", RULE_DEBOUNCE_SECONDS)
+    upsert_rule = _feeding("upsert_rule", RULE_DEBOUNCE_SECONDS, gone="delete_rule")
     delete_rule = _feeding("delete_rule", RULE_DEBOUNCE_SECONDS)
-    upsert_claim = _feeding("upsert_claim", CLAIM_DEBOUNCE_SECONDS)
+    upsert_claim = _feeding("upsert_claim", CLAIM_DEBOUNCE_SECONDS, gone="delete_claim")
     delete_claim = _feeding("delete_claim", CLAIM_DEBOUNCE_SECONDS)
 
     async def select(

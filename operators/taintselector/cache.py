@@ -1,8 +1,10 @@
 """The taint-selector operator's view of the cluster, and which selectors an event concerns.
 
 Pure: the controller feeds it watch events (raw bodies) and enqueues the selector names each method
-returns. Everything is keyed by name; a body that does not parse is dropped from the cache (and
-logged by the caller), so a malformed object never stops the others from being handled. A deletion
+returns. Everything is keyed by name. An update whose body does not parse changes nothing here: the
+controller logs it and makes it the object's deletion
+(:meth:`operators.dra.scopes.ScopeController.upsert`), so a malformed object never stops the others
+from being handled, nor leaves a selector on a version the cache no longer holds. A deletion
 removes what is kept under its name, unless it is the tombstone of another object of that name
 (:func:`operators.core.models.stale`).
 

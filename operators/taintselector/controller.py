@@ -82,7 +82,7 @@ class TaintSelectorController(ScopeController[ClusterCache]):
     # --- Watch callbacks (synchronous; no API calls); slices, classes, rules and claims: the base's ---
 
     def upsert_selector(self, body: Mapping[str, Any]) -> None:
-        self.route(self.cache.upsert_owner, body, 0.0)
+        self.upsert(self.cache.upsert_owner, self.delete_selector, body, 0.0)
 
     def delete_selector(self, body: Mapping[str, Any]) -> None:
         self.route(self.cache.delete_owner, body, 0.0)
@@ -91,8 +91,8 @@ class TaintSelectorController(ScopeController[ClusterCache]):
         if name not in self.cache.selectors:
             self.selected.pop(name, None)
 
-    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> None:
-        route(self.runtime.queue, SELECTOR, update, body, delay, log)
+    def route(self, update: Update, body: Mapping[str, Any], delay: float) -> bool:
+        return route(self.runtime.queue, SELECTOR, update, body, delay, log)
 
     # --- Reconcile -------------------------------------------------------------------------------------
 
