@@ -9,6 +9,7 @@ from typing import Any, cast
 from operators.core.client import KubeClient
 from operators.core.events import EventRecorder
 from operators.core.health import Health
+from operators.core.keys import Key
 from operators.core.namespace import NamespaceState
 from operators.core.runtime import Kind, Runtime
 from operators.core.settings import OperatorSettings
@@ -65,3 +66,14 @@ class ServingClient:
     async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
         self.calls.append(({"PATCH": "patch", "DELETE": "delete"}[method], path, body))
         return None
+
+
+async def drain(queue: WorkQueue[Key]) -> set[Key]:
+    """Every key queued now (delayed ones not yet due stay), each taken and marked done."""
+    queue.open()
+    taken: set[Key] = set()
+    while len(queue):
+        key = await queue.get()
+        taken.add(key)
+        queue.done(key)
+    return taken

@@ -30,6 +30,7 @@ from bindingattacher_builders import (
     record,
     result,
 )
+from runtime_support import drain
 from test_bindingattacher_pipeline import POLICY, ClusterServer
 
 from operators.bindingattacher.cache import POLICY as POLICY_KIND
@@ -161,12 +162,7 @@ async def test_a_claim_seen_before_its_drivers_policy_is_read_again_before_a_dec
     controller.upsert_policy(POLICY)
     await controller.sync(Key(POLICY_KIND, "", "fabric"))
     runtime = controller.runtime
-    runtime.queue.open()
-    queued = set()
-    while len(runtime.queue):
-        taken = await runtime.queue.get()
-        queued.add(taken)
-        runtime.queue.done(taken)
+    queued = await drain(runtime.queue)
     key = Key(CLAIM, "team-a", "trainer-0-gpu", CLAIM_UID)
     assert key in queued, "the driver's new policy concerns the claim"
 

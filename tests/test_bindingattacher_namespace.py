@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bindingattacher_builders import FABRIC, attacher
+from runtime_support import drain
 
 from operators.bindingattacher import policy
 from operators.bindingattacher.cache import POLICY
@@ -78,9 +79,7 @@ async def test_policy_ready_follows_the_namespace() -> None:
     assert not state.ready
     assert state.not_ready_message == message  # the text of the claims' AttachPolicyNotReady Event
 
-    runtime.queue.open()
-    while len(runtime.queue):  # the keys queued by the first sync
-        runtime.queue.done(await runtime.queue.get())
+    await drain(runtime.queue)  # the keys queued by the first sync
     namespace.update(Presence.PRESENT)
     key = await runtime.queue.get()
     assert key == Key(POLICY, "", "fabric")

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pytest
 from bindingattacher_builders import ATTACHED, FABRIC, Writes, attacher, claim_body, result, spawn
+from runtime_support import drain
 
 from operators.bindingattacher import pipeline as pipeline_module
 from operators.bindingattacher import policy
@@ -375,12 +376,7 @@ async def test_the_controller_feeds_its_cache_and_returns_the_pipelines_result()
     controller.upsert_claim(body)
     key = Key(CLAIM, "team-a", "trainer-0-gpu", body["metadata"]["uid"])
     assert controller.shared.cache.claims.get(key.uid) is not None
-    runtime.queue.open()
-    queued = set()
-    while len(runtime.queue):
-        taken = await runtime.queue.get()
-        queued.add(taken)
-        runtime.queue.done(taken)
+    queued = await drain(runtime.queue)
     assert key in queued
 
     assert isinstance(await controller.sync(key), Requeue)

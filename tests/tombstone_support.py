@@ -1,4 +1,5 @@
-"""The two checks every operator's tombstone tests make. After a 410 Gone re-list (or, for the
+"""The two checks every operator's tombstone tests make, and the scope operators' check of an
+update they cannot read (:func:`unreadable_update_test`). After a 410 Gone re-list (or, for the
 project's own kinds, the re-list at start) an object that vanished in the gap reaches its delete
 handler as a tombstone: kind, name, namespace and UID only.
 
@@ -9,6 +10,7 @@ the part of that outcome (a mapping of lists) that holds the object under ``key`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -69,3 +71,36 @@ def tombstone_tests(outcome_of: OutcomeOf, kinds: Sequence[Any]) -> tuple[Check,
         await assert_an_earlier_objects_tombstone_changes_nothing(outcome_of, delete, body, cached_in, key)
 
     return deletes_as_the_full_object, earlier_changes_nothing
+
+
+Upsert = Callable[[Any, Mapping[str, Any]], None]
+
+
+def watched(controller: type, kind: str, body: Mapping[str, Any], broken: str, id: str | None = None) -> Any:
+    """One watched kind of a scope operator's controller (devicehealth, taintselector): its
+    ``upsert_<kind>`` and ``delete_<kind>`` callbacks, an object of it, and the field that, set to
+    a string, makes an update of it unreadable."""
+    update, delete = getattr(controller, f"upsert_{kind}"), getattr(controller, f"delete_{kind}")
+    return pytest.param(update, delete, body, broken, id=id or kind)
+
+
+def unreadable_update_test(outcome_of: OutcomeOf, kinds: Sequence[Any], logger: str) -> Any:
+    """A test over ``kinds`` (from :func:`watched`): an update the controller cannot read changes
+    what the deletion of the object changes (the cache must not go on deciding on a version that
+    has since changed, and the owners whose pass read it run again), and the log names the object
+    it skipped, once."""
+
+    @pytest.mark.parametrize(("update", "delete", "body", "broken"), kinds)
+    async def unreadable_is_deleted(
+        update: Upsert, delete: Delete, body: dict[str, Any], broken: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        deleted = await outcome_of(delete, body)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=logger):
+            unreadable = await outcome_of(update, {**body, broken: "not an object"})
+        assert unreadable == deleted
+        skipped = [r.getMessage() for r in caplog.records if "cannot be parsed" in r.getMessage()]
+        assert len(skipped) == 1
+        assert body["metadata"]["name"] in skipped[0]
+
+    return unreadable_is_deleted
