@@ -184,7 +184,7 @@ def test_a_records_driver_counts_as_configured_while_no_policy_names_it() -> Non
     caches.records.put(record(claim([result("f0")])))
     kept = caches.project(claim_body([result("f0")], devices=[fabric_entry("f0", "True")]), False)
     assert [e.device for e in kept.status.devices] == ["f0"]
-    assert not caches.stale(kept)
+    assert not caches.projected_without_a_driver(kept)
 
 
 def test_a_claim_is_stale_once_a_driver_it_left_out_is_configured() -> None:
@@ -192,7 +192,7 @@ def test_a_claim_is_stale_once_a_driver_it_left_out_is_configured() -> None:
     kept = caches.project(claim_body([result("f0")], devices=[fabric_entry("f0")]), False)
     assert caches.claims.put(kept)
     assert kept.status.drivers_left_out == {FABRIC}
-    assert not caches.stale(kept)
+    assert not caches.projected_without_a_driver(kept)
     caches.policies.observe(POLICY)
-    assert caches.stale(kept)
+    assert caches.projected_without_a_driver(kept)
     assert list(caches.driver_keys(FABRIC)) == [claim_key(kept)]

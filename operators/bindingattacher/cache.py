@@ -21,7 +21,8 @@ policy names, and those of the claim's records) are kept. Of another driver's re
 conditions only a True failure condition is kept, which is all that §9 reads of it; a claim with
 no result of a configured driver keeps its metadata and allocation timestamp. What a projection
 left out is named in ``status.drivers_left_out``: once one of those drivers is configured, the
-claim is stale (:meth:`ClusterCache.stale`) and is read again before anything is decided on it.
+claim lacks what that driver shows (:meth:`ClusterCache.projected_without_a_driver`) and is read
+again before anything is decided on it.
 """
 
 from __future__ import annotations
@@ -224,7 +225,7 @@ class ClusterCache:
         uid = str(body_metadata(body).get("uid") or "")
         return project_claim(body, keep_test_annotations, self.configured_drivers(uid))
 
-    def stale(self, claim: ResourceClaim) -> bool:
+    def projected_without_a_driver(self, claim: ResourceClaim) -> bool:
         """Whether the claim was projected before one of its drivers was configured: it lacks what
         that driver shows (readiness another instance wrote, a failure), so no decision may be
         taken on it before it is read again."""

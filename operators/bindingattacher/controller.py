@@ -170,7 +170,7 @@ class BindingAttacherController:
                 self.shared.queue.add(record_claim_key(other))
 
     def _relevant(self, claim: ResourceClaim) -> bool:
-        if self.shared.cache.stale(claim):
+        if self.shared.cache.projected_without_a_driver(claim):
             return True
         if not has_binding_conditions(claim):
             return False

@@ -185,7 +185,7 @@ class ClaimPipeline:
         if claim is None and not records:
             self.forget_claim(key.uid)
             return Done()
-        if claim is None or self.shared.cache.stale(claim):
+        if claim is None or self.shared.cache.projected_without_a_driver(claim):
             claim = await self.shared.kube.claims.read(key.namespace, key.name, key.uid)
         drivers = {r.spec.driver for r in records}
         if claim is not None and claim.status.allocation is not None:

@@ -154,7 +154,10 @@ class EntryState(enum.StrEnum):
 
 
 def entry_state(claim: ResourceClaim, ours: OurResult) -> EntryState:
-    entry = find_entry(claim, ours.key)
+    return _state_of(find_entry(claim, ours.key), ours)
+
+
+def _state_of(entry: AllocatedDeviceStatus | None, ours: OurResult) -> EntryState:
     if entry is None:
         return EntryState.ABSENT
     true = _true_types(entry)
@@ -220,15 +223,7 @@ def scheduler_reads_ready(claim: ResourceClaim, ours: Sequence[OurResult]) -> bo
     share whose entry comes after a ready share's entry is never read, and the pod binds through
     the ready one: the allocation is then as good as in use.
     """
-    if not ours:
-        return False
-    for our_result in ours:
-        true = _true_types(scheduler_entry(claim, our_result.key))
-        if any(t in true for t in our_result.failure_types):
-            return False
-        if not our_result.readiness_types or not all(t in true for t in our_result.readiness_types):
-            return False
-    return True
+    return bool(ours) and all(_state_of(scheduler_entry(claim, o.key), o) is EntryState.READY for o in ours)
 
 
 def own_failure_shown(claim: ResourceClaim, ours: Iterable[OurResult]) -> bool:
