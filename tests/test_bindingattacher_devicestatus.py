@@ -291,6 +291,13 @@ def test_write_errors_are_classified() -> None:
     assert classify_write_error(404, "not found") is WriteError.NOT_FOUND
     assert classify_write_error(429, "slow down") is WriteError.TRANSIENT
     assert classify_write_error(503, "") is WriteError.TRANSIENT
+    assert classify_write_error(0, "connection reset") is WriteError.TRANSIENT
+    assert classify_write_error(408, "request timeout") is WriteError.TRANSIENT
+    # 403 without the driver permission is still a refusal of the policy's RBAC (§11.3); any
+    # other refusal cannot be retried away, so it is handled like an invalid write.
+    assert classify_write_error(403, "forbidden") is WriteError.FORBIDDEN
+    assert classify_write_error(401, "Unauthorized") is WriteError.INVALID
+    assert classify_write_error(413, "too large") is WriteError.INVALID
 
 
 def test_readiness_once_shown_is_never_rewritten() -> None:

@@ -369,6 +369,17 @@ def test_detach_results() -> None:
     assert permanent.requeue_after == 3600.0
 
 
+def test_a_detach_that_fails_for_days_still_waits_the_cap() -> None:
+    # 5 s doubling to 300 s: retry 1100 comes after some 90 hours of a detach endpoint that
+    # stays down. The delay used to be a float power of the retry count, which overflowed.
+    detaching = DeviceAttachmentStatus(
+        phase=Phase.DETACHING, attempts=1, detach_attempts=1100, detach_reason=DetachReason.DEALLOCATED
+    )
+    retry = after_detach(detaching, obs(retries=1100), SETTINGS, CallResult.TRANSIENT_ERROR, message="down")
+    assert retry.status.phase is Phase.DETACHING
+    assert retry.requeue_after == 300.0
+
+
 def test_detaching_calls_again_after_backoff() -> None:
     detaching = DeviceAttachmentStatus(
         phase=Phase.DETACHING, attempts=1, detach_attempts=1, detach_reason=DetachReason.DEALLOCATED

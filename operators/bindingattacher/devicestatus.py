@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from operators.core.client import Answer, answer_of
 from operators.core.conditions import FALSE, TRUE, format_time
 from operators.core.plan import Apply, Plan
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, VERSION
@@ -424,18 +425,23 @@ class WriteError(enum.StrEnum):
     TRANSIENT = "error"
 
 
+_BY_ANSWER = {
+    Answer.GONE: WriteError.NOT_FOUND,
+    Answer.CONFLICT: WriteError.CONFLICT,
+    Answer.INVALID: WriteError.INVALID,
+    # Not retried either: a refusal a retry cannot change is logged and backed off like a bug.
+    Answer.REFUSED: WriteError.INVALID,
+    Answer.TRANSIENT: WriteError.TRANSIENT,
+}
+
+
 def classify_write_error(status_code: int, message: str) -> WriteError:
-    """Classify by message as well as code: a driver-permission denial arrives as 403 or 422."""
+    """The client's :class:`~operators.core.client.Answer`, refined by what §11.3 reads in the
+    message: a driver-permission denial arrives as 403 or 422, a result no longer allocated as 422."""
     if "resourceclaims/driver" in message and status_code in (403, 422):
         return WriteError.FORBIDDEN
-    if status_code == 409:
-        return WriteError.CONFLICT
-    if status_code == 404:
-        return WriteError.NOT_FOUND
     if status_code == 422 and "must be an allocated device" in message:
         return WriteError.NOT_ALLOCATED
     if status_code == 403:
         return WriteError.FORBIDDEN
-    if status_code == 422 or (400 <= status_code < 500 and status_code not in (408, 429)):
-        return WriteError.INVALID
-    return WriteError.TRANSIENT
+    return _BY_ANSWER[answer_of(status_code)]

@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from operators.core.backoff import Backoff
 from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition, find, merge, same_content
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.models import body_name, superseded
@@ -68,7 +69,7 @@ from .models import (
     TaintDevice,
 )
 from .selection import SelectionRules
-from .statemachine import Backoff, MachineSettings
+from .statemachine import JITTER, MachineSettings
 
 ACCEPTED = "Accepted"
 AUTHORIZED = "Authorized"
@@ -229,9 +230,9 @@ def _settings(spec: DeviceAttachPolicySpec) -> PolicySettings:
         binding_timeout=binding,
         safety_margin=margin,
         action_timeout=action_timeout,
-        attach_backoff=Backoff(retry_initial.total_seconds(), 2.0, retry_max.total_seconds()),
+        attach_backoff=Backoff(retry_initial.total_seconds(), 2.0, retry_max.total_seconds(), JITTER),
         detach_grace_period=_duration(detach.grace_period, "spec.detach.gracePeriod"),
-        detach_backoff=Backoff(detach_initial.total_seconds(), 2.0, detach_max.total_seconds()),
+        detach_backoff=Backoff(detach_initial.total_seconds(), 2.0, detach_max.total_seconds(), JITTER),
         permanent_detach_retry=_duration(detach.permanent_error_retry, "spec.detach.permanentErrorRetry"),
         taint_duration=_duration(spec.on_failure.taint_duration, "spec.onFailure.taintDuration"),
     )

@@ -10,8 +10,9 @@ Deadlines, call budgets and backoff (spec §3.5 and §12): all attach deadlines 
 earliest deadline the attacher can face: a second pod joining an allocated claim only gets the
 remaining time. The attach deadline ends a safety margin before the scheduler's, so a failure
 written at the deadline reaches the scheduler's next poll and the pod's message names our
-reason (``AttachTimeout``) instead of a generic timeout. Backoff is exponential with ±20 %
-jitter; the random source is a parameter so that the functions stay deterministic under test.
+reason (``AttachTimeout``) instead of a generic timeout. Backoff is the core's
+(:class:`~operators.core.backoff.Backoff`) with ±20 % jitter; the random source is a parameter so
+that the functions stay deterministic under test.
 
 The vocabulary: :class:`Observation` gathers, per record, everything a transition decides on,
 and :class:`Step` is the answer: the record status to persist plus :class:`Effect`s,
@@ -54,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from operators.core.backoff import Backoff
 from operators.dra.durations import format_seconds
 
 from .models import (
@@ -98,23 +100,11 @@ def attach_call_timeout(action_timeout: timedelta, deadline: datetime, now: date
     return min(action_timeout, remaining(deadline, now)).total_seconds()
 
 
-@dataclass(frozen=True)
-class Backoff:
-    initial: float
-    factor: float
-    maximum: float
-
-    def delay(self, retries: int, rand: Callable[[], float] = random.random) -> float:
-        """Delay before retry number ``retries`` (0 for the first retry), jittered by ±20 %."""
-        base = min(self.initial * self.factor ** max(retries, 0), self.maximum)
-        return base * (1 - JITTER + 2 * JITTER * rand())
-
-
-ATTACH_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
-IN_PROGRESS = Backoff(initial=2.0, factor=1.5, maximum=15.0)
-DETACH_RETRY = Backoff(initial=5.0, factor=2.0, maximum=300.0)
-STATUS_WRITE = Backoff(initial=0.5, factor=2.0, maximum=10.0)
-LEDGER_WRITE = Backoff(initial=0.5, factor=2.0, maximum=30.0)
+ATTACH_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0, jitter=JITTER)
+IN_PROGRESS = Backoff(initial=2.0, factor=1.5, maximum=15.0, jitter=JITTER)
+DETACH_RETRY = Backoff(initial=5.0, factor=2.0, maximum=300.0, jitter=JITTER)
+STATUS_WRITE = Backoff(initial=0.5, factor=2.0, maximum=10.0, jitter=JITTER)
+LEDGER_WRITE = Backoff(initial=0.5, factor=2.0, maximum=30.0, jitter=JITTER)
 
 
 def in_progress_backoff(retry_after_seconds: float | None) -> Backoff:
@@ -122,7 +112,10 @@ def in_progress_backoff(retry_after_seconds: float | None) -> Backoff:
     if retry_after_seconds is None or retry_after_seconds <= 0:
         return IN_PROGRESS
     return Backoff(
-        initial=retry_after_seconds, factor=IN_PROGRESS.factor, maximum=max(retry_after_seconds, 15.0)
+        initial=retry_after_seconds,
+        factor=IN_PROGRESS.factor,
+        maximum=max(retry_after_seconds, IN_PROGRESS.maximum),
+        jitter=JITTER,
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import enum
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -58,6 +59,44 @@ TLS_CLOSE_GRACE_SECONDS = 0.25
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5, sock_read=30)
 
 
+class Answer(enum.StrEnum):
+    """What an API error means to the writer, whatever was written: the one table every controller
+    starts from before adding what its own spec reads in the message (bindingattacher's missing
+    driver permission, poolstatus's fallback status).
+
+    ============================  ==========================================================
+    status                        meaning
+    ============================  ==========================================================
+    404                           ``GONE``: the object (or its namespace) is not there
+    409                           ``CONFLICT``: it changed since it was read, or it exists
+    400, 413, 422                 ``INVALID``: the server refuses this content; resending it
+                                  cannot help
+    0 (no answer), 408, 429, 5xx  ``TRANSIENT``: the same request may succeed later
+    any other (401, 403, 405...)  ``REFUSED``: the server refuses the caller or the request's
+                                  form; only a change outside the operator (credentials, RBAC,
+                                  an upgrade) can help
+    ============================  ==========================================================
+    """
+
+    GONE = "gone"
+    CONFLICT = "conflict"
+    INVALID = "invalid"
+    TRANSIENT = "transient"
+    REFUSED = "refused"
+
+
+def answer_of(status: int) -> Answer:
+    if status == 404:
+        return Answer.GONE
+    if status == 409:
+        return Answer.CONFLICT
+    if status in (400, 413, 422):
+        return Answer.INVALID
+    if status in (0, 408, 429) or status >= 500:
+        return Answer.TRANSIENT
+    return Answer.REFUSED
+
+
 class ApiError(Exception):
     """A non-2xx answer of kube-apiserver, or a transport failure (status 0)."""
 
@@ -75,6 +114,10 @@ class ApiError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.body = dict(body or {})
+
+    @property
+    def answer(self) -> Answer:
+        return answer_of(self.status)
 
     @property
     def not_found(self) -> bool:
@@ -96,7 +139,8 @@ class ApiError(Exception):
 
     @property
     def retryable(self) -> bool:
-        return self.status in (0, 409, 429) or self.status >= 500
+        """Worth sending again as it is: after a pause, or after reading the object again (409)."""
+        return self.answer in (Answer.TRANSIENT, Answer.CONFLICT)
 
 
 def delete_options(uid: str | None = None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from .backoff import Backoff
 from .keys import Key
 from .metrics import WorkQueueMetrics
 from .models import UnparsableObject, log_skipped
@@ -69,8 +70,7 @@ class WorkQueue(Generic[K]):
         self._periodic: dict[K, tuple[float, Callable[[], bool] | None]] = {}
         self._heap: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
-        self._base_delay = base_delay
-        self._max_delay = max_delay
+        self._per_key = Backoff(base_delay, 2.0, max_delay)
         self._bucket = TokenBucket(overall_qps, overall_burst)
         # Idle workers, oldest first; each waits on its own future (see _wake_one).
         self._idle: deque[asyncio.Future[None]] = deque()
@@ -111,7 +111,7 @@ class WorkQueue(Generic[K]):
     def add_rate_limited(self, key: K, at_least: float = 0.0) -> None:
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
-        per_key = min(self._max_delay, self._base_delay * (2 ** min(failures - 1, 62)))
+        per_key = self._per_key.delay(failures - 1)
         self.metrics.retried()
         self.add_after(key, max(per_key, self._bucket.reserve(), at_least))
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from operators.core.backoff import Backoff
 from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.conditions import TRUE, Condition, format_time, merge, same_content
 from operators.core.events import NORMAL, ObjectRef
@@ -128,8 +129,7 @@ def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
     return {"metadata": {"uid": pod.metadata.uid}, "status": {"conditions": [condition]}}
 
 
-BUDGET_RETRY_FIRST_SECONDS = 1.0
-BUDGET_RETRY_MAX_SECONDS = 30.0
+BUDGET_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
 """A budget is released by other pods becoming ready, which nothing here watches: the retries back off,
 but never beyond half a minute, so a pod goes soon after its budget allows it (kubectl drain: 5 s)."""
 
@@ -156,8 +156,7 @@ class BudgetRefusal:
 
 def budget_retry_delay(refusals: int, retry_after: float | None) -> float:
     """Seconds until the next eviction attempt after ``refusals`` refusals in a row (1 for the first)."""
-    backoff = min(BUDGET_RETRY_FIRST_SECONDS * 2.0 ** min(refusals - 1, 16), BUDGET_RETRY_MAX_SECONDS)
-    return max(backoff, retry_after or 0.0)
+    return max(BUDGET_RETRY.delay(refusals - 1), retry_after or 0.0)
 
 
 def blocking_budget(status: Mapping[str, Any]) -> BudgetRefusal | None:

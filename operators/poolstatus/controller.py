@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from operators.core.client import ApiError
+from operators.core.client import Answer, ApiError
 from operators.core.conditions import parse_time
 from operators.core.discovery import ServedResource
 from operators.core.events import WARNING, ObjectRef
@@ -320,21 +320,21 @@ class PoolStatusController:
         try:
             done = await execute(self._plan(entry, result), self.runtime, replied=replied)
         except ApiError as err:
-            outcome = writes.classify(err.status)
-            if outcome is writes.WriteFailure.GONE:
+            answer = err.answer
+            if answer is Answer.GONE:
                 self._forget(entry.uid)
                 return Done()
-            if outcome is writes.WriteFailure.CONFLICT:
+            if answer is Answer.CONFLICT:
                 return await self._on_conflict(entry)
-            if outcome is writes.WriteFailure.REJECTED:
+            if answer is Answer.INVALID:
                 return await self._on_rejected(entry, err)
             m.processing_errors.labels(group=entry.surface.group, stage="write").inc()
-            if outcome is writes.WriteFailure.REFUSED:
+            if answer is Answer.REFUSED:
                 return self._on_refused(entry, err)
             attempt = self._transient.get(entry.uid, 0)
             self._transient[entry.uid] = attempt + 1
-            # The request's own backoff (writes.backoff), not the queue's: it resets per request.
-            return Requeue(writes.backoff(attempt), f"status write failed: {err}")
+            # The request's own backoff (writes.TRANSIENT_BACKOFF), not the queue's: it resets per request.
+            return Requeue(writes.TRANSIENT_BACKOFF.delay(attempt), f"status write failed: {err}")
         self._record(entry, result)
         self._report_dropped(entry, result.status, replies[0] if replies else None)
         return done
@@ -409,7 +409,8 @@ class PoolStatusController:
         m.status_write_conflicts.labels(group=entry.surface.group, outcome="retried").inc()
         # Only metadata can have moved (the spec is immutable): continue from the fresh copy.
         self.cache.put_request(entry.surface, ResourcePoolStatusRequest.model_validate(current))
-        delay = 0.0 if conflicts < writes.MAX_CONFLICT_RETRIES else writes.backoff(conflicts - 5)
+        over = conflicts - writes.MAX_CONFLICT_RETRIES
+        delay = 0.0 if over < 0 else writes.TRANSIENT_BACKOFF.delay(over)
         return Requeue(delay, "the request changed since it was read")
 
     async def _on_rejected(self, entry: RequestEntry, err: ApiError) -> Result:

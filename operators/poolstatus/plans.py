@@ -3,9 +3,9 @@
 A request's evaluation (:func:`.status.decide`) becomes one plan: wait (``Deferred``), or write
 the status once (``Completed``). The status write tolerates no answer: each failure has a
 follow-up that needs the error and the process's memory of the request (a re-read on 409, the
-Failed status on 400/413/422, the request's own backoff otherwise, ``writes.classify``), so the
-executor raises it to the sync. The TTL sweep's deletion ends early on 404 and 409, which are
-not errors but are not deletions either: only a deletion is counted.
+Failed status on 400/413/422, the request's own backoff otherwise; the client's ``Answer`` tells
+them apart), so the executor raises it to the sync. The TTL sweep's deletion ends early on 404
+and 409, which are not errors but are not deletions either: only a deletion is counted.
 """
 
 from __future__ import annotations

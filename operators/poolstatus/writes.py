@@ -5,19 +5,22 @@ The status goes to the ``/status`` subresource as one JSON merge patch that carr
 the request changed meanwhile, so a status computed from an older view never lands on a
 request that someone else (the in-tree controller, a second operator) has answered.
 
-The outcome table is pure so that it can be tested without a server:
+What an error answer means is the client's table (:class:`~operators.core.client.Answer`); what
+the controller does with it is section 7.9's:
 
-=================  =================================================================
-answer             meaning
-=================  =================================================================
-2xx                written
-404                the request is gone
-409                the request changed since it was read (maybe another writer)
-400, 413, 422      the server refuses this status (invalid, or too large)
-429, 5xx, network  transient: retry with backoff, no limit
-anything else      the server refuses the operator (401, 403, ...): not retried, since
-                   only a change outside the operator (credentials, RBAC) can help
-=================  =================================================================
+================================  ==========================================================
+answer                            follow-up
+================================  ==========================================================
+2xx                               written
+``GONE`` (404)                    the request is gone: forget it
+``CONFLICT`` (409)                the request changed since it was read (maybe another
+                                  writer): read it again
+``INVALID`` (400, 413, 422)       the server refuses this status: write the Failed one
+``TRANSIENT`` (network, 408,      retry with :data:`TRANSIENT_BACKOFF`, no limit
+429, 5xx)
+``REFUSED`` (401, 403, ...)       not retried: only a change outside the operator
+                                  (credentials, RBAC) can help
+================================  ==========================================================
 
 A 2xx answer can still have lost part of the status: kube-apiserver drops the fields its
 version of the type does not have (unknown fields only warn by default), as 1.36's built-in
@@ -27,44 +30,19 @@ version of the type does not have (unknown fields only warn by default), as 1.36
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Any
 
+from operators.core.backoff import Backoff
+
 MAX_CONFLICT_RETRIES = 5
-_FIRST_BACKOFF_SECONDS = 1.0
-_MAX_BACKOFF_SECONDS = 60.0
-
-
-class WriteFailure(enum.Enum):
-    GONE = "gone"
-    CONFLICT = "conflict"
-    REJECTED = "rejected"
-    TRANSIENT = "transient"
-    REFUSED = "refused"
-
-
-def classify(status_code: int) -> WriteFailure:
-    if status_code == 404:
-        return WriteFailure.GONE
-    if status_code == 409:
-        return WriteFailure.CONFLICT
-    if status_code in (400, 413, 422):
-        return WriteFailure.REJECTED
-    # Status 0 is a transport failure: no answer came.
-    if status_code in (0, 429) or status_code >= 500:
-        return WriteFailure.TRANSIENT
-    return WriteFailure.REFUSED
+TRANSIENT_BACKOFF = Backoff(initial=1.0, factor=2.0, maximum=60.0)
+"""Before retry ``n`` of a failed status write: 1 s doubling to 60 s, with no retry limit."""
 
 
 def rejection_reason(status_code: int) -> str:
     """The ``reason`` label of ``status_rejected_total``."""
     return "too_large" if status_code == 413 else "invalid"
-
-
-def backoff(attempt: int) -> float:
-    """Delay before retry number ``attempt`` (0-based) of a transient failure: 1 s doubling to 60 s."""
-    return float(min(_FIRST_BACKOFF_SECONDS * 2.0 ** min(attempt, 16), _MAX_BACKOFF_SECONDS))
 
 
 def status_patch(resource_version: str, status: dict[str, Any]) -> dict[str, Any]:
