@@ -7,6 +7,7 @@ from typing import Any
 
 from strategies import pod_consumer
 
+from operators.core.conditions import format_time
 from operators.core.discovery import ServedResource
 from operators.core.plan import Plan, RecordEvent, Together, Write
 from operators.devicehealth.models import AllocatedClaim, DeviceTaintRule, HealthPolicy, Pod, ResourceSlice
@@ -25,10 +26,6 @@ def at(seconds: float) -> datetime:
     from datetime import timedelta
 
     return T0 + timedelta(seconds=seconds)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def policy_body(
@@ -81,7 +78,7 @@ def device(
     body: dict[str, Any] = {"name": name}
     if unhealthy_since is not None:
         body["taints"] = [
-            {"key": HEALTH_KEY, "value": value, "effect": effect, "timeAdded": stamp(unhealthy_since)}
+            {"key": HEALTH_KEY, "value": value, "effect": effect, "timeAdded": format_time(unhealthy_since)}
         ]
     return body
 
@@ -179,7 +176,7 @@ def rule_body(
     name = taintrules.owned_rule_name(policy_name, dev)
     taint: dict[str, Any] = {"key": TAINT_KEY, "value": TAINT_VALUE, "effect": effect}
     if time_added is not None:
-        taint["timeAdded"] = stamp(time_added)
+        taint["timeAdded"] = format_time(time_added)
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceTaintRule",

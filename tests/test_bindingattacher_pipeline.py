@@ -39,6 +39,7 @@ from operators.bindingattacher.pipeline import FORBIDDEN_RETRY_SECONDS, ClaimPip
 from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import CallResult, MachineSettings, Observation
 from operators.core.client import ApiError, KubeClient
+from operators.core.conditions import now_rfc3339
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.keys import CLAIM, Key
 from operators.core.namespace import Presence
@@ -81,7 +82,11 @@ class Server:
         stored = copy.deepcopy(body)
         meta = stored["metadata"]
         meta.update(
-            {"resourceVersion": self._version(), "uid": f"uid-{meta['name']}", "creationTimestamp": _now()}
+            {
+                "resourceVersion": self._version(),
+                "uid": f"uid-{meta['name']}",
+                "creationTimestamp": now_rfc3339(),
+            }
         )
         self.records[meta["name"]] = stored
         self.writes.append(("create", meta["name"]))
@@ -134,10 +139,6 @@ class Events:
 
     def record(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.posted.append((obj.kind, type_, reason))
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Queue:

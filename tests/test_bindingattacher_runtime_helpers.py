@@ -70,6 +70,11 @@ def test_taint_rule_shape_and_expiry() -> None:
     assert expired(body, now + timedelta(minutes=10))
     body["metadata"]["annotations"][EXPIRES_ANNOTATION] = "garbage"
     assert expired(body, now)
+    # Anyone who may edit the rule may write this; without a zone it is as unreadable as garbage.
+    body["metadata"]["annotations"][EXPIRES_ANNOTATION] = "2026-08-01T00:10:00"
+    assert expired(body, now)
+    body["metadata"]["annotations"][EXPIRES_ANNOTATION] = "2026-08-01T02:10:00+02:00"
+    assert (expired(body, now), expired(body, now + timedelta(minutes=10))) == (False, True)
     del body["metadata"]["annotations"][EXPIRES_ANNOTATION]
     assert not expired(body, now), "a rule without our expiry is never swept"
 

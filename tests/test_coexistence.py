@@ -216,6 +216,16 @@ def test_ordinary_writes_are_no_evidence(
             "Pod",
             _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status", time="yesterday"),
         ),
+        _object(
+            "v1",
+            "Pod",
+            _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status", time="2026-12-02T15:00:07"),
+        ),
+        _object(
+            "v1",
+            "Pod",
+            _entry("ResourceClaimController", "Apply", CLAIM_STATUSES, "status", time="0001-01-01T00:00:00Z"),
+        ),
         _object("v1", "Pod", {**_entry("ResourceClaimController", "Apply", {}, "status"), "fieldsV1": "odd"}),
     ],
 )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from operators.core.conditions import (
     FALSE,
@@ -10,6 +12,8 @@ from operators.core.conditions import (
     Condition,
     ObservedCondition,
     merge,
+    parse_time,
+    parse_time_or_none,
     reported,
     same_content,
     set_observed,
@@ -150,3 +154,48 @@ def test_status_differs_on_a_field_or_a_condition_but_not_on_a_transition_time()
     assert status_differs(previous, {**previous, "count": 3}, ("observedGeneration", "count"))
     assert status_differs(previous, {**previous, "conditions": [{**ready, "reason": "X"}]}, ())
     assert status_differs(previous, {**previous, "conditions": []}, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("2026-03-01T12:00:00Z", datetime(2026, 3, 1, 12, tzinfo=UTC)),
+        ("2026-03-01T14:00:00+02:00", datetime(2026, 3, 1, 12, tzinfo=UTC)),
+        ("2026-03-01T11:30:00.123456-00:30", datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)),
+    ],
+)
+def test_parse_time_returns_utc(text: str, moment: datetime) -> None:
+    parsed = parse_time(text)
+    assert (parsed, parsed.utcoffset()) == (moment, timedelta(0))
+    assert parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("2026-03-01T12:00:00", "without a zone"),
+        ("2026-03-01", "without a zone"),
+        ("garbage", "Invalid isoformat"),
+        ("", "Invalid isoformat"),
+        ("0001-01-01T00:00:00+01:00", "out of range"),
+        ("9999-12-31T23:59:59-01:00", "out of range"),
+    ],
+)
+def test_parse_time_refuses_a_time_without_a_zone_or_out_of_range(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_time(text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "", 42, "garbage", "2026-03-01T12:00:00", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00"],
+)
+def test_parse_time_or_none_reads_unset_unreadable_and_go_zero_time_as_none(value: object) -> None:
+    assert parse_time_or_none(value) is None
+
+
+def test_parse_time_or_none_reads_a_time_as_parse_time_does() -> None:
+    moment = parse_time_or_none("2026-03-01T13:00:00+01:00")
+    assert moment == datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert moment is not None
+    assert moment.tzinfo is UTC

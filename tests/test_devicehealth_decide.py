@@ -18,11 +18,10 @@ from devicehealth_builders import (
     policy,
     resource_slice,
     rule,
-    stamp,
     writes,
 )
 
-from operators.core.conditions import FALSE, TRUE, find
+from operators.core.conditions import FALSE, TRUE, find, format_time
 from operators.core.plan import Apply, Create, Delete, Patch, Plan
 from operators.core.reconcile import Done, Requeue
 from operators.devicehealth.decide import (
@@ -378,9 +377,9 @@ def test_an_idle_policy_says_so() -> None:
 def test_conditions_change_at_the_pass_s_own_time_not_the_clock_s() -> None:
     # decide is pure: given the same input it plans the same status, wherever the clock is.
     acting = run(policy(), slices=all_unhealthy_since(0, count=0), now=100)
-    assert {c["lastTransitionTime"] for c in status(acting.plan)["conditions"]} == {stamp(at(100))}
+    assert {c["lastTransitionTime"] for c in status(acting.plan)["conditions"]} == {format_time(at(100))}
     failing = run(policy(), served=False, now=200)
-    assert condition(failing.plan, READY)["lastTransitionTime"] == stamp(at(200))
+    assert condition(failing.plan, READY)["lastTransitionTime"] == format_time(at(200))
 
 
 def test_conflict_events_come_in_device_order_whatever_order_the_slices_were_listed_in() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -341,6 +342,12 @@ def test_a_tolerated_noexecute_taint_says_until_when() -> None:
     assert found[-1].text.endswith(
         "the claim tolerates it until 2026-12-03T09:40:00Z, then its pods are evicted."
     )
+    offset_rule = copy.deepcopy(POLICY_RULE)
+    offset_rule["spec"]["taint"]["timeAdded"] = "2026-12-03T11:30:00+02:00"
+    found = explain_claim(
+        snapshot(held, slices=[slice_body(device("gpu-1"))], rules=[offset_rule]), NS, "held"
+    )
+    assert found[-1].text.endswith("until 2026-12-03T09:40:00Z, then its pods are evicted."), "in UTC"
     del held["status"]["allocation"]["devices"]["results"][0]["tolerations"][0]["tolerationSeconds"]
     found = explain_claim(
         snapshot(held, slices=[slice_body(device("gpu-1"))], rules=[POLICY_RULE]), NS, "held"

@@ -78,6 +78,35 @@ def test_v16f_strict_comparison(age: timedelta, deleted: bool) -> None:
     assert ttl_action(request(condition=("Complete", T - age)), T).delete is deleted
 
 
+def completed_at(stamp: str) -> ResourcePoolStatusRequest:
+    """A done request whose ``lastTransitionTime`` is ``stamp`` as written, readable or not."""
+    condition = {
+        "type": "Complete",
+        "status": "True",
+        "reason": "X",
+        "message": "",
+        "lastTransitionTime": stamp,
+    }
+    return ResourcePoolStatusRequest.model_validate(
+        {
+            "metadata": {"name": "r", "uid": "u", "creationTimestamp": format_time(T - timedelta(days=3))},
+            "spec": {"driver": "gpu.example.com"},
+            "status": {"poolCount": 0, "conditions": [condition]},
+        }
+    )
+
+
+@pytest.mark.parametrize("stamp", ["2026-09-01T10:00:00", "0001-01-01T00:00:00Z", "garbage"])
+def test_an_unreadable_or_zero_transition_time_never_expires(stamp: str) -> None:
+    decision = ttl_action(completed_at(stamp), T + timedelta(days=10000))
+    assert (decision.delete, decision.requeue_after) == (False, None)
+
+
+def test_a_transition_time_with_an_offset_counts_in_utc() -> None:
+    # T - 1 h; a second past the TTL only when the offset is applied.
+    assert ttl_action(completed_at("2026-09-01T13:00:00+02:00"), T + timedelta(seconds=1)).delete
+
+
 def test_v16f_whole_seconds() -> None:
     req = request(condition=("Complete", T - timedelta(hours=1)))
     decision = ttl_action(req, T + timedelta(milliseconds=500))

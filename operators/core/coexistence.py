@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .conditions import parse_time_or_none
+
 KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
 """The field manager of kube-controller-manager's writes that set none of their own."""
 
@@ -110,15 +112,6 @@ class Evidence:
         return f"{found}. This operator stopped writing and is not ready: {self.controller.remedy}"
 
 
-def _time(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _group(api_version: object) -> str:
     group, _slash, _version = str(api_version).rpartition("/")
     return group
@@ -156,7 +149,7 @@ def find_evidence(
                 continue
             if not _owns(entry.get("fieldsV1"), signature.owns):
                 continue
-            written = _time(entry.get("time"))
+            written = parse_time_or_none(entry.get("time"))
             if written is None or written < since:
                 continue
             if signature.also is not None and not signature.also(body):

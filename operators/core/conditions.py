@@ -28,7 +28,33 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """``value``, an RFC 3339 time as the API writes it (metav1.Time, MicroTime), in UTC.
+
+    Raises ValueError for what it cannot read and for a time without a zone: the API server
+    never writes one, and a naive datetime would raise TypeError where it meets an aware one.
+    """
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"time without a zone: {value!r}")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as err:  # year 1 or 9999 pushed out of range by its offset
+        raise ValueError(f"time out of range: {value!r}") from err
+
+
+def parse_time_or_none(value: object) -> datetime | None:
+    """``value`` read as :func:`parse_time` does; None when it is unset, not a string, or unreadable.
+
+    Go's zero time (year 1, what an unset time.Time serializes as) counts as unset: no
+    Kubernetes object was written then.
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = parse_time(value)
+    except ValueError:
+        return None
+    return None if moment.year == 1 else moment
 
 
 class Condition(KubeModel):

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from operators.core.conditions import format_time
 from operators.core.models import NoneAsEmpty
 from operators.dra import claims, health, slices
 from operators.dra.cel import CelError, PreparedDevice, compile_expression
@@ -515,8 +516,7 @@ def _taint_finding(device: DeviceId, placed: PlacedTaint, tolerations: Sequence[
     if deadline is None:
         return Finding(text + ": the claim tolerates it.", placed.source)
     return Finding(
-        text + f": the claim tolerates it until {deadline.strftime('%Y-%m-%dT%H:%M:%SZ')}, then its pods are "
-        "evicted.",
+        text + f": the claim tolerates it until {format_time(deadline)}, then its pods are evicted.",
         placed.source,
         warning=True,
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from operators.core.conditions import parse_time
+from operators.core.conditions import parse_time_or_none
 
 from .models import ResourcePoolStatusRequest
 from .status import CONDITION_COMPLETE, CONDITION_FAILED
@@ -36,23 +36,12 @@ class TtlDecision:
     """Seconds until the request expires when it is kept; None when it never expires."""
 
 
-def _time_or_none(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = parse_time(value)
-    except ValueError:
-        return None
-    # Go's zero time (year 1) means "unset".
-    return None if moment.year <= 1 else moment
-
-
 def reference_time(request: ResourcePoolStatusRequest) -> datetime | None:
     if request.status is not None:
         for condition in request.status.conditions or ():
             if condition.type in (CONDITION_COMPLETE, CONDITION_FAILED):
-                return _time_or_none(condition.last_transition_time)
-    return _time_or_none(request.metadata.creation_timestamp)
+                return parse_time_or_none(condition.last_transition_time)
+    return parse_time_or_none(request.metadata.creation_timestamp)
 
 
 def ttl_action(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.core.client import ApiError
 from operators.core.coexistence import Evidence, InTreeController, find_evidence
+from operators.core.conditions import parse_time_or_none
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIM_TEMPLATES, VERSION
 
@@ -46,13 +47,6 @@ ANSWER_SECONDS = 5.0
 """How long the in-tree controller gets to answer; it answers within a second when it runs."""
 POLL_SECONDS = 0.25
 STALE_SECONDS = 4 * ANSWER_SECONDS
-
-
-def _created(meta: Mapping[str, Any]) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(meta.get("creationTimestamp")).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def template_body(namespace: str) -> dict[str, Any]:
@@ -156,7 +150,7 @@ async def _remove_earlier_probes(runtime: Runtime, namespace: str) -> None:
     now = datetime.now(UTC)
     for item in listed.get("items") or []:
         meta = item.get("metadata") or {}
-        created = _created(meta)
+        created = parse_time_or_none(meta.get("creationTimestamp"))
         if created is not None and (now - created).total_seconds() < STALE_SECONDS:
             continue
         try:
