@@ -26,6 +26,7 @@ from operators.bindingattacher.actions.webhook import (
     ssl_context,
 )
 from operators.bindingattacher.models import ActionSpec
+from operators.core.client import MAX_RETRY_AFTER_SECONDS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -223,6 +224,53 @@ def test_status_table_without_network() -> None:
     assert result_for_response(401, "Unauthorized", {}, b"").outcome is Outcome.TRANSIENT_ERROR
     assert result_for_response(423, "Locked", {"Retry-After": "x"}, b"").retry_after_seconds is None
     assert result_for_response(200, "OK", {}, b"not json").outcome is Outcome.TRANSIENT_ERROR
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("3", 3.0),
+        ("1.5", 1.5),
+        ("", None),
+        ("-5", None),
+        ("nan", None),
+        ("inf", None),
+        ("1e9", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+        ("86400", MAX_RETRY_AFTER_SECONDS),
+    ],
+)
+@pytest.mark.parametrize(("status", "outcome"), [(202, Outcome.IN_PROGRESS), (429, Outcome.TRANSIENT_ERROR)])
+def test_a_retry_after_header_is_read_as_the_core_reads_it(
+    header: str, seconds: float | None, status: int, outcome: Outcome
+) -> None:
+    result = result_for_response(status, "", {"Retry-After": header}, b"")
+    assert (result.outcome, result.retry_after_seconds) == (outcome, seconds)
+
+
+@pytest.mark.parametrize(
+    ("body", "seconds"),
+    [
+        (b'{"retryAfterSeconds": 2.5}', 2.5),
+        (b'{"retryAfterSeconds": -1}', None),
+        (b'{"retryAfterSeconds": NaN}', None),
+        (b'{"retryAfterSeconds": Infinity}', MAX_RETRY_AFTER_SECONDS),
+        (b'{"retryAfterSeconds": 1e999}', MAX_RETRY_AFTER_SECONDS),
+        (b'{"retryAfterSeconds": 1000000000}', MAX_RETRY_AFTER_SECONDS),
+    ],
+)
+def test_a_retry_after_in_the_body_is_bounded_as_the_header_is(body: bytes, seconds: float | None) -> None:
+    result = result_for_response(202, "Accepted", {"Retry-After": "3"}, body)
+    assert result.retry_after_seconds == (3.0 if seconds is None else seconds)
+
+
+async def test_a_webhook_asking_to_wait_forever_is_polled_again() -> None:
+    async def forever(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"message": "busy"}, status=429, headers={"Retry-After": "inf"})
+
+    async for running in serve(server_context(*SERVER_CERT), forever):
+        outcome = await attach_once(action_for(running.url))
+        assert (outcome.result.outcome, outcome.result.retry_after_seconds) == (Outcome.TRANSIENT_ERROR, None)
 
 
 async def test_connection_refused_is_transient() -> None:

@@ -1,4 +1,5 @@
-"""The core's two retry rules: what an API error means (``Answer``) and how long to wait (``Backoff``)."""
+"""The core's retry rules: what an API error means (``Answer``), how long to wait (``Backoff``), and
+how long a server may make us wait (``retry_after_seconds``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.core.backoff import Backoff
-from operators.core.client import Answer, ApiError, answer_of
+from operators.core.client import (
+    MAX_RETRY_AFTER_SECONDS,
+    Answer,
+    ApiError,
+    answer_of,
+    bounded_retry_after,
+    retry_after_seconds,
+)
 
 
 @pytest.mark.parametrize(
@@ -82,3 +90,50 @@ def test_a_delay_is_never_negative_nor_past_its_jittered_cap(
     delay = backoff.delay(retries, rand=lambda: rand)
     assert 0.0 <= delay <= maximum * 1.2
     assert backoff.delay(retries + 1, rand=lambda: rand) >= delay
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        ("0", 0.0),
+        ("3", 3.0),
+        (" 7 ", 7.0),
+        ("1.5", 1.5),
+        ("-5", None),
+        ("+5", None),
+        ("nan", None),
+        ("NaN", None),
+        ("inf", None),
+        ("Infinity", None),
+        ("1e9", None),
+        ("1_000", None),
+        ("\u0663", None),  # ARABIC-INDIC DIGIT THREE, which float() reads as 3
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+        ("1000", 1000.0),
+        ("1000000000", MAX_RETRY_AFTER_SECONDS),
+        ("9" * 400, MAX_RETRY_AFTER_SECONDS),  # float() makes this infinity
+    ],
+)
+def test_a_retry_after_header_is_a_bounded_number_of_seconds(
+    header: str | None, seconds: float | None
+) -> None:
+    assert retry_after_seconds(header) == seconds
+
+
+@pytest.mark.parametrize(
+    ("asked", "seconds"),
+    [
+        (None, None),
+        (0, 0.0),
+        (2.5, 2.5),
+        (-1.0, None),
+        (math.nan, None),
+        (math.inf, MAX_RETRY_AFTER_SECONDS),
+        (1e9, MAX_RETRY_AFTER_SECONDS),
+        (10**400, MAX_RETRY_AFTER_SECONDS),
+    ],
+)
+def test_a_wait_someone_else_asked_for_is_bounded(asked: float | None, seconds: float | None) -> None:
+    assert bounded_retry_after(asked) == seconds

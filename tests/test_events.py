@@ -86,3 +86,26 @@ async def test_every_event_of_an_object_with_a_maximal_name_gets_its_own_name() 
         # A DNS subdomain: the shortened object name ends in an alphanumeric, then the suffix.
         assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name), name
     assert event_name("short").startswith("short.")
+
+
+async def test_a_message_past_the_api_limit_is_posted_cut_to_it() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    long = "é" * 1000  # 2000 bytes; kube-apiserver counts an Event's message in bytes, at most 1024
+    await recorder.emit(POD, "Warning", "Failed", long)
+    await recorder.emit(POD, "Warning", "Failed", long + "and more")
+    (posted,) = client.creates
+    assert len(posted["message"].encode()) <= 1024
+    assert posted["message"] == "é" * 510 + "..."
+    assert [p["count"] for p in client.patches] == [2], "texts that differ past the limit are one Event"
+
+
+async def test_a_combined_message_is_cut_with_its_prefix() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    for i in range(SIMILAR_LIMIT + 1):
+        recorder.record(POD, "Warning", "Failed", f"{i:02d}" + "x" * 2000)
+    await recorder.drain(5)
+    combined = client.creates[-1]["message"]
+    assert combined.startswith(COMBINED_PREFIX + f"{SIMILAR_LIMIT:02d}xxx")
+    assert len(combined.encode()) <= 1024

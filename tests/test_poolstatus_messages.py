@@ -43,12 +43,6 @@ def test_v89_quoting_inside_cost_mismatch() -> None:
     assert A in messages.partition_type_missing("d", "p", "x", A)
 
 
-def test_truncate_on_character_boundary() -> None:
-    assert messages.truncate_utf8("a" * 255 + "é" + "b", 256) == "a" * 255
-    assert messages.truncate_utf8("a" * 254 + "é" + "b", 256) == "a" * 254 + "é"
-    assert messages.truncate_utf8("short", 256) == "short"
-
-
 def test_pool_incomplete_for_long_pool_name_is_its_first_256_bytes() -> None:
     pool_name = "p" * 240
     full = (

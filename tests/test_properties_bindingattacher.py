@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import DRIVERS, POOLS, Body, claim_bodies, dns_labels, examples, rfc3339, slice_sets, uids
 
-from operators.bindingattacher.devicestatus import MAX_MESSAGE_LENGTH, truncate
 from operators.bindingattacher.identity import AllocationIdentity, DeviceKey, attachment_key, taint_rule_name
 from operators.bindingattacher.models import ResourceClaim
 from operators.bindingattacher.selection import SelectionRules, select
@@ -86,14 +85,13 @@ def test_selection_takes_only_results_a_ready_policy_manages(
     dns_labels(*POOLS),
     dns_labels("gpu-0"),
     st.one_of(st.none(), uids()),
-    st.text(max_size=2 * MAX_MESSAGE_LENGTH),
 )
 def test_keys_and_rule_names_are_valid_and_stable(
-    claim_uid: str, timestamp: str, driver: str, pool: str, device: str, share_id: str | None, text: str
+    claim_uid: str, timestamp: str, driver: str, pool: str, device: str, share_id: str | None
 ) -> None:
     """Spec bindingattacher §7 (identities) and §14 (taint rules): the attachment key and the taint
-    rule name are DNS labels whatever the pool and device are called, the key is the same for a
-    timestamp read back from its stored form, and condition messages never exceed their limit."""
+    rule name are DNS labels whatever the pool and device are called, and the key is the same for a
+    timestamp read back from its stored form."""
     identity = AllocationIdentity.of(claim_uid, parse_time(timestamp))
     key = DeviceKey(driver, pool, device, share_id or "")
     name = attachment_key(identity, key)
@@ -103,4 +101,3 @@ def test_keys_and_rule_names_are_valid_and_stable(
     rule = taint_rule_name(key)
     assert len(rule) <= 63
     assert _DNS_LABEL.fullmatch(rule)
-    assert len(truncate(text)) <= MAX_MESSAGE_LENGTH

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -161,6 +162,28 @@ def test_a_retry_after_is_honoured_when_longer_than_the_backoff() -> None:
     queue: WorkQueue[str] = WorkQueue("unit")
     queue.add_rate_limited("a", at_least=30)
     assert 29 < _due_in(queue, "a") <= 30
+
+
+@pytest.mark.parametrize("delay", [math.nan, math.inf])
+async def test_a_delay_that_is_not_a_finite_number_holds_back_no_key(delay: float) -> None:
+    queue = _queue()
+    synced: list[str] = []
+    b_synced = asyncio.Event()
+
+    async def sync(key: str) -> Result | None:
+        synced.append(key)
+        if key == "a":
+            return Requeue(delay)
+        b_synced.set()
+        return None
+
+    queue.add("a")
+    async with _running(queue, 1, sync):
+        await _until(lambda: synced == ["a"])
+        queue.add_after("b", 0.01)
+        # A NaN due time at the top of the heap held every later key back.
+        await asyncio.wait_for(b_synced.wait(), 5)
+    assert 0 < _due_in(queue, "a") <= 1000, "the key waits the longest failure backoff, not forever"
 
 
 async def test_a_failed_sync_is_retried_and_a_retry_request_is_not_a_failure() -> None:

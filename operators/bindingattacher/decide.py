@@ -338,16 +338,13 @@ def targets(
     return refs
 
 
-EVENT_MESSAGE_LIMIT = 1024
-
-
 def event_plan(
     events: Sequence[tuple[Event, DeviceAttachment, str]], claim: ResourceClaim | None, max_pod_events: int
 ) -> Plan:
     """The Events a claim sync collected (event, record, detail), each on its targets."""
     steps = []
     for event, record, detail in events:
-        text = message(event, record, detail)[:EVENT_MESSAGE_LIMIT]
+        text = message(event, record, detail)
         for target in targets(event, record, claim, max_pod_events):
             steps.append(RecordEvent(target, event_type(event), event.value, text))
     return Plan(tuple(steps))
@@ -381,13 +378,11 @@ def refusal_events(
     """What a refused status write tells (spec §11.3): an invalid entry on the claim; a missing
     permission on the claim and on the driver's policy (``owner``), which names the grant."""
     if kind is WriteError.INVALID:
-        return (
-            RecordEvent(claim_ref(claim), WARNING, "StatusWriteInvalid", error.message[:EVENT_MESSAGE_LIMIT]),
-        )
+        return (RecordEvent(claim_ref(claim), WARNING, "StatusWriteInvalid", error.message),)
     if kind is not WriteError.FORBIDDEN:
         return ()
     refused = f"status.devices entries of driver {driver} were refused ({error.status}): {error.message}"
-    events = [RecordEvent(claim_ref(claim), WARNING, "StatusWriteForbidden", refused[:EVENT_MESSAGE_LIMIT])]
+    events = [RecordEvent(claim_ref(claim), WARNING, "StatusWriteForbidden", refused)]
     if owner is not None:
         events.append(
             RecordEvent(

@@ -34,6 +34,7 @@ from typing import Any
 from operators.core.client import Answer, answer_of
 from operators.core.conditions import FALSE, TRUE, format_time
 from operators.core.plan import Apply, Plan
+from operators.core.texts import ELLIPSIS, truncate_chars
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, VERSION
 
 from .identity import AllocationIdentity, DeviceKey, record_key
@@ -71,10 +72,6 @@ def valid_reason(reason: str) -> bool:
 
 def _reason(configured: str, default: str) -> str:
     return configured if valid_reason(configured) else default
-
-
-def truncate(message: str, limit: int = MAX_MESSAGE_LENGTH) -> str:
-    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -160,7 +157,7 @@ def ready_message(record: DeviceAttachment, policy_name: str) -> str:
     message = f"{where} by policy {policy_name}"
     if record.status.action_message:
         message += f": {record.status.action_message}"
-    return truncate(message)
+    return truncate_chars(message, MAX_MESSAGE_LENGTH, ELLIPSIS)
 
 
 def wanted_conditions(record: DeviceAttachment, settings: ConditionSettings) -> Wanted:
@@ -178,7 +175,7 @@ def wanted_conditions(record: DeviceAttachment, settings: ConditionSettings) -> 
         if chosen not in failure:
             chosen = settings.failure_type(record, status.failure.kind) or ""
         reason = _reason(status.failure.reason, settings.failure_reason(status.failure.kind))
-        message = truncate(status.failure.message)
+        message = truncate_chars(status.failure.message, MAX_MESSAGE_LENGTH, ELLIPSIS)
         return tuple(
             WantedCondition(t, TRUE if t == chosen else FALSE, reason, message if t == chosen else "")
             for t in _unique((*readiness, *failure))

@@ -11,10 +11,10 @@ each controller, the shared informers and the event broadcaster a client of thei
 the runtime makes :meth:`KubeClient.sibling` clients for listing and for Events: same
 session, own bucket, so reads and diagnostics never slow the controller's writes.
 
-A 429 that means "busy" is retried here, no sooner than its ``Retry-After``, a bounded number of
-times, as client-go does; a 429 that answers the request (a PodDisruptionBudget's refusal) and other
-errors are raised as :class:`ApiError` for the work queue to retry
-with backoff.
+A 429 that means "busy" is retried here, no sooner than its ``Retry-After`` (read by
+:func:`retry_after_seconds`, which bounds it), a bounded number of times, as client-go does; a
+429 that answers the request (a PodDisruptionBudget's refusal) and other errors are raised as
+:class:`ApiError` for the work queue to retry with backoff.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import contextlib
 import copy
 import enum
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -151,12 +152,32 @@ def delete_options(uid: str | None = None) -> dict[str, Any]:
     return body
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
+MAX_RETRY_AFTER_SECONDS = 1000.0
+"""The longest wait a server's ``Retry-After`` (or a webhook's ``retryAfterSeconds``) can impose:
+the work queue's longest failure backoff (client-go's 1000 s). A key then comes back at least as
+often as a failing one, whatever a third party asks for; waiting longer would silence it."""
+
+# RFC 9110's delay-seconds, plus a decimal fraction (a webhook's retryAfterSeconds may have one):
+# no sign, no exponent, no "inf" or "nan", ASCII digits only; float() would take all of these.
+_DELAY_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """The seconds a ``Retry-After`` header asks to wait, at most :data:`MAX_RETRY_AFTER_SECONDS`;
+    None when there is none or it does not read as a number of seconds, and then the caller's own
+    backoff applies. As in client-go, the HTTP-date form is not read, and a negative number asks
+    for no wait (client-go sleeps it as zero)."""
+    if value is None or not _DELAY_SECONDS.fullmatch(value.strip()):
         return None
+    return bounded_retry_after(float(value))
+
+
+def bounded_retry_after(seconds: float | None) -> float | None:
+    """A wait someone else asked for, as a delay the work queue can keep: None for a negative one or
+    NaN (no advice), at most :data:`MAX_RETRY_AFTER_SECONDS` (infinity included)."""
+    if seconds is None or not seconds >= 0:
+        return None
+    return float(min(seconds, MAX_RETRY_AFTER_SECONDS))
 
 
 def _no_response(method: str, err: Exception) -> ApiError:
@@ -357,7 +378,7 @@ class KubeClient:
             ) as response:
                 raw = await response.read()
                 status = response.status
-                retry_after = _retry_after(response.headers)
+                retry_after = retry_after_seconds(response.headers.get("Retry-After"))
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             raise _no_response(method, err) from err
         client_request_done(method, str(status))
@@ -395,7 +416,8 @@ class KubeClient:
                 client_request_done("WATCH", str(response.status))
                 if response.status != 200:
                     raw = await response.read()
-                    raise _api_error(response.status, raw, _parsed(raw), _retry_after(response.headers))
+                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+                    raise _api_error(response.status, raw, _parsed(raw), retry_after)
                 if self._on_success is not None:
                     self._on_success()
                 while True:

@@ -9,6 +9,12 @@ go into one Event whose message starts with ``(combined from similar events): ``
 The recorder remembers the Events it created in a bounded LRU; after
 a restart the first repetition creates a new Event, like a restarted kube-controller-manager.
 
+A message is cut to :data:`NOTE_LENGTH_LIMIT` bytes, ending in ``...``, the combined prefix
+included. kube-apiserver only checks that limit on an Event with an ``eventTime``, which these
+core/v1 Events do not set, but kube-scheduler cuts its Events to it, and a text that comes from
+elsewhere (an API error, a webhook's answer) is then never a reason to lose an Event, nor to keep
+an unbounded text in the de-duplication memory below.
+
 Posting an Event never fails the caller: Events are diagnostics, and a lost one must not block
 or retry the reconciliation that emitted it. :meth:`EventRecorder.record` does not even make
 the caller wait: like client-go's broadcaster it hands the Event to one background sender
@@ -31,6 +37,7 @@ from typing import Any
 from .client import MERGE_PATCH, ApiError, KubeClient
 from .conditions import now_rfc3339
 from .resources import EVENTS
+from .texts import ELLIPSIS, truncate_utf8
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,12 @@ SIMILAR_WINDOW = 600.0
 COMBINED_PREFIX = "(combined from similar events): "
 # client-go's broadcaster queues up to 1000 Events before it drops them.
 BACKLOG_LIMIT = 1000
+NOTE_LENGTH_LIMIT = 1024
+"""kube-apiserver's limit on an Event's message (``NoteLengthLimit``), in bytes: Go's ``len``."""
+
+
+def _note(message: str) -> str:
+    return truncate_utf8(message, NOTE_LENGTH_LIMIT, ELLIPSIS)
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ class EventRecorder:
             if self.on_dropped is not None:
                 self.on_dropped()
             return
-        self._backlog.append((obj, type_, reason, message))
+        self._backlog.append((obj, type_, reason, _note(message)))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(self._send_backlog())
 
@@ -132,10 +145,11 @@ class EventRecorder:
         self._similar.move_to_end((obj.uid, type_, reason))
         while len(self._similar) > REMEMBERED_EVENTS:
             self._similar.popitem(last=False)
-        return COMBINED_PREFIX + message if len(seen) > SIMILAR_LIMIT else message
+        return _note(COMBINED_PREFIX + message) if len(seen) > SIMILAR_LIMIT else message
 
     async def emit(self, obj: ObjectRef, type_: str, reason: str, message: str) -> None:
-        message = self._aggregate(obj, type_, reason, message)
+        # Cut before it is compared: two texts that differ only past the limit post the same Event.
+        message = self._aggregate(obj, type_, reason, _note(message))
         # All combined messages of one (object, type, reason) share one Event.
         key = (obj.uid, type_, reason, COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
         now = now_rfc3339()

@@ -6,7 +6,8 @@ Contract (the controllers rely on it):
 - A key is never handed to two workers at once. A key added while it is being processed
   is queued again when its worker calls :meth:`WorkQueue.done`, so no change is lost.
 - :meth:`add_after` keeps the earliest pending time per key, so a far-future re-check never
-  postpones a sooner one.
+  postpones a sooner one. A delay that is not a finite number (infinity, NaN) is logged and
+  taken as the longest failure backoff: no key is ever left without a time to run.
 - :meth:`add_rate_limited` applies client-go's default controller limiter: the larger of a
   per-key exponential backoff (5 ms x 2^(failures-1), capped at 1000 s) and an overall token
   bucket (10/s, burst 100). :meth:`forget` resets the key's failures after a success.
@@ -31,6 +32,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
@@ -100,6 +102,13 @@ class WorkQueue(Generic[K]):
             return
         if self._shutting_down:
             return
+        if not math.isfinite(delay):
+            # Infinity would never come due, and NaN breaks the order of the heap: at its top,
+            # it holds back every other key. Waiting as long as the longest failure backoff keeps
+            # the key alive whatever computed the delay.
+            delay_instead = self._per_key.maximum
+            log.warning("%s: a delay of %s for %s; waiting %gs instead", self.name, delay, key, delay_instead)
+            delay = delay_instead
         due = time.monotonic() + delay
         current = self._waiting.get(key)
         if current is not None and current <= due:

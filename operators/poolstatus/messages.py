@@ -7,13 +7,15 @@ whether upstream or this operator wrote it.
 
 The API bounds ``validationError`` at 256 bytes and condition messages at 1024 bytes
 (our own limit, well below the API's); both are cut on a UTF-8 character boundary so the
-result is still valid text.
+result is still valid text (the core's ``truncate_utf8``, without a marker: the texts are compared).
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+
+from operators.core.texts import truncate_utf8
 
 PREFIX_POOL_INCOMPLETE = "PoolIncomplete:"
 PREFIX_PARTITION_TYPE_MISSING = "PartitionTypeMissing:"
@@ -48,15 +50,6 @@ _GO_SHORT_ESCAPES = {
     "\\": "\\\\",
     '"': '\\"',
 }
-
-
-def truncate_utf8(text: str, max_bytes: int) -> str:
-    """The longest prefix of ``text`` that fits in ``max_bytes`` bytes of UTF-8."""
-    encoded = text.encode("utf-8")
-    if len(encoded) <= max_bytes:
-        return text
-    # A cut inside a multi-byte character leaves an incomplete tail, which "ignore" drops.
-    return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _go_printable(char: str) -> bool:

@@ -3,9 +3,11 @@
 The wire form (spec §10.2) is the request document the webhook and exec adapters send and the
 response they read back. Responses come from code the attacher does not control, so parsing
 never raises: anything malformed becomes a ``TransientError`` with an explanation, an
-oversized ``data`` object is dropped (with a warning the caller turns into an Event), and
-messages are cut to the length that conditions and events use. A result an in-process action
-returns passes the same limits.
+oversized ``data`` object is dropped (with a warning the caller turns into an Event),
+messages are cut to the length that conditions and events use, and ``retryAfterSeconds`` is
+bounded as the core bounds a ``Retry-After`` (NaN or a negative number is no advice, and no
+wait is longer than ``MAX_RETRY_AFTER_SECONDS``). A result an in-process action returns passes
+the same limits.
 
 :func:`invoke` runs every action the same way: the call gets ``timeout`` seconds and is then
 cancelled, which counts as ``TransientError`` (the state machine turns it into
@@ -27,7 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core.client import bounded_retry_after
 from operators.core.conditions import format_time
+from operators.core.texts import ELLIPSIS, truncate_chars
 
 from ..models import API_VERSION
 from .base import AttachRequest, AttachResult, Operation, Outcome, PermanentActionError, supports_probe
@@ -97,9 +101,7 @@ class Parsed:
 
 
 def truncate_message(message: str) -> str:
-    if len(message) <= MAX_MESSAGE_CHARS:
-        return message
-    return message[: MAX_MESSAGE_CHARS - 3] + "..."
+    return truncate_chars(message, MAX_MESSAGE_CHARS, ELLIPSIS)
 
 
 def transient(message: str) -> AttachResult:
@@ -124,9 +126,7 @@ def check_data(data: object) -> tuple[Mapping[str, Any] | None, str | None]:
 def normalize(result: AttachResult) -> Parsed:
     """Apply the response limits to a result, whichever adapter produced it."""
     data, warning = check_data(result.data)
-    retry = result.retry_after_seconds
-    if retry is not None and retry < 0:
-        retry = None
+    retry = bounded_retry_after(result.retry_after_seconds)
     normalized = AttachResult(result.outcome, truncate_message(result.message or ""), data, retry)
     return Parsed(normalized, (warning,) if warning else ())
 

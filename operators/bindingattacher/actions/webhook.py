@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from operators.core.client import retry_after_seconds
+
 from .base import (
     WRITABLE_TMP_HINT,
     ActionConfigError,
@@ -130,17 +132,6 @@ def check_url(url: str, allow_insecure_http: bool, operator_allows_insecure: boo
     return None
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # HTTP-date form: fall back to the default backoff
-    return seconds if seconds >= 0 else None
-
-
 def _error_message(status: int, reason: str, body: bytes) -> str:
     parsed = parse_response_bytes(body)
     if parsed.result.outcome is not Outcome.TRANSIENT_ERROR and parsed.result.message:
@@ -155,12 +146,17 @@ def result_for_response(status: int, reason: str, headers: Mapping[str, str], bo
     if status == 202:
         parsed = parse_response_bytes(body, default=Outcome.IN_PROGRESS).result
         retry = (
-            parsed.retry_after_seconds if parsed.retry_after_seconds is not None else _retry_after(headers)
+            parsed.retry_after_seconds
+            if parsed.retry_after_seconds is not None
+            else retry_after_seconds(headers.get("Retry-After"))
         )
         return AttachResult(Outcome.IN_PROGRESS, parsed.message, parsed.data, retry)
     if status in TRANSIENT_STATUSES:
         return AttachResult(
-            Outcome.TRANSIENT_ERROR, _error_message(status, reason, body), None, _retry_after(headers)
+            Outcome.TRANSIENT_ERROR,
+            _error_message(status, reason, body),
+            None,
+            retry_after_seconds(headers.get("Retry-After")),
         )
     if 300 <= status < 400:
         return AttachResult(Outcome.PERMANENT_ERROR, f"HTTP {status}: redirects are not followed")
