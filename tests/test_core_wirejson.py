@@ -30,6 +30,8 @@ SERVED_BY_GO = [
         '{"f":[1.50,1e5,1E400,1e-7,-0.0,0.1,100.0,12345678901234567890]}',
     ),
     ('{"b" : [ true , false , null ] , "a" : {}}', '{"b":[true,false,null],"a":{}}'),
+    # A lone surrogate, which only an escape can write: Go serves the raw bytes as they were sent.
+    ('{"lone":"\\ud800x","low":"\\udfff"}', '{"lone":"\\ud800x","low":"\\udfff"}'),
 ]
 
 
@@ -37,6 +39,13 @@ SERVED_BY_GO = [
 def test_what_is_read_is_written_back_as_go_serves_it(stored: str, served: str) -> None:
     assert wirejson.dumps(wirejson.loads(served)) == served
     assert wirejson.dumps(wirejson.loads(stored)) == served
+
+
+def test_a_lone_surrogate_read_is_a_body_that_can_be_sent() -> None:
+    # A tenant's opaque parameters or a webhook's message may hold "\\ud800"; UTF-8 cannot
+    # encode the character it reads as, and the write of its claim used to fail before it was sent.
+    written = wirejson.dumps(wirejson.loads('{"message":"\\ud800 down"}'))
+    assert written.encode() == b'{"message":"\\ud800 down"}'
 
 
 def test_a_body_holding_the_parameters_keeps_them_byte_for_byte() -> None:

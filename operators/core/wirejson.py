@@ -13,7 +13,10 @@ immutable").
 
 :func:`dumps` writes compact JSON, keeps non-ASCII characters as they are and escapes ``<``,
 ``>``, ``&``, U+2028 and U+2029 as Go does (strings are the only place JSON can hold them, so
-the text is escaped as a whole). :func:`loads` keeps the literal of every floating-point
+the text is escaped as a whole). A lone surrogate, which only an escape in JSON read from
+elsewhere can produce (a tenant's ``"\\ud800"`` in opaque parameters, a webhook's message), is
+written as that escape again: UTF-8 cannot encode it, and the request carrying it could not be
+sent at all. :func:`loads` keeps the literal of every floating-point
 number whose Python spelling differs (``1.50``, ``1e5``, ``1e-7``), and :func:`dumps` writes
 that literal back. Integers keep their digits anyway. Escapes that Go would not write
 (``\\u0041`` for ``A``) cannot be reproduced; Go clients never write them.
@@ -30,7 +33,9 @@ DEEPEST = 10_000
 """The deepest nesting kube-apiserver reads (sigs.k8s.io/json); a RawExtension of 10 KiB that a
 tenant writes (a claim's opaque parameters) nests about 5 100 levels."""
 
-_GO_ESCAPED = re.compile("[<>&\u2028\u2029]")
+# Surrogates too: Python keeps a lone one that an escape in the JSON read named ("\\ud800"), and
+# UTF-8 cannot carry it. Written back as the same escape, the bytes are those the server holds.
+_GO_ESCAPED = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _PLACEHOLDER = re.compile('"\\\\u0000literal:([0-9]+)"')
 
