@@ -168,6 +168,18 @@ def test_transition_time_kept_when_status_unchanged() -> None:
     assert conditions[ATTACH_TIMEOUT]["lastTransitionTime"] == "2026-08-01T10:00:03Z"  # new
 
 
+def test_a_shown_condition_without_a_transition_time_gets_this_passs() -> None:
+    # The API server requires one; a condition read without one must not keep the moment it was read.
+    undated = {k: v for k, v in condition(ATTACHED, "False").items() if k != "lastTransitionTime"}
+    empty = {**condition(ATTACH_FAILED, "False"), "lastTransitionTime": ""}
+    shown = claim(devices=[entry("f0", [undated, empty])])
+    doc = render_entry(with_status(phase=Phase.ATTACHING), SETTINGS, shown.status.devices[0], 1, NOW)
+    assert doc is not None
+    conditions = by_type(doc)
+    assert conditions[ATTACHED]["lastTransitionTime"] == "2026-08-01T10:00:03Z"
+    assert conditions[ATTACH_FAILED]["lastTransitionTime"] == "2026-08-01T10:00:03Z"
+
+
 def test_limits_on_reasons_messages_and_data() -> None:
     bad_reasons = ConditionSettings("fabric", ConditionsSpec(reasons=ReasonsSpec(attached="not-valid")))
     long_message = "x" * 5000

@@ -13,7 +13,9 @@ from operators.bindingattacher import policy
 from operators.bindingattacher.devicestatus import REASON_PATTERN
 from operators.bindingattacher.models import DeviceAttachPolicy, DeviceAttachPolicySpec, TaintDevice
 from operators.core import names
-from operators.core.conditions import Condition
+from operators.core.conditions import FALSE, TRUE, Condition
+from operators.core.events import WARNING, ObjectRef
+from operators.core.plan import RecordEvent
 from operators.dra.durations import GO_DURATION_PATTERN
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"
@@ -232,3 +234,19 @@ def test_attachment_crd_has_no_status_subresource_and_the_ledger_fields() -> Non
 
     aliases = {f.alias or n for n, f in DeviceAttachmentStatus.model_fields.items()}
     assert aliases <= set(status)
+
+
+def test_a_rejection_is_told_again_at_each_new_generation_an_acceptance_only_when_it_changes() -> None:
+    ref = ObjectRef("dra-operators.io/v1alpha1", "DeviceAttachPolicy", "fabric", None, "policy-uid")
+
+    def accepted(status: str, reason: str, generation: int) -> Condition:
+        return Condition(
+            type=policy.ACCEPTED, status=status, reason=reason, message="m", observed_generation=generation
+        )
+
+    rejected = accepted(FALSE, "InvalidSpec", 2)
+    assert policy.accepted_event(ref, rejected.to_dict(), rejected) is None
+    again = policy.accepted_event(ref, rejected.to_dict(), accepted(FALSE, "InvalidSpec", 3))
+    assert again == RecordEvent(ref, WARNING, "PolicyRejected", "InvalidSpec: m"), "the new spec is wrong too"
+    valid = accepted(TRUE, "Valid", 2)
+    assert policy.accepted_event(ref, valid.to_dict(), accepted(TRUE, "Valid", 3)) is None

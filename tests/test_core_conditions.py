@@ -11,6 +11,7 @@ from operators.core.conditions import (
     TRUE,
     Condition,
     ObservedCondition,
+    current,
     merge,
     parse_time,
     parse_time_or_none,
@@ -143,6 +144,30 @@ def test_reported_needs_the_same_status_reason_and_generation() -> None:
     assert not reported(status, "Ready", FALSE, "Other", 2)
     assert not reported(status, "Ready", TRUE, "Invalid", 2)
     assert not reported({}, "Ready", FALSE, "Invalid", 0)
+
+
+def test_a_condition_is_current_unless_it_says_it_describes_an_older_generation() -> None:
+    # As kubectl wait reads it: the condition's own observedGeneration, else its status's; one
+    # that says nothing is taken at its word, an older one is stale.
+    assert current({"type": "Ready", "observedGeneration": 3}, 3)
+    assert current({"type": "Ready", "observedGeneration": 4}, 3)
+    assert not current({"type": "Ready", "observedGeneration": 2}, 3)
+    assert current({"type": "Ready"}, 3)
+    assert not current({"type": "Ready"}, 3, {"observedGeneration": 2})
+    assert current({"type": "Ready", "observedGeneration": 3}, 3, {"observedGeneration": 2})
+    assert current({"type": "Ready", "observedGeneration": 2}, None), "an object without a generation"
+    assert not current(None, 3)
+    assert current(ready(generation=3), 3)
+    assert not current(ObservedCondition(type="Ready", observed_generation=2), 3)
+    assert current(ObservedCondition(type="Ready"), 3)
+
+
+def test_reported_reads_the_conditions_own_generation_first() -> None:
+    status = {
+        "observedGeneration": 3,
+        "conditions": [{"type": "Ready", "status": FALSE, "reason": "Invalid", "observedGeneration": 2}],
+    }
+    assert not reported(status, "Ready", FALSE, "Invalid", 3)
 
 
 def test_status_differs_on_a_field_or_a_condition_but_not_on_a_transition_time() -> None:

@@ -19,6 +19,7 @@ from operators.dra.claims import ConsumerReference
 from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra import cli, commands, completion, maintain
+from operators.kubectl_dra import session as session_module
 from operators.kubectl_dra import taintmodel as model
 from operators.kubectl_dra.console import Console
 from operators.kubectl_dra.errors import EXIT_USAGE, PluginError, UsageError
@@ -453,3 +454,31 @@ def test_untaint_lists_asks_and_removes(monkeypatch: pytest.MonkeyPatch) -> None
             {"kind": "DeviceTaintRule", "name": "n", "devices": f"driver={DRV}", "taint": "k:NoSchedule"}
         ]
     }
+
+
+def test_following_an_eviction_waits_out_a_status_of_an_older_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session_module, "POLL_INTERVAL", 0)
+
+    def selector(observed: int, message: str) -> dict[str, Any]:
+        # The conditions do not say which generation they describe; their status does.
+        conditions = [
+            {"type": "Ready", "status": "True", "reason": "Ready"},
+            {"type": "EvictionInProgress", "status": "False", "reason": "NoPods", "message": message},
+        ]
+        status = {"observedGeneration": observed, "conditions": conditions}
+        return {"metadata": {"name": "n", "generation": 2}, "status": status}
+
+    answers = [selector(1, "before the change"), selector(2, "after the change")]
+
+    class Reader:
+        async def get(self, purpose: str, path: str) -> dict[str, Any]:
+            return answers.pop(0)
+
+    placed = maintain.Placed(model.SELECTOR_KIND, "n", "/selectors/n", "updated")
+    shown: list[str] = []
+    session: Any = Reader()
+    condition = asyncio.run(maintain.follow_eviction(session, placed, 5.0, shown.append))
+    assert condition["message"] == "after the change"
+    assert shown == ["EvictionInProgress=False NoPods: after the change"]

@@ -13,7 +13,7 @@ from operators.dra.claims import ConsumerReference
 from operators.dra.pools import DeviceId
 from operators.dra.taints import DeviceTaint, DeviceTaintSelector
 from operators.kubectl_dra.errors import UsageError
-from operators.kubectl_dra.preview import consumer_pods
+from operators.kubectl_dra.preview import consumer_pods, dry_run_report
 from operators.kubectl_dra.previewmodel import (
     ClaimRow,
     Preview,
@@ -58,6 +58,18 @@ def test_bad_selectors_are_usage_errors(text: str) -> None:
 
 def test_selector_text_keeps_the_api_order() -> None:
     assert selector_text(DeviceTaintSelector(device="d", driver="x")) == "driver=x,device=d"
+
+
+def test_the_dry_run_report_is_the_no_effect_condition_unless_it_describes_an_older_generation() -> None:
+    def rule(generation: int, **observed: int) -> dict[str, Any]:
+        no_effect = {"type": "EvictionInProgress", "status": "False", "reason": "NoEffect", "message": "m"}
+        return {"metadata": {"generation": generation}, "status": {"conditions": [{**no_effect, **observed}]}}
+
+    assert dry_run_report(rule(2, observedGeneration=2)) is not None
+    assert dry_run_report(rule(2, observedGeneration=1)) is None
+    # A writer that does not say which generation it saw is taken at its word, as kubectl wait does:
+    # the preview answers instead of waiting out its timeout.
+    assert dry_run_report(rule(2)) is not None
 
 
 def test_dry_run_messages() -> None:

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from operators.core.client import Answer, answer_of
-from operators.core.conditions import FALSE, TRUE, format_time
+from operators.core.conditions import FALSE, TRUE, Condition, format_time, merge
 from operators.core.plan import Apply, Plan
 from operators.core.texts import ELLIPSIS, truncate_chars
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, VERSION
@@ -240,24 +240,22 @@ def render_entry(
         if not conditions:
             return None
     else:
+        since = format_time(now)
         conditions = []
         for want in wanted[:MAX_CONDITIONS]:
             old = existing.get(want.type)
-            since = (
-                old.last_transition_time
-                if old is not None and old.status == want.status
-                else format_time(now)
+            # Only what was read: a condition parsed without a transition time holds the moment
+            # it was parsed, which must not pass for one.
+            read = [old.model_dump(by_alias=True, exclude_unset=True)] if old is not None else ()
+            new = Condition(
+                type=want.type,
+                status=want.status,
+                reason=want.reason,
+                message=want.message,
+                observed_generation=generation,
+                last_transition_time=since,
             )
-            conditions.append(
-                {
-                    "type": want.type,
-                    "status": want.status,
-                    "reason": want.reason,
-                    "message": want.message,
-                    "observedGeneration": generation,
-                    "lastTransitionTime": since,
-                }
-            )
+            conditions.extend(merge(read, new))
     entry = _entry_key(record)
     entry["conditions"] = conditions
     if settings.spec.write_data and record.status.phase is Phase.ATTACHED:

@@ -45,7 +45,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from operators.core.backoff import Backoff
-from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition, find, merge, same_content
+from operators.core.conditions import (
+    FALSE,
+    TRUE,
+    UNKNOWN,
+    Condition,
+    current,
+    find,
+    same_content,
+    set_observed,
+)
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.models import body_name, superseded
 from operators.core.names import is_dns_subdomain, is_qualified_name
@@ -595,14 +604,12 @@ def status_plan(
     """Apply the policy's status (``conditions[0]`` is ``Accepted``), then tell of a change of
     acceptance in an Event. Nothing when only timestamps would change; nothing more once the
     policy is gone (404)."""
-    current = list(status.get("conditions") or ())
-    merged: list[dict[str, Any]] = current
-    for condition in conditions:
-        merged = merge(merged, condition, now)
+    shown = list(status.get("conditions") or ())
+    merged = set_observed(shown, generation, conditions, now)
     unchanged = (
         status.get("observedGeneration") == generation
         and status.get("records") == records
-        and all(same_content(find(current, c.type), c.to_dict()) for c in conditions)
+        and all(same_content(find(shown, c.type), c.to_dict()) for c in conditions)
     )
     if unchanged:
         return Plan()
@@ -614,7 +621,7 @@ def status_plan(
     }
     path = POLICIES.path(ref.name, subresource="status")
     steps: list[Step] = [Apply(path, body, ends={404: Done("the policy is gone")})]
-    event = accepted_event(ref, find(current, ACCEPTED), conditions[0])
+    event = accepted_event(ref, find(shown, ACCEPTED), conditions[0])
     if event is not None:
         steps.append(event)
     return Plan(tuple(steps))
@@ -624,11 +631,13 @@ def accepted_event(
     ref: ObjectRef, previous: Mapping[str, Any] | None, accepted: Condition
 ) -> RecordEvent | None:
     """The Event of a change of ``Accepted`` (also of its first report); None when it kept its
-    status and reason."""
+    status and reason. A rejection is told again for each new generation it rejects, as every
+    operator's Warning is (:func:`~operators.core.conditions.reported`): the new spec is wrong too."""
     if (
         previous is not None
         and previous.get("status") == accepted.status
         and previous.get("reason") == accepted.reason
+        and (accepted.status == TRUE or current(previous, accepted.observed_generation))
     ):
         return None
     if accepted.status == TRUE:

@@ -99,12 +99,33 @@ def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[
     return None
 
 
+def current(
+    condition: ConditionLike | None, generation: int | None, status: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether ``condition`` (of ``status``) may describe spec ``generation``: it is stale only when
+    it says it describes an older one, by its own observedGeneration, else its status's.
+
+    This is how kubectl wait reads a condition. The field is optional: a writer that does not set
+    it says nothing about the spec it saw, and a reader that waited for it would wait forever. A
+    newer one than ``generation`` means the copy of the object at hand is the older part."""
+    if condition is None:
+        return False
+    if isinstance(condition, Mapping):
+        observed = condition.get("observedGeneration")
+    else:
+        observed = getattr(condition, "observed_generation", None)
+    if observed is None and status is not None:
+        observed = status.get("observedGeneration")
+    return generation is None or observed is None or observed >= generation
+
+
 def reported(status: Mapping[str, Any], type_: str, value: str, reason: str, generation: int) -> bool:
     """Whether ``status`` already says condition ``type_`` is ``value`` for ``reason`` at
-    ``generation``: a Warning Event is recorded when that changes, not again on every pass."""
+    ``generation`` (:func:`current`): a Warning Event is recorded when that changes, so once per
+    generation that is still wrong, not again on every pass."""
     previous = find(status.get("conditions"), type_)
     seen = previous is not None and previous.get("status") == value and previous.get("reason") == reason
-    return seen and status.get("observedGeneration") == generation
+    return seen and current(previous, generation, status)
 
 
 def merge(

@@ -17,7 +17,7 @@ from typing import Any
 
 from operators.core import PROJECT_GROUP
 from operators.core.client import ApiError
-from operators.core.conditions import find
+from operators.core.conditions import current, find
 from operators.core.discovery import ServedResource
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
@@ -75,11 +75,10 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return dict(found) if found is not None else None
 
 
-def _current(obj: dict[str, Any], condition: dict[str, Any] | None) -> bool:
-    return condition is not None and condition.get("observedGeneration") in (
-        None,
-        obj["metadata"].get("generation"),
-    )
+def _current(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """Condition ``kind`` of ``obj``, unless it describes an older generation of its spec."""
+    condition = _condition(obj, kind)
+    return condition if current(condition, obj["metadata"].get("generation"), obj.get("status")) else None
 
 
 # --- preview ------------------------------------------------------------------------------------------
@@ -105,10 +104,9 @@ async def _selection_dry_run(
         def settled(obj: dict[str, Any]) -> bool:
             if _true(obj, "Invalid"):
                 return True
-            report = _condition(obj, EVICTION_IN_PROGRESS)
+            report = _current(obj, EVICTION_IN_PROGRESS)
             return (
                 _true(obj, "Ready")
-                and _current(obj, report)
                 and report is not None
                 and report.get("reason") == NO_EFFECT
                 and "dryRun" in (obj.get("status") or {})
@@ -146,8 +144,8 @@ async def _selection_dry_run(
 
 
 def _true(obj: dict[str, Any], kind: str) -> bool:
-    condition = _condition(obj, kind)
-    return _current(obj, condition) and condition is not None and condition.get("status") == "True"
+    condition = _current(obj, kind)
+    return condition is not None and condition.get("status") == "True"
 
 
 async def preview_target(
@@ -235,8 +233,8 @@ async def follow_eviction(session: Session, placed: Placed, timeout: float, show
 
     async def fetch() -> dict[str, Any]:
         obj: dict[str, Any] = await session.get(f"reading {placed.kind} {placed.name}", placed.path)
-        condition = _condition(obj, EVICTION_IN_PROGRESS)
-        if _current(obj, condition) and condition is not None:
+        condition = _current(obj, EVICTION_IN_PROGRESS)
+        if condition is not None:
             line = f"{condition.get('status')} {condition.get('reason')}: {condition.get('message', '')}"
             if not shown or shown[-1] != line:
                 shown.append(line)
@@ -244,12 +242,10 @@ async def follow_eviction(session: Session, placed: Placed, timeout: float, show
         return obj
 
     def over(obj: dict[str, Any]) -> bool:
-        condition = _condition(obj, EVICTION_IN_PROGRESS)
-        if placed.kind == model.SELECTOR_KIND:
-            ready = _condition(obj, "Ready")
-            if not (_current(obj, ready) and ready is not None and ready.get("status") == "True"):
-                return False
-        return _current(obj, condition) and condition is not None and condition.get("status") == "False"
+        if placed.kind == model.SELECTOR_KIND and not _true(obj, "Ready"):
+            return False
+        condition = _current(obj, EVICTION_IN_PROGRESS)
+        return condition is not None and condition.get("status") == "False"
 
     try:
         obj = await poll(fetch, over, timeout, "")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operators.core.client import ApiError
+from operators.core.conditions import current
 from operators.core.names import is_dns_subdomain
 from operators.core.resources import PODS
 from operators.dra.api import GROUP, RESOURCE_CLAIMS, RESOURCE_SLICES
@@ -62,12 +63,12 @@ def rule_body(api_version: str, query: PreviewQuery) -> dict[str, Any]:
 
 def dry_run_report(rule: dict[str, Any]) -> dict[str, Any] | None:
     """The operator's NoEffect condition for the rule's current generation, once it is there."""
-    generation = rule["metadata"].get("generation", 0)
-    for condition in (rule.get("status") or {}).get("conditions") or []:
+    status = rule.get("status") or {}
+    for condition in status.get("conditions") or []:
         if (
             condition.get("type") == EVICTION_IN_PROGRESS
             and condition.get("reason") == "NoEffect"
-            and condition.get("observedGeneration", 0) == generation
+            and current(condition, rule["metadata"].get("generation"), status)
         ):
             return dict(condition)
     return None

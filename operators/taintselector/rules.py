@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition
+from operators.core.conditions import FALSE, TRUE, UNKNOWN, Condition, current
 from operators.dra import taintrules
 from operators.dra.taints import DeviceTaint
 
@@ -202,8 +202,7 @@ def eviction_condition(rules: Sequence[DeviceTaintRule]) -> Condition:
     unreported: list[str] = []
     for rule in sorted(live, key=lambda r: r.metadata.name):
         reported = rule.eviction_condition
-        current = reported is not None and reported.observed_generation in (None, rule.metadata.generation)
-        if reported is None or not current:
+        if reported is None or not current(reported, rule.metadata.generation):
             unreported.append(rule.metadata.name)
         elif reported.status == TRUE:
             pending.append(
