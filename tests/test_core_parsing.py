@@ -10,11 +10,15 @@ import pytest
 
 from operators.core.models import (
     KubeModel,
+    LeanMeta,
     LeanObject,
+    OwnerReference,
     Tombstone,
     UnparsableObject,
+    body_controller,
     body_key,
     body_name,
+    controller_of,
     forget,
     last_known,
     parse,
@@ -147,3 +151,24 @@ def test_forget_removes_what_the_deletion_names_but_not_the_successor_of_a_tombs
     assert forget(dict(kept), "t", tombstone(body)) is kept["t"]
     assert forget(dict(kept), "t", body) is kept["t"], "a final state names what it removes by its key"
     assert forget({}, "t", body) is None
+
+
+def test_the_controller_is_the_reference_that_says_so_and_its_kind_is_known_in_any_version() -> None:
+    owner = {"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": "U"}
+    controller = {**owner, "apiVersion": "example.com/v2", "uid": "C", "controller": True}
+    meta = LeanMeta.model_validate({"name": "x", "ownerReferences": [owner, controller]})
+    assert meta.controller == OwnerReference.model_validate(controller)
+    assert meta.controlled_by("C")
+    assert not meta.controlled_by("U"), "an owner is not the controller"
+    assert controller_of(meta.owner_references[:1]) is None
+    assert body_controller({"metadata": {"ownerReferences": [owner, controller]}}) == meta.controller
+    assert body_controller({"metadata": {"ownerReferences": [{"controller": True}]}}) is None
+    assert body_controller({"metadata": None}) is None
+    assert meta.controller is not None
+    assert (meta.controller.group, OwnerReference.model_validate({**owner, "apiVersion": "v1"}).group) == (
+        "example.com",
+        "",
+    )
+    assert meta.controller.is_a("example.com", "Thing")
+    assert not meta.controller.is_a("example.org", "Thing")
+    assert not meta.controller.is_a("example.com", "Other")

@@ -160,6 +160,17 @@ async def test_after_a_restart_the_rule_is_kept_and_cleared_only_clear_after_fro
     granted(runtime.client.calls)
 
 
+async def test_a_rule_the_policy_controls_under_another_version_of_its_group_is_still_its_own() -> None:
+    controller, _ = await started(at(0))
+    body = rule_body(gpu("node-1", "gpu-0"))
+    [owner] = body["metadata"]["ownerReferences"]
+    body["metadata"]["ownerReferences"] = [{**owner, "apiVersion": "dra-operators.io/v1beta1"}]
+    controller.upsert_rule(body)
+    name = body["metadata"]["name"]
+    assert set(controller.cache.rules) == {name}
+    assert controller.cache.rule_controllers[name] == owner["uid"]
+
+
 async def test_a_rule_of_someone_elses_with_the_policys_rule_name_holds_the_device_until_it_goes() -> None:
     sick = gpu("node-1", "gpu-0")
     controller, runtime = await started(at(61))

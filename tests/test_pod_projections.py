@@ -139,8 +139,8 @@ def test_resourceclaim_claim_keeps_what_its_syncs_read() -> None:
     assert claim.metadata.resource_version == "43"
     assert claim.metadata.creation_timestamp == "2026-12-03T07:00:00Z"
     assert claim.metadata.annotations == {"resource.kubernetes.io/pod-claim-name": "gpu"}
-    assert claim.controller is not None
-    assert claim.controller.uid == "u-1"
+    assert claim.metadata.controller is not None
+    assert claim.metadata.controller.uid == "u-1"
     assert claim.admin_access
     assert claim.is_allocated
     assert [(r.resource, r.name, r.uid) for r in claim.status.reserved_for] == [("pods", "trainer-0", "u-1")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -70,6 +70,38 @@ class OwnerReference(KubeModel):
     controller: bool | None = None
     block_owner_deletion: bool | None = None
 
+    @property
+    def group(self) -> str:
+        """The owner's API group (empty for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    def is_a(self, group: str, kind: str) -> bool:
+        """Whether the owner is a ``kind`` of ``group``, in whichever version the reference was
+        written: one object is served at every version of its group, so a reference written
+        before a new version was served still names it (kube-controller-manager's controllers
+        resolve theirs by kind, name and UID, never by version)."""
+        return self.kind == kind and self.group == group
+
+
+def controller_of(references: Iterable[OwnerReference]) -> OwnerReference | None:
+    """The reference with ``controller: true``; the API server allows at most one."""
+    for reference in references:
+        if reference.controller:
+            return reference
+    return None
+
+
+def body_controller(body: Mapping[str, Any]) -> OwnerReference | None:
+    """:func:`controller_of` a watched body, read before (or without) parsing it; None also when
+    that reference does not parse."""
+    for reference in body_metadata(body).get("ownerReferences") or ():
+        if isinstance(reference, Mapping) and reference.get("controller"):
+            try:
+                return OwnerReference.model_validate(reference)
+            except ValidationError:
+                return None
+    return None
+
 
 class LeanMeta(KubeModel):
     """The metadata a cache of many objects keeps: labels, annotations and managed fields cost memory."""
@@ -81,8 +113,13 @@ class LeanMeta(KubeModel):
     deletion_timestamp: str | None = None
     owner_references: Annotated[tuple[OwnerReference, ...], NoneAsEmpty] = ()
 
+    @property
+    def controller(self) -> OwnerReference | None:
+        return controller_of(self.owner_references)
+
     def controlled_by(self, uid: str) -> bool:
-        return any(ref.controller and ref.uid == uid for ref in self.owner_references)
+        controller = self.controller
+        return controller is not None and controller.uid == uid
 
 
 class LeanObject(KubeModel):

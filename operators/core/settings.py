@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import socket
 import uuid
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .names import is_dns_label
+
 ENV_PREFIX = "DRA_OPERATORS_"
-# RFC 1123 label, as kube-apiserver validates namespace names.
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 SurfaceMode = Literal["auto", "on", "off"]
 """Whether an operator uses an optional API: auto = when discovery serves it; on = required;
@@ -120,7 +119,8 @@ class OperatorSettings(BaseModel):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not DNS_LABEL.fullmatch(value):
+        # An RFC 1123 label, as kube-apiserver validates namespace names.
+        if not is_dns_label(value):
             raise ValueError(f"{value!r} is not a namespace name (lower-case letters, digits and '-')")
         return value
 

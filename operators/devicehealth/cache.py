@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from operators.core import PROJECT_GROUP
 from operators.core.models import (
+    body_controller,
     body_key,
     body_metadata,
     body_name,
@@ -41,7 +43,6 @@ from operators.dra.claims import is_allocated
 from operators.dra.scopes import ScopeCache
 
 from .models import (
-    API_VERSION,
     KIND,
     AllocatedClaim,
     DeviceClass,
@@ -54,16 +55,10 @@ __all__ = ["ClusterCache"]
 
 
 def _owning_policy(body: Mapping[str, Any]) -> str | None:
-    """The UID of the DeviceHealthPolicy that controls a rule, read before parsing it."""
-    for ref in body_metadata(body).get("ownerReferences") or ():
-        if (
-            isinstance(ref, Mapping)
-            and ref.get("controller")
-            and ref.get("kind") == KIND
-            and ref.get("apiVersion") == API_VERSION
-        ):
-            return str(ref.get("uid") or "")
-    return None
+    """The UID of the DeviceHealthPolicy that controls a rule, read before parsing it; in any
+    version of the group, as :func:`operators.dra.health.health_policy_of` names it."""
+    controller = body_controller(body)
+    return controller.uid if controller is not None and controller.is_a(PROJECT_GROUP, KIND) else None
 
 
 class ClusterCache(ScopeCache[HealthPolicy]):
@@ -145,6 +140,5 @@ class ClusterCache(ScopeCache[HealthPolicy]):
 
 
 def _owners(rule: DeviceTaintRule | None) -> set[str | None]:
-    if rule is None:
-        return set()
-    return {ref.uid for ref in rule.metadata.owner_references if ref.controller}
+    controller = rule.metadata.controller if rule is not None else None
+    return set() if controller is None else {controller.uid}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from operators.dra import health, pools
+from operators.dra.pods import TERMINAL_PHASES
 
 from .models import AllocatedClaim, DeviceId, Pod, ResourceSlice, SliceTaintSignal
 
@@ -34,8 +35,6 @@ __all__ = [
     "slice_signals",
     "track",
 ]
-
-FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def kubelet_signals(
     """The devices some unfinished pod reports with one of ``health_values``; claims by (namespace, name)."""
     reporters: dict[DeviceId, set[str]] = {}
     for pod in pods:
-        if pod.status.phase in FINISHED_PHASES:
+        if pod.status.phase in TERMINAL_PHASES:
             continue
         for report in health.device_reports(pod, claims, health_values):
             if report.device is not None:

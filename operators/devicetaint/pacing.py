@@ -68,10 +68,9 @@ def malformed_text(value: str) -> str:
 
 def scope_of(rule: DeviceTaintRule) -> str:
     """The bucket of a rule: its controlling owner's when that is a project object, else its own."""
-    for ref in rule.metadata.owner_references:
-        group = ref.api_version.rpartition("/")[0]
-        if ref.controller and group == PROJECT_GROUP:
-            return f"owner {ref.uid}"
+    controller = rule.metadata.controller
+    if controller is not None and controller.group == PROJECT_GROUP:
+        return f"owner {controller.uid}"
     return f"rule {rule.metadata.uid}"
 
 

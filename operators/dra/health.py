@@ -25,7 +25,7 @@ from typing import Annotated, TypeVar
 from pydantic import Field
 
 from operators.core import PROJECT_GROUP
-from operators.core.models import KubeModel, NoneAsEmpty, OwnerReference
+from operators.core.models import KubeModel, NoneAsEmpty, OwnerReference, controller_of
 
 from . import claims, pods
 from .pools import DeviceId
@@ -41,10 +41,8 @@ POLICY_KIND = "DeviceHealthPolicy"
 def health_policy_of(references: Iterable[OwnerReference]) -> str | None:
     """The name of the DeviceHealthPolicy that controls an object (a DeviceTaintRule), if one does;
     any version of the group, so that a reader keeps naming the policy across API versions."""
-    for ref in references:
-        if ref.controller and ref.kind == POLICY_KIND and ref.api_version.split("/")[0] == PROJECT_GROUP:
-            return ref.name
-    return None
+    controller = controller_of(references)
+    return controller.name if controller is not None and controller.is_a(PROJECT_GROUP, POLICY_KIND) else None
 
 
 # --- The kubelet's reports ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from operators.core.models import KubeModel, LeanObject, NoneAsEmpty, OwnerReference
+from operators.core.models import KubeModel, LeanObject, NoneAsEmpty, OwnerReference, controller_of
 from operators.core.resources import ApiResource
 from operators.core.settings import InTreeReplacementSettings, SurfaceMode
 
@@ -125,15 +125,18 @@ def reserved_for_group_of(pod_group_name: str, consumer: ConsumerReference) -> b
 
 def controlled_by_group_of(pod_group_name: str, owners: Iterable[OwnerReference]) -> bool:
     """Whether the controller of an object (a claim) is the PodGroup of that name, in any version."""
-    return bool(pod_group_name) and any(
-        owner.controller and owner.name == pod_group_name and is_pod_group_reference(owner)
-        for owner in owners
+    controller = controller_of(owners)
+    return (
+        bool(pod_group_name)
+        and controller is not None
+        and controller.name == pod_group_name
+        and is_pod_group_reference(controller)
     )
 
 
 def is_pod_group_reference(owner: OwnerReference) -> bool:
     """An owner reference to a PodGroup of any served version, as upstream's owner index reads it."""
-    return owner.kind == "PodGroup" and owner.api_version.startswith(SCHEDULING_GROUP + "/")
+    return owner.is_a(SCHEDULING_GROUP, "PodGroup")
 
 
 def pod_group_consumer(group: PodGroup) -> dict[str, str]:

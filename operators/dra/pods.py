@@ -18,9 +18,14 @@ event small and plain pods out of the caches (issue #23).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from operators.core.models import KubeModel, LeanObject, NoneAsEmpty
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""The phases of a pod whose containers will not run again: it needs its claims no more, and what
+it reported of its devices is history. The phase is read by the operators that need it (the
+module docstring says why :class:`PodStatus` leaves it out)."""
 
 
 class PodResourceClaim(KubeModel):

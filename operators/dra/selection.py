@@ -46,6 +46,7 @@ from .cel import (
 )
 from .pools import DeviceId, PoolId
 from .selectable import SelectableDevice
+from .taints import selector_matches
 
 __all__ = [
     "REASON_CEL_RUNTIME_ERROR",
@@ -188,14 +189,6 @@ def _compile_all(
     return compiled, None
 
 
-def _matches_names(selection: DeviceSelection, device: DeviceId) -> bool:
-    return (
-        (selection.driver is None or selection.driver == device.driver)
-        and (selection.pool is None or selection.pool == device.pool)
-        and (selection.device is None or selection.device == device.device)
-    )
-
-
 def select_devices(
     selection: DeviceSelection,
     slices: Iterable[ResourceSlice],
@@ -228,7 +221,7 @@ def select_devices(
         return selection.driver in (None, driver) and selection.pool in (None, pool)
 
     for device_id, device in _visible_by_pool(slices, wanted):
-        if not _matches_names(selection, device_id):
+        if not selector_matches(selection, device_id.driver, device_id.pool, device_id.device):
             continue
         prepared = PreparedDevice(device.cel_device(device_id.driver))
         outcome = _evaluate_device(prepared, device_id, class_name, class_expressions, own_expressions, total)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from operators.core.models import KubeModel
 
@@ -51,6 +51,20 @@ class DeviceToleration(KubeModel):
     value: str = ""
     effect: str = ""
     toleration_seconds: int | None = None
+
+
+class NamedDevices(Protocol):
+    """What selects devices by their names: a DeviceTaintRule's selector, or the names of a project
+    resource's wider selection (:class:`operators.dra.selection.DeviceSelection`)."""
+
+    @property
+    def driver(self) -> str | None: ...
+
+    @property
+    def pool(self) -> str | None: ...
+
+    @property
+    def device(self) -> str | None: ...
 
 
 class DeviceTaintSelector(KubeModel):
@@ -87,8 +101,9 @@ def taint_prevents_allocation(taints: Iterable[DeviceTaint], tolerations: Sequen
     )
 
 
-def selector_matches(selector: DeviceTaintSelector | None, driver: str, pool: str, device: str) -> bool:
-    """A missing selector matches no device; an empty one matches every device."""
+def selector_matches(selector: NamedDevices | None, driver: str, pool: str, device: str) -> bool:
+    """Each name the selector sets must match. A missing selector matches no device; an empty one
+    matches every device."""
     if selector is None:
         return False
     return (

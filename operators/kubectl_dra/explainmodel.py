@@ -35,6 +35,7 @@ from operators.core.conditions import format_time
 from operators.core.models import NoneAsEmpty
 from operators.dra import claims, health, slices
 from operators.dra.cel import CelError, PreparedDevice, compile_expression
+from operators.dra.pods import TERMINAL_PHASES
 from operators.dra.pools import DeviceId, current_slices_by_pool, visible_devices
 from operators.dra.quantity import Quantity
 from operators.dra.selectable import SelectableDevice
@@ -51,7 +52,6 @@ from operators.dra.taints import (
 from .devicetaints import PlacedTaint, parse_rules, rule_taints, slice_taints
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 Key = tuple[str, str]
 

@@ -32,5 +32,3 @@ JUST_CREATED_CONFIRMATION_SECONDS: Final = 60.0
 
 FAILED_CREATION_REASON: Final = "FailedResourceClaimCreation"
 """Event reason for every pod or PodGroup claim entry that could not be handled."""
-
-TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})

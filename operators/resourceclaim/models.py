@@ -24,7 +24,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_snake
 
 from operators.core import wirejson
-from operators.core.models import KubeModel, LeanMeta, ObjectMeta, OwnerReference
+from operators.core.models import KubeModel, LeanMeta, ObjectMeta
 from operators.dra import claims, pods
 
 from .constants import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
@@ -177,14 +177,6 @@ class ResourceClaim(claims.ResourceClaim[bool]):
     @property
     def is_allocated(self) -> bool:
         return self.status.allocation
-
-    @property
-    def controller(self) -> OwnerReference | None:
-        """The owner reference with ``controller: true``; the API allows at most one."""
-        for owner in self.metadata.owner_references:
-            if owner.controller:
-                return owner
-        return None
 
 
 class TemplateObjectMeta(_Projection):

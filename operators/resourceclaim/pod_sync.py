@@ -27,12 +27,12 @@ from operators.core.reconcile import Done, Result, Retry
 from operators.core.resources import PODS
 from operators.dra.api import RESOURCE_CLAIMS
 from operators.dra.podgroups import PodGroup
-from operators.dra.pods import PodResourceClaim
+from operators.dra.pods import TERMINAL_PHASES, PodResourceClaim
 
 from .bodies import pod_owner, pod_status_apply, reserved_for
 from .cache import ClusterCache
 from .claim_sync import resend_as_protobuf
-from .constants import FAILED_CREATION_REASON, TERMINAL_POD_PHASES
+from .constants import FAILED_CREATION_REASON
 from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
 from .models import Pod, ResourceClaim
 from .resolution import (
@@ -95,7 +95,7 @@ def decide_pod(cache: ClusterCache, namespace: str, name: str, refused: Refused)
         return Plan(result=Done("pod is gone"))
     if pod.metadata.deletion_timestamp is not None:
         return Plan(result=Done("pod is being deleted"))
-    if pod.status.phase in TERMINAL_POD_PHASES:
+    if pod.status.phase in TERMINAL_PHASES:
         return Plan(result=Done("pod has terminated"))
     group = cache.group_of(pod)
     if cache.workload_claims and pod.pod_group_name and group is None:

@@ -23,9 +23,8 @@ from operators.dra.podgroups import (
     is_pod_group_reference,
     pod_group_consumer,
 )
-from operators.dra.pods import PodResourceClaim
+from operators.dra.pods import TERMINAL_PHASES, PodResourceClaim
 
-from .constants import TERMINAL_POD_PHASES
 from .models import Pod, ResourceClaim, ResourceClaimSpec
 
 ClaimLookup = Callable[[str, str], ResourceClaim | None]
@@ -166,12 +165,12 @@ def resolved_group_claim_names(group: PodGroup) -> Iterator[str]:
 
 def is_controlled_by_pod(claim: ResourceClaim, pod: Pod) -> bool:
     """D2."""
-    controller = claim.controller
+    controller = claim.metadata.controller
     return claim.namespace == pod.namespace and controller is not None and controller.uid == pod.uid
 
 
 def is_controlled_by_group(claim: ResourceClaim, group: PodGroup) -> bool:
-    controller = claim.controller
+    controller = claim.metadata.controller
     return (
         claim.namespace == group.namespace
         and controller is not None
@@ -195,7 +194,7 @@ def is_for_pod(claim: ResourceClaim, pod: Pod, group: PodGroup | None) -> bool:
 
 def is_pod_done(pod: Pod) -> bool:
     """D3, for a pod still in the API; a removed pod is done as well."""
-    if pod.status.phase in TERMINAL_POD_PHASES:
+    if pod.status.phase in TERMINAL_PHASES:
         return True
     return pod.metadata.deletion_timestamp is not None and not pod.spec.node_name
 
@@ -231,7 +230,7 @@ def admin_access_label(spec: ResourceClaimSpec) -> str:
 
 def pod_group_controller(claim: ResourceClaim) -> OwnerReference | None:
     """The controlling PodGroup of a claim: where PodGroup claims are off, a member cannot use it."""
-    controller = claim.controller
+    controller = claim.metadata.controller
     if controller is None or not is_pod_group_reference(controller):
         return None
     return controller
@@ -239,7 +238,7 @@ def pod_group_controller(claim: ResourceClaim) -> OwnerReference | None:
 
 def owning_pod(claim: ResourceClaim) -> OwnerReference | None:
     """The controlling owner reference if it is a ``v1`` Pod (section 8, step 5)."""
-    controller = claim.controller
+    controller = claim.metadata.controller
     if controller is None or controller.api_version != "v1" or controller.kind != "Pod":
         return None
     return controller
@@ -261,7 +260,7 @@ def pod_needs_work(
     """Whether the ``pod`` sync has something to do (section 5, step 4)."""
     if pod.metadata.deletion_timestamp is not None:
         return False, "pod is being deleted"
-    if pod.status.phase in TERMINAL_POD_PHASES:
+    if pod.status.phase in TERMINAL_PHASES:
         # Unlike upstream: a finished pod gets no new claims and no reservations (section 14, row 3).
         return False, "pod has terminated"
     group = None

@@ -103,13 +103,8 @@ class ClusterCache(ScopeCache[TaintSelector]):
         )
 
     def _concerned_by_rule(self, rule_name: str, versions: Iterable[DeviceTaintRule | None]) -> list[str]:
-        owners = {
-            ref.uid
-            for rule in versions
-            if rule is not None
-            for ref in rule.metadata.owner_references
-            if ref.controller
-        }
+        controllers = (rule.metadata.controller for rule in versions if rule is not None)
+        owners = {controller.uid for controller in controllers if controller is not None}
         return sorted(
             name
             for name, selector in self.selectors.items()
