@@ -137,7 +137,8 @@ def test_a_policy_status_is_applied_with_the_event_of_its_acceptance() -> None:
     apply, event = plan.steps
     assert isinstance(apply, Apply)
     assert apply.path == "/apis/dra-operators.io/v1alpha1/deviceattachpolicies/fabric/status"
-    assert apply.body["metadata"] == {"name": "fabric"}
+    assert apply.body["metadata"] == {"name": "fabric", "uid": "policy-uid"}, "only the policy read"
+    assert apply.uid == "policy-uid"
     status = apply.body["status"]
     assert (status["observedGeneration"], status["records"]) == (2, {"attached": 1})
     assert [c["type"] for c in status["conditions"]] == [policy.ACCEPTED]

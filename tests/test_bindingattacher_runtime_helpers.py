@@ -24,6 +24,7 @@ from operators.bindingattacher.models import (
 from operators.bindingattacher.policysync import _capped, own_inventory
 from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import Event
+from operators.core.names import is_label_value
 
 
 def _with(phase: Phase, **status: object) -> DeviceAttachmentStatus:
@@ -77,6 +78,24 @@ def test_taint_rule_shape_and_expiry() -> None:
     assert (expired(body, now), expired(body, now + timedelta(minutes=10))) == (False, True)
     del body["metadata"]["annotations"][EXPIRES_ANNOTATION]
     assert not expired(body, now), "a rule without our expiry is never swept"
+
+
+@pytest.mark.parametrize(
+    ("reason", "value"),
+    [
+        ("AttachFailed", "AttachFailed"),
+        ("Vendor:Timeout,", "Vendor-Timeout"),
+        ("Timed_out_", "Timed_out"),
+        ("A" * 62 + ",B", "A" * 62),
+    ],
+)
+def test_the_taint_value_of_any_configured_reason_is_a_label_value(reason: str, value: str) -> None:
+    """A condition reason may hold ':' and ',' and end in '_'; the API server refuses such a taint value
+    (a label value), and with it the rule."""
+    device = DeviceKey(FABRIC, "fabric-pool", "f0")
+    body = rule_body("resource.k8s.io/v1", device, reason, "fabric", datetime(2026, 8, 1, tzinfo=UTC))
+    assert body["spec"]["taint"]["value"] == value
+    assert is_label_value(value)
 
 
 def test_event_targets_and_words() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.client import STRATEGIC_MERGE_PATCH, ApiError
+from operators.core.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError
 from operators.core.events import WARNING, ObjectRef
 from operators.core.plan import (
     Apply,
@@ -302,6 +302,57 @@ def test_status_apply_writes_the_whole_status_of_one_incarnation() -> None:
         "metadata": {"name": "t", "uid": "uid-1"},
         "status": {"observedGeneration": 1},
     }
+    assert (write.uid, write.ends) == ("uid-1", {})
+    gone = status_apply(resource, "Thing", "t", "uid-1", {}, ends={404: Done("gone")})
+    assert gone.ends == {404: Done("gone")}
+
+
+def _namesake_refusal(field: str = "metadata.uid") -> ApiError:
+    """What kube-apiserver answers an update that would change ``field`` (``rest.BeforeUpdate``)."""
+    cause = {"reason": "FieldValueInvalid", "message": "field is immutable", "field": field}
+    return ApiError(422, "Invalid", f"{field}: field is immutable", None, {"details": {"causes": [cause]}})
+
+
+async def test_a_patch_or_an_apply_with_a_uid_sends_it_among_the_metadata_it_has() -> None:
+    patch = Patch("/p", {"metadata": {"labels": {"k": "v"}}, "spec": {"x": 1}}, uid="u-1")
+    apply = Apply("/a/status", {"metadata": {"name": "a"}, "status": {}}, uid="u-2")
+    fake = writer()
+    await run(Plan((patch, apply, Patch("/q", {"spec": {}}))), fake)
+    assert [body for _, _, body in fake.client.calls] == [
+        {"type": MERGE_PATCH, "body": {"metadata": {"labels": {"k": "v"}, "uid": "u-1"}, "spec": {"x": 1}}},
+        {"manager": "dra-operators-test", "body": {"metadata": {"name": "a", "uid": "u-2"}, "status": {}}},
+        {"type": MERGE_PATCH, "body": {"spec": {}}},
+    ]
+
+
+async def test_a_namesakes_refusal_of_the_uid_counts_as_the_writes_404() -> None:
+    """The object the write was meant for is gone: tolerated where 404 is, ending the plan where 404
+    ends it, and heard as the refusal it was."""
+    fake = writer({"/p": _namesake_refusal(), "/a/status": _namesake_refusal()})
+    written: list[Write] = []
+    ended: list[tuple[Write, ApiError]] = []
+    patch = Patch("/p", {}, uid="u-1")
+    apply = Apply("/a/status", {}, ends={404: Done("gone")}, uid="u-2")
+    plan = Plan((patch, apply, Create(RULES, {})), Requeue(1.0))
+    assert await run(plan, fake, written, ended) == Done("gone")
+    assert written == [patch]
+    assert [(write, err.status) for write, err in ended] == [(apply, 422)]
+    assert [path for _, path, _ in fake.client.calls] == ["/p", "/a/status"]
+
+
+@pytest.mark.parametrize(
+    ("write", "refusal"),
+    [
+        (Patch("/p", {}), _namesake_refusal()),
+        (Patch("/p", {}, uid="u-1"), _namesake_refusal("spec.taint.value")),
+        (Patch("/p", {}, uid="u-1"), ApiError(422, "Invalid", "no causes")),
+    ],
+    ids=["no-uid-sent", "another-field", "no-causes"],
+)
+async def test_any_other_refusal_is_raised(write: Write, refusal: ApiError) -> None:
+    with pytest.raises(ApiError) as raised:
+        await run(Plan((write,)), writer({"/p": refusal}))
+    assert raised.value is refusal
 
 
 async def test_a_create_names_the_field_manager_only_when_asked() -> None:

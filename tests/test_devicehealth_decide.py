@@ -334,15 +334,18 @@ def test_a_changed_pace_patches_the_rules_annotation() -> None:
         Patch(
             f"{RULES}/{owned.metadata.name}",
             {"metadata": {"annotations": {EVICTIONS_PER_MINUTE: "12"}}},
+            uid=owned.metadata.uid,
         )
     ]
     dropped = run(policy(), slices=all_unhealthy_since(0, count=1), rules=[owned])
-    assert writes(dropped.plan) == [
-        Patch(
-            f"{RULES}/{owned.metadata.name}",
-            {"metadata": {"annotations": {EVICTIONS_PER_MINUTE: None}}},
-        )
-    ]
+    (patch,) = writes(dropped.plan)
+    assert patch == Patch(
+        f"{RULES}/{owned.metadata.name}",
+        {"metadata": {"annotations": {EVICTIONS_PER_MINUTE: None}}},
+        uid=owned.metadata.uid,
+    )
+    assert isinstance(patch, Patch)
+    assert patch.body["metadata"]["uid"] == owned.metadata.uid, "the rule read, not a namesake"
 
 
 def test_the_kubelet_signal_starts_at_first_sight_and_events_reach_the_pods_and_claims() -> None:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from operators.core.conditions import Condition, ObservedCondition
+from operators.core.conditions import ObservedCondition
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
 from operators.core.plan import Apply, Plan
@@ -22,7 +22,6 @@ from operators.devicetaint.messages import (
     eviction_in_progress,
     pending_text,
     rule_plan,
-    rule_status_apply_body,
     status_decision,
     throttle_delay,
     with_evicted_suffix,
@@ -254,19 +253,19 @@ def test_first_write() -> None:
     assert decision.condition.message == ""
 
 
-def test_apply_body() -> None:
-    condition = Condition(
-        type="EvictionInProgress",
-        status="False",
-        reason="NotStarted",
-        message="",
-        observed_generation=1,
-        last_transition_time="2026-03-01T12:00:00Z",
-    )
-    assert rule_status_apply_body("example", "R1", "resource.k8s.io/v1", condition) == {
+# --- The plans: what the worker sends for a rule ----------------------------------------------------------
+
+RULE_KEY = Key(RULE, "", "example", "R1")
+V1_RULES = ServedResource("resource.k8s.io", "v1", "devicetaintrules", False, kind="DeviceTaintRule")
+
+
+def test_a_new_condition_is_applied_to_the_rule_status_and_a_gone_rule_ends_it() -> None:
+    decision = status_decision(None, ConditionContent("False", "NotStarted", ""), 1, NOW)
+    assert isinstance(decision, RuleWrite)
+    body = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceTaintRule",
-        "metadata": {"name": "example", "uid": "R1"},
+        "metadata": {"name": "example"},
         "status": {
             "conditions": [
                 {
@@ -280,20 +279,9 @@ def test_apply_body() -> None:
             ]
         },
     }
-
-
-# --- The plans: what the worker sends for a rule ----------------------------------------------------------
-
-RULE_KEY = Key(RULE, "", "example", "R1")
-V1_RULES = ServedResource("resource.k8s.io", "v1", "devicetaintrules", False, kind="DeviceTaintRule")
-
-
-def test_a_new_condition_is_applied_to_the_rule_status_and_a_gone_rule_ends_it() -> None:
-    decision = status_decision(None, ConditionContent("False", "NotStarted", ""), 1, NOW)
-    assert isinstance(decision, RuleWrite)
-    body = rule_status_apply_body("example", "R1", "resource.k8s.io/v1", decision.condition)
     path = "/apis/resource.k8s.io/v1/devicetaintrules/example/status"
-    assert rule_plan(RULE_KEY, decision, V1_RULES) == Plan((Apply(path, body, ends={404: Done()}),))
+    expected = Apply(path, body, ends={404: Done()}, uid="R1")
+    assert rule_plan(RULE_KEY, decision, V1_RULES) == Plan((expected,)), "only the rule read, by its UID"
 
 
 def test_a_throttled_or_unwritable_status_sends_nothing() -> None:

@@ -61,7 +61,6 @@ def test_due_pod_is_evicted_with_uid_preconditions() -> None:
         eviction=DUE,
         already_terminating=False,
         status_patch={
-            "metadata": {"uid": "U1"},
             "status": {"conditions": [{**OUR_CONDITION, "lastTransitionTime": "2026-03-01T12:00:03Z"}]},
         },
     )
@@ -135,7 +134,10 @@ def test_a_due_pod_is_marked_patched_and_deleted_with_its_uid() -> None:
         STRATEGIC_MERGE_PATCH,
         tolerate=frozenset(),
         ends={404: Done()},
+        uid="U1",
     )
+    assert isinstance(patch, Patch)
+    assert patch.body["metadata"] == {"uid": "U1"}, "the pod read, not a namesake"
     assert delete == Delete(POD_PATH, "U1", tolerate=frozenset(), ends={404: Done()})
 
 

@@ -65,6 +65,7 @@ def test_a_new_selection_creates_its_rules_together_then_applies_the_status() ->
             "metadata": {"name": "broken-gpu", "uid": SELECTOR_UID},
             "status": written_status(plan),
         },
+        uid=SELECTOR_UID,
     )
     assert ready(plan) == ("True", "RulesInPlace"), "as if every planned write succeeds"
     assert written_status(plan)["selectedDevices"] == 2
@@ -74,7 +75,7 @@ def test_drifted_rules_are_patched_and_unselected_ones_deleted_by_uid() -> None:
     spec = selector(driver=GPU_DRIVER)
     labels = {"app.kubernetes.io/managed-by": "dra-operators-taintselector"}
     labels["dra-operators.io/taint-selector-uid"] = SELECTOR_UID
-    kept = rule(rule_name("broken-gpu", GPU0), labels=labels, effect="NoSchedule")
+    kept = with_uid(rule(rule_name("broken-gpu", GPU0), labels=labels, effect="NoSchedule"), "uid-kept")
     gone = with_uid(rule("broken-gpu-old", device="gpu-9", labels=labels), "uid-old")
     plan = decide(spec, Selection(devices=(GPU0,)), cache_of(kept, gone), RULES_V1)
     [rules, _status] = plan.steps
@@ -83,6 +84,7 @@ def test_drifted_rules_are_patched_and_unselected_ones_deleted_by_uid() -> None:
     assert isinstance(patch, Patch)
     assert patch.path == f"{RULES}/{kept.metadata.name}"
     assert patch.body["spec"]["taint"]["effect"] == "NoExecute"
+    assert (patch.uid, patch.body["metadata"]["uid"]) == ("uid-kept", "uid-kept"), "the rule read"
     assert delete == Delete(f"{RULES}/broken-gpu-old", "uid-old")
 
 

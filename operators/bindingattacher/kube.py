@@ -63,7 +63,7 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.conditions import format_time, parse_time
 from operators.core.discovery import ServedResource
 from operators.core.models import parse_or_skip
-from operators.core.names import is_dns_subdomain
+from operators.core.names import is_dns_subdomain, label_value_of
 from operators.core.plan import Apply, Create, Delete, Plan, Writer, execute
 from operators.core.reconcile import Requeue, Result
 from operators.core.resources import CONFIG_MAPS, NODES, PODS
@@ -341,7 +341,11 @@ EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
 def rule_body(
     api_version: str, device: DeviceKey, reason: str, policy_name: str, expires: datetime
 ) -> dict[str, Any]:
-    """``api_version`` is the discovered one: the selector and taint fields are alike in every version."""
+    """``api_version`` is the discovered one: the selector and taint fields are alike in every version.
+
+    The taint's value is the failure reason as a label value (``Vendor:Timeout`` becomes
+    ``Vendor-Timeout``): the policy's reasons are condition reasons, which may hold ':' and ',' and end
+    in '_', and the API server refuses such a taint value, so the rule would never be created."""
     return {
         "apiVersion": api_version,
         "kind": taintrules.KIND,
@@ -352,7 +356,7 @@ def rule_body(
         },
         "spec": {
             "deviceSelector": {"driver": device.driver, "pool": device.pool, "device": device.device},
-            "taint": {"key": TAINT_KEY, "value": reason[:63], "effect": "NoSchedule"},
+            "taint": {"key": TAINT_KEY, "value": label_value_of(reason), "effect": "NoSchedule"},
         },
     }
 

@@ -59,7 +59,7 @@ from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.models import body_name, superseded
 from operators.core.names import is_dns_subdomain, is_qualified_name
 from operators.core.namespace import Problem
-from operators.core.plan import Apply, Patch, Plan, RecordEvent, Step
+from operators.core.plan import Patch, Plan, RecordEvent, Step, status_apply
 from operators.core.reconcile import Done, Requeue
 from operators.dra.api import GROUP
 from operators.dra.attachments import POLICIES
@@ -613,14 +613,9 @@ def status_plan(
     )
     if unchanged:
         return Plan()
-    body = {
-        "apiVersion": ref.api_version,
-        "kind": ref.kind,
-        "metadata": {"name": ref.name},
-        "status": {"observedGeneration": generation, "conditions": merged, "records": dict(records)},
-    }
-    path = POLICIES.path(ref.name, subresource="status")
-    steps: list[Step] = [Apply(path, body, ends={404: Done("the policy is gone")})]
+    wanted = {"observedGeneration": generation, "conditions": merged, "records": dict(records)}
+    gone = Done("the policy is gone")
+    steps: list[Step] = [status_apply(POLICIES, ref.kind, ref.name, ref.uid, wanted, ends={404: gone})]
     event = accepted_event(ref, find(shown, ACCEPTED), conditions[0])
     if event is not None:
         steps.append(event)

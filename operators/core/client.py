@@ -134,9 +134,15 @@ class ApiError(Exception):
         answers the request: the Eviction API refuses a pod its PodDisruptionBudget protects with
         a 429 whose Status names the budget in ``details.causes``; retrying that here would only
         hide the refusal from its caller and spend the request budget."""
+        return self.status == 429 and not self.causes
+
+    @property
+    def causes(self) -> list[Mapping[str, Any]]:
+        """The Status's ``details.causes``: what the server found wrong, each with its ``reason``,
+        ``message`` and, for an invalid field, the ``field``."""
         details = self.body.get("details")
         causes = details.get("causes") if isinstance(details, Mapping) else None
-        return self.status == 429 and not causes
+        return [c for c in causes if isinstance(c, Mapping)] if isinstance(causes, list) else []
 
     @property
     def retryable(self) -> bool:

@@ -21,11 +21,17 @@ step                 sent as                                                   a
 :class:`Together`    its writes at once, at most ``limit`` in flight           its writes'
 ===================  ========================================================  =============
 
-Preconditions travel in the body, where the API server checks them: a ``metadata.uid`` in an
-applied body keeps a status off a re-created namesake, a ``metadata.resourceVersion`` in a patch
-or a replaced object makes a write computed from an older view fail with 409. A create is looked
-up first by the pure code (it plans creates only for what its cache lacks); AlreadyExists means
-the watch has not delivered the object yet, and the next pass compares it.
+Preconditions travel in the body, where the API server checks them: a ``metadata.resourceVersion``
+in a patch or a replaced object makes a write computed from an older view fail with 409. The ``uid``
+of an :class:`Apply` or a :class:`Patch` is sent as ``metadata.uid``, which no update may change, so
+the server refuses the write if the name now belongs to a re-created namesake: not with a 409 but
+with a 422 whose cause is ``metadata.uid`` (kube-apiserver's ``rest.BeforeUpdate``; PATCH carries
+no preconditions of its own). The executor takes that refusal for the write's 404, since the object
+it was meant for is gone either way. A custom resource's ``status`` is the exception: its status
+strategy copies the stored object's metadata over the one sent, so there the UID is dropped without
+a word and only a ``resourceVersion`` would keep a write off a namesake. A create is looked up first
+by the pure code (it plans creates only for what its cache lacks); AlreadyExists means the watch has
+not delivered the object yet, and the next pass compares it.
 
 Each write says which answers count as done (``tolerate``, the defaults above) and which end the
 plan early with a Result of their own (``ends``, e.g. ``{404: Done("gone")}``, or a function of the
@@ -96,6 +102,17 @@ class Create(_Answers):
     say who created it."""
 
 
+def _uid() -> Any:
+    return field(default="", kw_only=True)
+
+
+def _send_uid(write: Apply | Patch) -> None:
+    """Put the write's ``uid`` into its body, so that the body is what is sent."""
+    if write.uid:
+        metadata = {**(write.body.get("metadata") or {}), "uid": write.uid}
+        object.__setattr__(write, "body", {**write.body, "metadata": metadata})
+
+
 @dataclass(frozen=True)
 class Apply(_Answers):
     """Server-side apply of ``body`` at ``path`` (an object or its ``status``), forcing our fields."""
@@ -107,18 +124,26 @@ class Apply(_Answers):
     """The field manager to apply as, where it is not the writer's: a field manager owns exactly
     the fields it applied, so a writer that keeps several sets of fields apart (one per driver in
     a claim's ``status.devices``) names one manager for each."""
+    uid: str = _uid()
+    """The UID of the object the write is meant for, sent as ``metadata.uid``; a namesake's refusal
+    counts as a 404 (see the module's docstring for where the server does not refuse)."""
+
+    def __post_init__(self) -> None:
+        _send_uid(self)
 
 
-def status_apply(resource: ApiResource, kind: str, name: str, uid: str, status: Mapping[str, Any]) -> Apply:
-    """The whole ``status`` of a cluster-scoped object of ours; ``metadata.uid`` keeps the write off a
-    re-created namesake (409)."""
-    body = {
-        "apiVersion": resource.api_version,
-        "kind": kind,
-        "metadata": {"name": name, "uid": uid},
-        "status": status,
-    }
-    return Apply(resource.path(name, subresource="status"), body)
+def status_apply(
+    resource: ApiResource,
+    kind: str,
+    name: str,
+    uid: str,
+    status: Mapping[str, Any],
+    *,
+    ends: Ends | None = None,
+) -> Apply:
+    """The whole ``status`` of a cluster-scoped object, for the incarnation with ``uid``."""
+    body = {"apiVersion": resource.api_version, "kind": kind, "metadata": {"name": name}, "status": status}
+    return Apply(resource.path(name, subresource="status"), body, ends=ends or {}, uid=uid)
 
 
 @dataclass(frozen=True)
@@ -129,6 +154,11 @@ class Patch(_Answers):
     body: Mapping[str, Any]
     content_type: str = MERGE_PATCH
     tolerate: frozenset[int] = _tolerate(404)
+    uid: str = _uid()
+    """As :attr:`Apply.uid`."""
+
+    def __post_init__(self) -> None:
+        _send_uid(self)
 
 
 Resend = Callable[[KubeClient, str, str, Mapping[str, Any], ApiError], Awaitable[Any]]
@@ -274,12 +304,13 @@ async def _one(write: Write, writer: Writer, heard: _Heard) -> Result | None:
     try:
         reply = await _send(write, writer, want_reply=heard.replied is not None)
     except ApiError as err:
-        result = write.ends(err) if callable(write.ends) else write.ends.get(err.status)
+        status = 404 if _namesake(write, err) else err.status
+        result = write.ends(err) if callable(write.ends) else write.ends.get(status)
         if result is not None:
             if heard.ended is not None:
                 heard.ended(write, err)
             return result
-        if err.status not in write.tolerate:
+        if status not in write.tolerate:
             raise
     else:
         if heard.replied is not None:
@@ -303,6 +334,16 @@ async def _together(step: Together, writer: Writer, heard: _Heard) -> Result | N
             raise answer
         ended = ended or answer
     return ended
+
+
+def _namesake(write: Write, err: ApiError) -> bool:
+    """Whether the server refused ``write`` because the object under its name has another UID."""
+    return (
+        isinstance(write, Apply | Patch)
+        and bool(write.uid)
+        and err.status == 422
+        and any(cause.get("field") == "metadata.uid" for cause in err.causes)
+    )
 
 
 async def _send(write: Write, writer: Writer, *, want_reply: bool) -> Any:

@@ -8,9 +8,9 @@ previous pass, the time and the DeviceTaintRule version served, :func:`decide` r
    tracks stay as they were;
 2. otherwise, the rule writes as one :class:`~operators.core.plan.Together` step: deletes (with
    the rule's UID) of the rules whose device has been quiet for ``clearAfter``, creates for the
-   candidates the guard lets through, and patches of drifted rules (effect, pacing); then the
-   Events (held back, tainted, cleared, and on the pods and claims of newly tainted devices);
-   then the status by server-side apply when it says something new.
+   candidates the guard lets through, and patches (with the UID too) of drifted rules (effect,
+   pacing); then the Events (held back, tainted, cleared, and on the pods and claims of newly
+   tainted devices); then the status by server-side apply when it says something new.
 
 The status is decided before any write, as if every write succeeds; the plan ends with a
 ``Requeue`` at the next moment time alone changes the answer (a signal reaching ``after``, a quiet
@@ -237,7 +237,7 @@ def _act(
             deadlines.append(chosen.until)
         patch = rule_patch(policy, spec, rule, chosen.effect)
         if patch:
-            writes.append(Patch(rules_api.path(rule.metadata.name), patch))
+            writes.append(Patch(rules_api.path(rule.metadata.name), patch, uid=rule.metadata.uid))
     if writes:
         steps.append(Together(tuple(writes), WRITE_CONCURRENCY))
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from operators.core.conditions import FALSE, TRUE, Condition, ObservedCondition, format_time, same_content
 from operators.core.discovery import ServedResource
 from operators.core.keys import Key
-from operators.core.plan import Apply, Plan
+from operators.core.plan import Plan, status_apply
 from operators.core.reconcile import Done, Requeue
 from operators.dra.taintrules import EVICTION_IN_PROGRESS, KIND
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NONE
@@ -196,30 +195,16 @@ def status_decision(
     return RuleWrite(condition)
 
 
-def rule_status_apply_body(name: str, uid: str, api_version: str, condition: Condition) -> dict[str, Any]:
-    """The server-side-apply body of spec §10.4; ``metadata.uid`` makes a replaced rule answer 409.
-
-    ``api_version`` is the discovered one, e.g. ``resource.k8s.io/v1``.
-    """
-    # An empty message stays in the body: omitted, a message owned by another manager (say, the in-tree
-    # controller before the handover) would survive our apply.
-    entry = condition.to_dict()
-    return {
-        "apiVersion": api_version,
-        "kind": KIND,
-        "metadata": {"name": name, "uid": uid},
-        "status": {"conditions": [entry]},
-    }
-
-
 def rule_plan(item: Key, decision: RuleDecision, status_of: ServedResource | None) -> Plan:
-    """The write of one rule work item; ``status_of`` is the served rule version when it serves
-    ``devicetaintrules/status``, else None and nothing is written."""
+    """The write of one rule work item, the apply of spec §10.4; ``status_of`` is the served rule version
+    when it serves ``devicetaintrules/status``, else None and nothing is written."""
     if isinstance(decision, RuleRequeue):
         return Plan(result=Requeue(decision.delay, "rule status throttled"))
     if not isinstance(decision, RuleWrite) or status_of is None:
         return Plan()
-    body = rule_status_apply_body(item.name, item.uid, status_of.api_version, decision.condition)
-    # A 404: the rule is gone, so there is no condition to remember as written.
-    write = Apply(status_of.path(item.name, subresource="status"), body, ends={404: Done()})
-    return Plan((write,))
+    # An empty message stays in the body: omitted, a message owned by another manager (say, the in-tree
+    # controller before the handover) would survive our apply.
+    status = {"conditions": [decision.condition.to_dict()]}
+    # A 404 (or a namesake's refusal of our UID): the rule is gone, so there is no condition to remember
+    # as written.
+    return Plan((status_apply(status_of, KIND, item.name, item.uid, status, ends={404: Done()}),))

@@ -2,9 +2,10 @@
 
 Unlike upstream, the eviction reads the pod from the watch cache instead of GETting it first: both
 writes carry the cached UID as a precondition, so a pod replaced under the same name can never be hit.
-A replaced or vanished pod surfaces as 409 or 404; the worker then retries (409) or reports the pod
-gone (404), and the retry finds the cache caught up and stops. That saves one call per eviction,
-which matters when a whole pool is tainted at once.
+A vanished pod surfaces as 404, and so does a replaced one at the status PATCH (the executor counts the
+server's refusal to change ``metadata.uid`` as a 404): the worker reports the pod gone. A DELETE that
+meets a replacement answers 409; the worker retries, and the retry finds the cache caught up and
+stops. That saves one call per eviction, which matters when a whole pool is tainted at once.
 
 :func:`pod_plan` turns a :class:`PodEvict` into the writes: Event ``Marking for deletion``, the status
 PATCH (when ``status_patch`` is set), the DELETE; or nothing at all when ``already_terminating``. The
@@ -112,8 +113,7 @@ def decide_pod(
 def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
     """Strategic-merge patch of ``pods/status`` adding our condition, or None if it is already there.
 
-    ``metadata.uid`` in the body is a precondition. An existing ``True`` condition keeps its transition
-    time, as the API conventions require.
+    An existing ``True`` condition keeps its transition time, as the API conventions require.
     """
     existing = next((c for c in pod.status.conditions if c.type == DISRUPTION_TARGET), None)
     wanted = Condition(
@@ -126,7 +126,7 @@ def disruption_target_patch(pod: Pod, now: datetime) -> dict[str, Any] | None:
     if same_content(existing, wanted):
         return None
     [condition] = merge([existing.model_dump(by_alias=True)] if existing else (), wanted)
-    return {"metadata": {"uid": pod.metadata.uid}, "status": {"conditions": [condition]}}
+    return {"status": {"conditions": [condition]}}
 
 
 BUDGET_RETRY = Backoff(initial=1.0, factor=2.0, maximum=30.0)
@@ -199,8 +199,8 @@ def pod_ref(item: Key) -> ObjectRef:
     return ObjectRef("v1", "Pod", item.name, item.namespace, item.uid)
 
 
-# A 404 means the pod went away by itself; a 409 (the UID precondition) is retried like any error, and
-# the retry finds the cache caught up.
+# A 404 means the pod went away by itself (or, at the status PATCH, was replaced); a 409 (the DELETE's UID
+# precondition) is retried like any error, and the retry finds the cache caught up.
 _GONE = {404: Done()}
 _RAISE: frozenset[int] = frozenset()
 
@@ -224,5 +224,8 @@ def pod_plan(decision: PodDecision, *, eviction_api: bool, refusals: int) -> Pla
     delete = Delete(path, item.uid, tolerate=_RAISE, ends=_GONE)
     if decision.status_patch is None:
         return Plan((marking, delete))
-    patch = Patch(f"{path}/status", decision.status_patch, STRATEGIC_MERGE_PATCH, tolerate=_RAISE, ends=_GONE)
+    status = f"{path}/status"
+    patch = Patch(
+        status, decision.status_patch, STRATEGIC_MERGE_PATCH, tolerate=_RAISE, ends=_GONE, uid=item.uid
+    )
     return Plan((marking, patch, delete))

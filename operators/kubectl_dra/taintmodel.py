@@ -32,7 +32,8 @@ DEFAULT_KEY = "dra-operators.io/maintenance"
 SELECTOR_API_VERSION = f"{PROJECT_GROUP}/v1alpha1"
 SELECTOR_KIND = "DeviceTaintSelector"
 RULE_KIND = "DeviceTaintRule"
-# A label value: at most 63 characters, alphanumeric at both ends.
+# A name is both the object's name and NAME_LABEL's value: a DNS label is valid as either, whereas a
+# label value may hold capitals and '_', which an object name may not.
 _MAX_NAME = DNS_LABEL_MAX_CHARS
 _DIGEST = 6
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -322,7 +323,7 @@ def names(pods: Iterable[DrainPod]) -> str:
 
 
 def drain_name(kind: str, subject: DeviceTaintSelector | str) -> str:
-    """``drain-<node>`` or ``drain-<driver>-<pool>``, a label value (hashed when too long)."""
+    """``drain-<node>`` or ``drain-<driver>-<pool>``, a DNS label (hashed when too long)."""
     words = [subject] if isinstance(subject, str) else [subject.driver or "", subject.pool or ""]
     slug = _SLUG.sub("-", "-".join(words).lower()).strip("-")
     name = f"drain-{kind}-{slug}"

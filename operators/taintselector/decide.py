@@ -5,7 +5,7 @@ cluster serves, :func:`decide` returns the :class:`~operators.core.plan.Plan` of
 
 1. for an invalid selection, a Warning Event when it is new (the selector was not invalid for
    this reason at this generation); the rules of the last valid selection stay;
-2. for a valid one, the rule diff (creates, merge patches, deletes with the rule's UID) as one
+2. for a valid one, the rule diff (creates; merge patches and deletes with the rule's UID) as one
    :class:`~operators.core.plan.Together` step: the writes are independent, and a thousand
    devices must not take a thousand round trips one after another;
 3. the whole status by server-side apply, when it says something new.
@@ -75,9 +75,9 @@ def decide(
 
 
 def rule_writes(diff: RuleDiff, uids: dict[str, str], rules_api: ServedResource) -> tuple[Write, ...]:
-    """The API calls of ``diff``: deletes carry the rule's UID, so a namesake is never hit."""
+    """The API calls of ``diff``: patches and deletes carry the rule's UID, so a namesake is never hit."""
     creates = [Create(rules_api.path(), body) for body in diff.create]
-    updates = [Patch(rules_api.path(item.name), item.patch) for item in diff.update]
+    updates = [Patch(rules_api.path(item.name), item.patch, uid=uids[item.name]) for item in diff.update]
     deletes = [Delete(rules_api.path(name), uids[name]) for name in diff.delete]
     return (*creates, *updates, *deletes)
 
