@@ -304,3 +304,23 @@ def test_explain_refuses_a_name_no_object_can_have(name: str, capsys: pytest.Cap
         cli.main(["explain", "pod", name])
     assert exited.value.code == 2
     assert f"{name!r} is not an object name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["taint", "gpu.example.com", "--value", "Vendor:Timeout"], "is not a taint value"),
+        (["taint-preview", "gpu.example.com", "--value", "a" * 64], "is not a taint value"),
+        (["drain", "node", "node-1", "--value=x_"], "is not a taint value"),
+        (["taint", "gpu.example.com", "--key", "a/b/c"], "is not a taint key"),
+        (["taint-preview", "gpu.example.com", "--key", "/maintenance"], "is not a taint key"),
+        (["untaint", "--key", "Upper.Example/x"], "is not a taint key"),
+    ],
+)
+def test_a_taint_the_api_would_refuse_is_a_usage_error_before_anything_is_created(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err

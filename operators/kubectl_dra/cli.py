@@ -20,7 +20,7 @@ import yaml
 
 from operators.core import wirejson
 from operators.core.credentials import default_namespace, locate_credentials
-from operators.core.names import is_dns_subdomain
+from operators.core.names import is_dns_subdomain, is_label_value, is_qualified_name
 from operators.core.settings import ConfigurationError
 from operators.dra.durations import duration_seconds
 from operators.dra.taints import DeviceTaintSelector
@@ -81,6 +81,25 @@ def _object_name(text: str) -> str:
     if not is_dns_subdomain(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an object name: lowercase letters, digits, '-' and '.'"
+        )
+    return text
+
+
+def _taint_key(text: str) -> str:
+    if not is_qualified_name(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a taint key: a qualified name such as example.com/maintenance"
+        )
+    return text
+
+
+def _taint_value(text: str) -> str:
+    # Checked here so that a typo is a usage error before anything is created; the API server
+    # would refuse the rule with 422 after a preview or a drain had begun.
+    if not is_label_value(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a taint value: at most 63 letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit"
         )
     return text
 
@@ -226,9 +245,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     taint.add_argument("--effect", choices=("NoExecute", "NoSchedule"), default="NoExecute")
     taint.add_argument(
-        "--key", default="dra-operators.io/taint-preview", help="the taint key (tolerations match on it)"
+        "--key",
+        default="dra-operators.io/taint-preview",
+        type=_taint_key,
+        help="the taint key (tolerations match on it)",
     )
-    taint.add_argument("--value", default="", help="the taint value")
+    taint.add_argument("--value", default="", type=_taint_value, help="the taint value")
     why = sub.add_parser(
         "explain",
         parents=common,
@@ -292,9 +314,12 @@ def _maintenance(
     )
     _targeting(taint)
     taint.add_argument(
-        "--key", default=taintmodel.DEFAULT_KEY, help=f"the taint key (default {taintmodel.DEFAULT_KEY})"
+        "--key",
+        default=taintmodel.DEFAULT_KEY,
+        type=_taint_key,
+        help=f"the taint key (default {taintmodel.DEFAULT_KEY})",
     )
-    taint.add_argument("--value", default="", help="the taint value")
+    taint.add_argument("--value", default="", type=_taint_value, help="the taint value")
     taint.add_argument(
         "--effect",
         choices=("NoSchedule", "NoExecute", "None"),
@@ -317,7 +342,7 @@ def _maintenance(
         "must match), list them, ask, and delete them. Without arguments: all of them.",
     )
     _targeting(untaint)
-    untaint.add_argument("--key", help="only taints with this key")
+    untaint.add_argument("--key", type=_taint_key, help="only taints with this key")
     untaint.add_argument("--name", type=_name, help="only this taint (the name taint or drain printed)")
     drain = sub.add_parser(
         "drain",
@@ -342,9 +367,12 @@ def _maintenance(
         )
         one.add_argument("subject", metavar=metavar, type=_pool if kind == "pool" else str)
         one.add_argument(
-            "--key", default=taintmodel.DEFAULT_KEY, help=f"the taint key (default {taintmodel.DEFAULT_KEY})"
+            "--key",
+            default=taintmodel.DEFAULT_KEY,
+            type=_taint_key,
+            help=f"the taint key (default {taintmodel.DEFAULT_KEY})",
         )
-        one.add_argument("--value", default="", help="the taint value")
+        one.add_argument("--value", default="", type=_taint_value, help="the taint value")
         one.add_argument(
             "--name", type=_name, help="the taints' name (default: drain-<node> or drain-<pool>)"
         )
