@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from typing import Any
 
+import pytest
 from bindingattacher_builders import CLAIM_UID, FABRIC, attach_request, claim, record, result
 
 from operators.bindingattacher.actions import calls
@@ -12,6 +14,7 @@ from operators.bindingattacher.actions.base import AttachResult, Operation, Outc
 from operators.bindingattacher.actions.calls import invoke
 from operators.bindingattacher.calls import build_request
 from operators.bindingattacher.models import ActionDevice, DetachReason, DeviceAttachmentStatus, Node, Phase
+from operators.core import wirejson
 from operators.dra.pools import published_device
 
 
@@ -133,6 +136,47 @@ def test_response_parsing() -> None:
     assert "8192" in big.warnings[0]
     not_object = calls.parse_response({"data": [1, 2]})
     assert not_object.result.data is None
+
+
+NOT_JSON_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
+
+
+@pytest.mark.parametrize("number", NOT_JSON_NUMBERS)
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{"outcome": "Succeeded", "data": {"x": %s}}',
+        '{"outcome": "Succeeded", "data": {"deep": [{"x": %s}]}}',
+        '{"outcome": "InProgress", "retryAfterSeconds": %s}',
+        '{"outcome": "Succeeded", "extra": %s}',
+    ],
+)
+def test_a_number_json_cannot_carry_is_an_invalid_response(template: str, number: str) -> None:
+    """Python reads these; the claim status write carrying one could never be sent."""
+    parsed = calls.parse_response_bytes((template % number).encode())
+    assert parsed.result.outcome is Outcome.TRANSIENT_ERROR
+    assert parsed.result.message.startswith("invalid JSON in response: ")
+    assert number in parsed.result.message
+    assert (parsed.result.data, parsed.result.retry_after_seconds) == (None, None)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_data_an_in_process_action_returns_is_kept_only_if_the_client_can_write_it(value: float) -> None:
+    parsed = calls.normalize(AttachResult(Outcome.SUCCEEDED, "done", {"port": 7, "load": [value]}))
+    assert parsed.result.outcome is Outcome.SUCCEEDED
+    assert parsed.result.data is None
+    assert "not JSON-serializable" in parsed.warnings[0]
+
+
+def test_data_is_measured_as_the_client_writes_it() -> None:
+    """Go writes ``é`` as two bytes and ``<`` as six; that is what the status carries."""
+    kept = {"s": "é" * 4000}
+    assert calls.check_data(kept) == (kept, None)
+    dropped, warning = calls.check_data({"s": "<" * 1400})
+    assert dropped is None
+    assert warning is not None
+    assert "8192" in warning
+    assert len(wirejson.dumps(kept).encode()) <= calls.MAX_DATA_BYTES
 
 
 class Callables:

@@ -103,6 +103,22 @@ async def test_exit_codes(tmp_path: Path) -> None:
     assert "killed by signal SIGKILL" in died.result.message
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+async def test_stdout_holding_a_number_json_cannot_carry_is_read_as_a_webhook_body_is(
+    tmp_path: Path, number: str
+) -> None:
+    document = f'{{"outcome": "Succeeded", "message": "switch full", "data": {{"x": {number}}}}}'
+    succeeded = ExecAction([script(tmp_path, f"echo '{document}'\n", "ok.sh")])
+    outcome = await invoke(succeeded, Operation.ATTACH, attach_request(), 10)
+    assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
+    assert outcome.result.message.startswith("invalid JSON in response: ")
+    assert number in outcome.result.message
+    assert outcome.result.data is None
+    refused = ExecAction([script(tmp_path, f"echo '{document}'\necho 'no path' >&2\nexit 2\n", "perm.sh")])
+    failed = await invoke(refused, Operation.ATTACH, attach_request(), 10)
+    assert (failed.result.outcome, failed.result.message) == (Outcome.PERMANENT_ERROR, "no path")
+
+
 async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     command = script(tmp_path, f'sleep 30 &\necho "$$ $!" > {pids}\nwait\n')

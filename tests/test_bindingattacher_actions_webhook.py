@@ -253,15 +253,32 @@ def test_a_retry_after_header_is_read_as_the_core_reads_it(
     [
         (b'{"retryAfterSeconds": 2.5}', 2.5),
         (b'{"retryAfterSeconds": -1}', None),
-        (b'{"retryAfterSeconds": NaN}', None),
-        (b'{"retryAfterSeconds": Infinity}', MAX_RETRY_AFTER_SECONDS),
-        (b'{"retryAfterSeconds": 1e999}', MAX_RETRY_AFTER_SECONDS),
         (b'{"retryAfterSeconds": 1000000000}', MAX_RETRY_AFTER_SECONDS),
+        # Not JSON: the body is invalid, and the header is what is left.
+        (b'{"retryAfterSeconds": NaN}', None),
+        (b'{"retryAfterSeconds": Infinity}', None),
+        (b'{"retryAfterSeconds": 1e999}', None),
     ],
 )
 def test_a_retry_after_in_the_body_is_bounded_as_the_header_is(body: bytes, seconds: float | None) -> None:
     result = result_for_response(202, "Accepted", {"Retry-After": "3"}, body)
     assert result.retry_after_seconds == (3.0 if seconds is None else seconds)
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+async def test_a_response_holding_a_number_json_cannot_carry_is_transient(number: bytes) -> None:
+    """Read as it was, its data would make the claim status write unsendable on every retry."""
+
+    async def succeeded(request: web.Request) -> web.StreamResponse:
+        body = b'{"outcome":"Succeeded","data":{"x":' + number + b"}}"
+        return web.Response(body=body, content_type="application/json")
+
+    async for running in serve(server_context(*SERVER_CERT), succeeded):
+        outcome = await attach_once(action_for(running.url))
+        assert outcome.result.outcome is Outcome.TRANSIENT_ERROR
+        assert outcome.result.message.startswith("invalid JSON in response: ")
+        assert number.decode() in outcome.result.message
+        assert outcome.result.data is None
 
 
 async def test_a_webhook_asking_to_wait_forever_is_polled_again() -> None:

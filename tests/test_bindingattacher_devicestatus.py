@@ -21,6 +21,7 @@ from bindingattacher_builders import (
     result,
 )
 
+from operators.bindingattacher.actions.calls import check_data
 from operators.bindingattacher.devicestatus import (
     KEEP,
     MAX_CONDITIONS,
@@ -195,6 +196,17 @@ def test_limits_on_reasons_messages_and_data() -> None:
     assert with_data["data"]["truncated"] is True
     assert "action" not in with_data["data"]
     assert len(json.dumps(with_data["data"])) <= 10240
+
+
+def test_data_the_action_may_return_is_shown_whole() -> None:
+    """Both limits are measured as the client writes the JSON, where ``é`` takes two bytes."""
+    data = {"s": "é" * 4000}
+    assert check_data(data) == (data, None)
+    writing = ConditionSettings("fabric", ConditionsSpec(write_data=True))
+    entry = render_entry(with_status(phase=Phase.ATTACHED, data=data), writing, None, 1, NOW)
+    assert entry is not None
+    assert entry["data"]["action"] == data
+    assert "truncated" not in entry["data"]
 
 
 def test_condition_count_is_capped() -> None:

@@ -102,3 +102,38 @@ def test_deeper_json_is_a_value_error_that_names_the_limit() -> None:
         deep = [deep]
     with pytest.raises(wirejson.TooDeep, match="nested deeper than this process writes"):
         wirejson.dumps(deep)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"x":NaN}', "NaN"),
+        ('{"x":Infinity}', "Infinity"),
+        ('{"x":-Infinity}', "-Infinity"),
+        ('{"x":1e400}', "1e400"),
+        ('{"x":[-1E400]}', "-1E400"),
+    ],
+)
+def test_a_strict_read_refuses_what_no_write_could_carry(text: str, named: str) -> None:
+    """Python reads each of these, and :func:`wirejson.dumps` would refuse what it read."""
+    with pytest.raises(wirejson.NotJSONNumber, match=named):
+        wirejson.loads_strict(text)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        wirejson.dumps(json.loads(text))
+
+
+def test_a_strict_read_is_an_ordinary_read_otherwise() -> None:
+    text = '{"f":[1.50,1e5,1e-400,1.7976931348623157e308,12345678901234567890],"s":"<é>"}'
+    read = wirejson.loads_strict(text)
+    assert read == json.loads(text)
+    assert not any(isinstance(number, wirejson.LiteralFloat) for number in read["f"])
+    assert (
+        wirejson.dumps(read)
+        == '{"f":[1.5,100000.0,0.0,1.7976931348623157e+308,12345678901234567890],"s":"\\u003cé\\u003e"}'
+    )
+
+
+def test_a_strict_read_too_deep_is_a_value_error_that_names_the_limit() -> None:
+    wirejson.read_what_the_server_reads()
+    with pytest.raises(wirejson.TooDeep, match="nested deeper than this process reads"):
+        wirejson.loads_strict(_nested_text(wirejson.DEEPEST * 2))

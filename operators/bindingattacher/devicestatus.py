@@ -24,13 +24,13 @@ for an identity.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from operators.core import wirejson
 from operators.core.client import Answer, answer_of
 from operators.core.conditions import FALSE, TRUE, Condition, format_time, merge
 from operators.core.plan import Apply, Plan
@@ -209,7 +209,8 @@ def entry_data(record: DeviceAttachment) -> dict[str, Any]:
         "attachedAt": format_time(record.status.attached_at) if record.status.attached_at else None,
         "action": record.status.data,
     }
-    if len(json.dumps(data, separators=(",", ":"))) > MAX_DATA_BYTES:
+    # Measured as the client writes it, as the action's data was (actions.calls.check_data).
+    if len(wirejson.dumps(data).encode("utf-8")) > MAX_DATA_BYTES:
         del data["action"]
         data["truncated"] = True
     return data

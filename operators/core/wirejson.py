@@ -20,11 +20,15 @@ sent at all. :func:`loads` keeps the literal of every floating-point
 number whose Python spelling differs (``1.50``, ``1e5``, ``1e-7``), and :func:`dumps` writes
 that literal back. Integers keep their digits anyway. Escapes that Go would not write
 (``\\u0041`` for ``A``) cannot be reproduced; Go clients never write them.
+
+:func:`loads_strict` reads JSON from a third party that is to be written on to kube-apiserver,
+and refuses what :func:`dumps` could not write.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -89,6 +93,35 @@ def loads(data: str | bytes | bytearray) -> Any:
     """Parse JSON from kube-apiserver, keeping what :func:`dumps` needs to write it back."""
     try:
         return json.loads(data, parse_float=_parse_float)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than this process reads ({sys.getrecursionlimit()})") from None
+
+
+class NotJSONNumber(ValueError):
+    """A number Python reads but RFC 8259 has no spelling for (see :func:`loads_strict`)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJSONNumber(f"{name} is not a JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    number = float(literal)
+    if math.isinf(number):
+        raise NotJSONNumber(f"{literal} is out of the range of a 64-bit float")
+    return number
+
+
+def loads_strict(data: str | bytes | bytearray) -> Any:
+    """Parse JSON from a third party (an action's response) that may be written on to kube-apiserver.
+    Python reads ``NaN``, ``Infinity`` and ``-Infinity``, and reads a number too large for a 64-bit
+    float (``1e400``) as infinity; RFC 8259 and Go have none of these, so :func:`dumps` refuses them
+    and a write carrying one could never be sent. Here they are a :class:`ValueError` at once, as
+    other malformed JSON is. Floats are read as plain floats: no server holds these bytes, so there
+    is no literal to write back, and keeping one would put every later :func:`dumps` on its slow
+    path."""
+    try:
+        return json.loads(data, parse_float=_finite_float, parse_constant=_refuse_constant)
     except RecursionError:
         raise TooDeep(f"JSON nested deeper than this process reads ({sys.getrecursionlimit()})") from None
 

@@ -2,12 +2,14 @@
 
 The wire form (spec §10.2) is the request document the webhook and exec adapters send and the
 response they read back. Responses come from code the attacher does not control, so parsing
-never raises: anything malformed becomes a ``TransientError`` with an explanation, an
-oversized ``data`` object is dropped (with a warning the caller turns into an Event),
-messages are cut to the length that conditions and events use, and ``retryAfterSeconds`` is
-bounded as the core bounds a ``Retry-After`` (NaN or a negative number is no advice, and no
-wait is longer than ``MAX_RETRY_AFTER_SECONDS``). A result an in-process action returns passes
-the same limits.
+never raises: anything malformed becomes a ``TransientError`` with an explanation (so does a
+number JSON has no spelling for, ``NaN``, ``Infinity`` or ``1e400``: Python reads it, but no
+status write holding it could be sent), an oversized ``data`` object is dropped (with a warning
+the caller turns into an Event), messages are cut to the length that conditions and events use,
+and ``retryAfterSeconds`` is bounded as the core bounds a ``Retry-After`` (NaN or a negative
+number is no advice, and no wait is longer than ``MAX_RETRY_AFTER_SECONDS``). A result an
+in-process action returns passes the same limits; its ``data`` is measured as the client writes
+it, so data it cannot write is dropped like oversized data.
 
 :func:`invoke` runs every action the same way: the call gets ``timeout`` seconds and is then
 cancelled, which counts as ``TransientError`` (the state machine turns it into
@@ -29,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core import wirejson
 from operators.core.client import bounded_retry_after
 from operators.core.conditions import format_time
 from operators.core.texts import ELLIPSIS, truncate_chars
@@ -115,7 +118,7 @@ def check_data(data: object) -> tuple[Mapping[str, Any] | None, str | None]:
     if not isinstance(data, Mapping):
         return None, f"action data dropped: expected a JSON object, got {type(data).__name__}"
     try:
-        size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        size = len(wirejson.dumps(data).encode("utf-8"))
     except (TypeError, ValueError) as exc:
         return None, f"action data dropped: not JSON-serializable ({exc})"
     if size > MAX_DATA_BYTES:
@@ -155,7 +158,7 @@ def parse_response_bytes(body: bytes, *, default: Outcome = Outcome.SUCCEEDED) -
     if not body.strip():
         return Parsed(AttachResult(default))
     try:
-        document = json.loads(body)
+        document = wirejson.loads_strict(body)
     except ValueError as exc:
         return Parsed(transient(f"invalid JSON in response: {exc}"))
     return parse_response(document, default=default)

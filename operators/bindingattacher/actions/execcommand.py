@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import re
@@ -37,6 +36,8 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Mapping, Sequence
+
+from operators.core import wirejson
 
 from .base import WRITABLE_TMP_HINT, AttachRequest, AttachResult, BaseAction, Operation, Outcome
 from .calls import encode_request, parse_response_bytes, transient, truncate_message
@@ -225,7 +226,7 @@ class ExecAction(BaseAction):
         if returncode == PERMANENT_EXIT:
             message = ""
             with contextlib.suppress(ValueError):
-                document = json.loads(stdout) if stdout.strip() else None
+                document = wirejson.loads_strict(stdout) if stdout.strip() else None
                 if isinstance(document, dict) and isinstance(document.get("message"), str):
                     message = document["message"]
             return AttachResult(
