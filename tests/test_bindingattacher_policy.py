@@ -68,6 +68,11 @@ def test_acceptance_scenario_policy_is_valid() -> None:
             "spec.nodeWaitTimeout: 40s must be between 1s and spec.bindingTimeout (30s)",
         ),
         ({"nodeWaitTimeout": "soon"}, "spec.nodeWaitTimeout: 'soon' is not a duration"),
+        # Within the schema's pattern and maxLength, beyond what a timedelta holds.
+        (
+            {"bindingTimeout": "99999999999999h"},
+            "spec.bindingTimeout: '99999999999999h' is longer than any duration can be",
+        ),
         ({"action": {"kind": "Noop", "timeout": "0.5s"}}, "spec.action.timeout"),
         # A call holds a process-wide slot while it runs (issue #38).
         ({"action": {"kind": "Noop", "timeout": "1h"}}, "spec.action.timeout: 1h must be at most 900s"),

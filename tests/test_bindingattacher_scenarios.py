@@ -33,6 +33,7 @@ from operators.bindingattacher.statemachine import (
     after_detach,
     start,
 )
+from operators.core.conditions import LATEST_TIME, parse_time
 
 
 def settings_for(spec: dict[str, Any] | None = None) -> PolicySettings:
@@ -256,6 +257,15 @@ def test_scenario_6d_started_after_the_deadline() -> None:
     assert Effect.CALL_ATTACH not in step.effects
     assert record.status.failure is not None
     assert record.status.failure.reason == "AttachTimeout"
+
+
+def test_an_allocation_stamped_in_year_9999_attaches_with_a_deadline_at_the_end_of_time() -> None:
+    # Not a spec scenario: whoever writes status.allocation may write any allocationTimestamp.
+    world = World(claim([result("f0")], timestamp=parse_time("9999-12-31T23:59:59Z")))
+    record, step = world.first_look(T0 + timedelta(seconds=1))
+    assert step is not None
+    assert Effect.CALL_ATTACH in step.effects
+    assert record.spec.deadline == LATEST_TIME
 
 
 def test_scenario_10_same_device_next_claim_waits_for_detach() -> None:

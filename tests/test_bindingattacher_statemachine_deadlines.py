@@ -7,6 +7,8 @@ from bindingattacher_builders import T0
 
 from operators.bindingattacher import statemachine as deadlines
 from operators.bindingattacher.models import WaitingFor
+from operators.bindingattacher.selection import node_wait_deadline
+from operators.core.conditions import LATEST_TIME, parse_time
 from operators.dra.durations import format_seconds, parse_go_duration
 
 
@@ -27,6 +29,16 @@ def test_attach_deadline_is_anchored_at_allocation() -> None:
     deadline = deadlines.attach_deadline(T0, timedelta(seconds=30), timedelta(seconds=8))
     assert deadline == T0 + timedelta(seconds=22)
     assert deadlines.scheduler_deadline(T0, timedelta(seconds=30)) == T0 + timedelta(seconds=30)
+
+
+def test_deadlines_past_year_9999_are_the_end_of_time() -> None:
+    stamp = parse_time("9999-12-31T23:59:59Z")
+    assert deadlines.attach_deadline(stamp, timedelta(seconds=30), timedelta(seconds=8)) == LATEST_TIME
+    assert deadlines.scheduler_deadline(stamp, timedelta(seconds=30)) == LATEST_TIME
+    assert node_wait_deadline(stamp, timedelta(seconds=10), LATEST_TIME) == LATEST_TIME
+    # A policy's bindingTimeout of two billion hours fits a timedelta, not a datetime from now.
+    assert deadlines.attach_deadline(T0, timedelta(hours=2e9), timedelta(seconds=8)) == LATEST_TIME
+    assert deadlines.attach_call_timeout(timedelta(seconds=60), LATEST_TIME, T0) == 60.0
 
 
 def test_call_budget() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from operators.core.conditions import (
     FALSE,
+    LATEST_TIME,
     TRUE,
     Condition,
     ObservedCondition,
@@ -19,6 +20,7 @@ from operators.core.conditions import (
     same_content,
     set_observed,
     status_differs,
+    time_after,
 )
 from operators.core.models import KubeModel
 
@@ -224,3 +226,33 @@ def test_parse_time_or_none_reads_a_time_as_parse_time_does() -> None:
     assert moment == datetime(2026, 3, 1, 12, tzinfo=UTC)
     assert moment is not None
     assert moment.tzinfo is UTC
+
+
+END = parse_time("9999-12-31T23:59:59Z")
+
+
+def test_time_after_adds_a_timedelta_or_seconds() -> None:
+    start = parse_time(NOW)
+    assert time_after(start, timedelta(minutes=5)) == start + timedelta(minutes=5)
+    assert time_after(start, 1.5) == start + timedelta(seconds=1.5)
+    assert time_after(start, -60) == start - timedelta(minutes=1)
+
+
+@pytest.mark.parametrize(
+    ("moment", "duration"),
+    [
+        (END, 1),  # a timeAdded or lastTransitionTime in year 9999, plus any duration
+        (END, timedelta(hours=1)),
+        (parse_time(NOW), 2**63 - 1),  # a tolerationSeconds at the int64 limit: too large for a timedelta
+        (parse_time(NOW), timedelta(days=999_999_999)),
+        (parse_time(NOW), float("inf")),  # a duration written with 400 digits reads as infinity
+    ],
+)
+def test_time_after_saturates_at_the_last_moment_a_datetime_holds(moment: datetime, duration: object) -> None:
+    assert isinstance(duration, (timedelta, int, float))
+    assert time_after(moment, duration) == LATEST_TIME
+    assert LATEST_TIME.tzinfo is UTC
+
+
+def test_time_after_saturates_before_year_one_too() -> None:
+    assert time_after(parse_time("0001-01-01T00:00:01Z"), -2) == datetime.min.replace(tzinfo=UTC)

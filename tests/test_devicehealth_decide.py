@@ -7,6 +7,7 @@ from typing import Any
 
 from devicehealth_builders import (
     GPU,
+    HEALTH_KEY,
     POLICY_UID,
     RULES_API,
     at,
@@ -21,7 +22,7 @@ from devicehealth_builders import (
     writes,
 )
 
-from operators.core.conditions import FALSE, TRUE, find, format_time
+from operators.core.conditions import FALSE, TRUE, find, format_time, parse_time
 from operators.core.plan import Apply, Create, Delete, Patch, Plan
 from operators.core.reconcile import Done, Requeue
 from operators.devicehealth.decide import (
@@ -154,6 +155,38 @@ def test_after_counts_from_the_second_after_the_taints_time_added_so_it_never_fi
     # A start with sub-second precision (the kubelet's first sight) also counts from its next second.
     assert held_from(at(0.4)) == at(1)
     assert held_from(at(0)) == at(1)
+
+
+YEAR_9999 = "9999-12-31T23:59:59Z"
+
+
+def test_a_slice_taint_added_in_year_9999_waits_and_the_other_devices_are_still_tainted() -> None:
+    # Only key, value and effect of a slice taint are validated: a driver may write any timeAdded.
+    far = device("gpu-0")
+    far["taints"] = [
+        {"key": HEALTH_KEY, "value": "Unhealthy", "effect": "NoSchedule", "timeAdded": YEAR_9999}
+    ]
+    slices = [resource_slice("node-1", far, device("gpu-1", unhealthy_since=at(0)))]
+    decision = run(policy(max_unavailable=2), slices=slices, now=61)
+    (create,) = writes(decision.plan)
+    assert isinstance(create, Create)
+    assert create.body["spec"]["deviceSelector"]["device"] == "gpu-1"
+    assert decision.tracks[FOUR[0]] == Track(since=parse_time(YEAR_9999))
+    assert isinstance(decision.plan.result, Requeue), "gpu-0's signal comes due at the end of time"
+
+
+def test_durations_beyond_any_datetime_wait_for_ever_rather_than_fail_the_pass() -> None:
+    never = run(policy(after="99999999999999h"), slices=all_unhealthy_since(0, count=1), now=61)
+    assert writes(never.plan) == []
+    assert isinstance(never.plan.result, Requeue)
+    windowed = policy(action={"effect": "NoExecute", "tolerationSeconds": 2**62, "clearAfter": "10m"})
+    first = run(windowed, slices=all_unhealthy_since(0, count=1), now=61)
+    (create,) = writes(first.plan)
+    assert isinstance(create, Create)
+    assert create.body["spec"]["taint"]["effect"] == "NoSchedule"
+    far = rule(FOUR[0], effect="NoSchedule", time_added=parse_time(YEAR_9999))
+    waiting = run(windowed, slices=all_unhealthy_since(0, count=1), rules=[far], now=61)
+    assert writes(waiting.plan) == [], "a rule whose timeAdded is in year 9999 keeps NoSchedule"
 
 
 def test_the_guard_taints_one_and_holds_three_back_with_one_event() -> None:

@@ -11,6 +11,7 @@ from devicetaint_builders import P1, T, fixture_f, rule, seconds, taint, tolerat
 from operators.core.keys import POD, Key
 from operators.devicetaint.cache import ClusterCache
 from operators.devicetaint.pacing import (
+    MAX_PER_MINUTE,
     REASON_INVALID_PACING,
     Pace,
     Pacer,
@@ -41,7 +42,22 @@ def paced(per_minute: str, **kwargs: Any) -> Any:
 
 @pytest.mark.parametrize(
     ("value", "number"),
-    [("6", 6), ("1", 1), ("06", 6), (None, None), ("0", None), ("-3", None), ("2.5", None), ("", None)],
+    [
+        ("6", 6),
+        ("1", 1),
+        ("06", 6),
+        (None, None),
+        ("0", None),
+        ("-3", None),
+        ("2.5", None),
+        ("", None),
+        (str(MAX_PER_MINUTE), MAX_PER_MINUTE),
+        ("0" * 5000 + "6", 6),
+        (str(MAX_PER_MINUTE + 1), None),
+        ("1" + "0" * 400, None),  # no float rate holds it
+        ("1" + "0" * 5000, None),  # past the digits Python reads as an int
+    ],
+    ids=lambda v: v[:12] + "..." if isinstance(v, str) and len(v) > 12 else None,
 )
 def test_only_a_positive_integer_paces(value: str | None, number: int | None) -> None:
     assert parse_per_minute(value) == number
@@ -148,12 +164,30 @@ def test_a_malformed_value_warns_once_per_value_and_paces_nothing() -> None:
     first = state.apply_rule(paced("fast"), T)
     assert [(w.reason, w.item.name) for w in first.rule_warnings] == [(REASON_INVALID_PACING, "example")]
     assert first.warnings == [
-        f"DeviceTaintRule example: annotation {EVICTIONS_PER_MINUTE}: 'fast' is not a positive integer; "
-        "the evictions of this rule are not paced"
+        f"DeviceTaintRule example: annotation {EVICTIONS_PER_MINUTE}: 'fast' is not a positive integer "
+        "of at most 9223372036854775807; the evictions of this rule are not paced"
     ]
     assert state.apply_rule(paced("fast"), T).rule_warnings == [], "the same value again"
     assert len(state.apply_rule(paced("0"), T).rule_warnings) == 1, "a new value"
     assert state.paces(evict_decision(state), T + seconds(1)) == ()
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "1" + "0" * 5000])
+def test_a_value_out_of_range_is_malformed_warned_with_a_short_text_and_paces_nothing(value: str) -> None:
+    state = fixture_f()
+    effects = state.apply_rule(paced(value), T)
+    assert [(w.reason, w.item.name) for w in effects.rule_warnings] == [(REASON_INVALID_PACING, "example")]
+    assert effects.warnings == [
+        f"DeviceTaintRule example: annotation {EVICTIONS_PER_MINUTE}: '{value[:37]}...' is not a positive "
+        "integer of at most 9223372036854775807; the evictions of this rule are not paced"
+    ]
+    assert state.paces(evict_decision(state), T + seconds(1)) == ()
+
+
+def test_the_largest_pace_is_a_rate_the_pacer_holds() -> None:
+    pacer, pace = Pacer(), Pace("rule R1", MAX_PER_MINUTE)
+    assert pacer.admit([pace], 0.0) == 0.0
+    assert 0.0 < pacer.admit([pace], 0.0) < 1e-15
 
 
 def test_a_changed_pace_wakes_the_pods_that_wait() -> None:

@@ -44,3 +44,10 @@ def test_flags_and_settings_refuse_anything_else(value: Any) -> None:
 def test_format_seconds() -> None:
     assert format_seconds(timedelta(minutes=2)) == "120s"
     assert format_seconds(1.25) == "1.2s"
+
+
+@pytest.mark.parametrize("text", ["99999999999999h", "2777777777777778h", "9" * 63 + "h"])
+def test_an_api_duration_past_a_billion_days_is_refused_as_unreadable(text: str) -> None:
+    # The schema's pattern and maxLength let it through; a timedelta cannot hold it.
+    with pytest.raises(ValueError, match="is longer than any duration can be"):
+        parse_go_duration(text)

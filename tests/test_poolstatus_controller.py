@@ -3,6 +3,7 @@ its outcomes (spec sections 2.2, 7.1, 7.9, vectors 76, 79-81), and the TTL sweep
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from operators.core.models import tombstone
 from operators.core.reconcile import Done, Requeue
 from operators.core.runtime import Runtime
 from operators.dra import taintrules
+from operators.poolstatus import controller as controller_module
+from operators.poolstatus import ttl
 from operators.poolstatus.controller import DISCOVERY_KEY, TTL_KEY, PoolStatusController, request_key
 from operators.poolstatus.operator import DEFINITION
 from operators.poolstatus.settings import Settings
@@ -507,6 +510,55 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     ), "neither the name reused (409) nor the failure is a deletion"
     # The discovery re-check; the worker that runs the sweep re-arms it (WorkQueue.every).
     assert runtime.queue.waiting == 1
+
+
+EXPIRED: dict[str, Any] = {
+    "conditions": [{"type": "Complete", "lastTransitionTime": "2026-09-01T10:00:00Z"}],
+    "poolCount": 0,
+}
+
+
+def swept(client: FakeClient) -> set[str]:
+    return {path for verb, path, _ in client.calls if verb == "delete"}
+
+
+async def test_a_request_completed_in_year_9999_is_kept_and_the_others_still_expire(
+    client: FakeClient,
+) -> None:
+    controller, _ = await prepared(client, completed_ttl=60, pending_ttl=120)
+    far: dict[str, Any] = {
+        "conditions": [{"type": "Complete", "lastTransitionTime": "9999-12-31T23:59:59Z"}],
+        "poolCount": 0,
+    }
+    controller.upsert_request(PROJECT, request_body("year-9999", **far))
+    controller.upsert_request(PROJECT, request_body("done-old", **EXPIRED))
+    controller.upsert_request(BUILTIN, request_body("pending-old"))
+    await controller.sync(TTL_KEY)
+    assert swept(client) == {PROJECT.path("done-old"), BUILTIN.path("pending-old")}
+
+
+async def test_a_request_the_sweep_cannot_handle_is_logged_and_skipped(
+    client: FakeClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    controller, _ = await prepared(client, completed_ttl=60, pending_ttl=120)
+    real = ttl.ttl_action
+
+    def failing_for_one(request: Any, *args: Any) -> Any:
+        if request.metadata.name == "unlucky":
+            raise RuntimeError("a bug in the TTL rules")
+        return real(request, *args)
+
+    monkeypatch.setattr(controller_module, "ttl_action", failing_for_one)
+    for name in ("unlucky", "done-old", "done-older"):
+        controller.upsert_request(PROJECT, request_body(name, **EXPIRED))
+    with caplog.at_level(logging.WARNING, logger=controller_module.__name__):
+        await controller.sync(TTL_KEY)
+    assert swept(client) == {PROJECT.path("done-old"), PROJECT.path("done-older")}
+    (line,) = [r.getMessage() for r in caplog.records if "TTL check" in r.getMessage()]
+    assert (
+        line
+        == "TTL check of dra-operators.io unlucky failed, skipped: RuntimeError('a bug in the TTL rules')"
+    )
 
 
 async def test_the_ttl_sweep_runs_at_start_and_discovery_after_one_interval_both_periodic() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from operators.core.conditions import format_time
+from operators.core.conditions import format_time, parse_time
 from operators.poolstatus.models import ResourcePoolStatusRequest
 from operators.poolstatus.ttl import TtlDecision, ttl_action
 
@@ -144,3 +144,24 @@ def test_first_terminal_condition_wins() -> None:
 def test_custom_ttls() -> None:
     req = request(created=T - timedelta(minutes=11))
     assert ttl_action(req, T, pending_ttl=timedelta(minutes=10)).delete
+
+
+YEAR_9999 = "9999-12-31T23:59:59Z"
+
+
+@pytest.mark.parametrize(
+    ("req", "state"),
+    [
+        (request(condition=("Complete", parse_time(YEAR_9999))), "completed"),
+        (request(created=parse_time(YEAR_9999)), "pending"),
+    ],
+)
+def test_a_reference_time_in_year_9999_is_kept_until_the_end_of_time(
+    req: ResourcePoolStatusRequest, state: str
+) -> None:
+    # Its expiry, one TTL later, lies past what a datetime holds: it never comes, and is no error.
+    assert format_time(parse_time(YEAR_9999)) == YEAR_9999
+    decision = ttl_action(req, T)
+    assert (decision.delete, decision.state) == (False, state)
+    assert decision.requeue_after is not None
+    assert decision.requeue_after > (parse_time(YEAR_9999) - T).total_seconds()

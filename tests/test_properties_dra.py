@@ -33,6 +33,7 @@ from strategies import (
     tolerations,
 )
 
+from operators.core.conditions import LATEST_TIME
 from operators.devicetaint.models import Pod as EvictionPod
 from operators.dra import pools
 from operators.dra.durations import duration_seconds, format_seconds, parse_go_duration
@@ -41,7 +42,6 @@ from operators.dra.quantity import parse_quantity
 from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
-    LATEST_TIME,
     DeviceTaint,
     DeviceToleration,
     earliest_eviction,

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from operators.core.conditions import LATEST_TIME
 from operators.dra.taints import (
-    LATEST_TIME,
     DeviceTaint,
     DeviceTaintSelector,
     DeviceToleration,

@@ -34,8 +34,10 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from operators.core.conditions import time_after
 
 from . import metrics
 from .actions import AttachResult, CallOutcome, Outcome, invoke
@@ -258,7 +260,7 @@ class CallTracker:
             runtime.last_in_progress = False
         elif result is not None and result is not CallResult.SUCCEEDED and step.requeue_after is not None:
             runtime.retries += 1
-            runtime.retry_at = datetime.now(UTC) + timedelta(seconds=step.requeue_after)
+            runtime.retry_at = time_after(datetime.now(UTC), step.requeue_after)
             runtime.last_in_progress = result is CallResult.IN_PROGRESS
 
     def throttled(self, name: str, events: tuple[Event, ...]) -> list[Event]:

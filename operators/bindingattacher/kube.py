@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import ValidationError
 
 from operators.core.client import ApiError, KubeClient
-from operators.core.conditions import format_time, parse_time
+from operators.core.conditions import format_time, parse_time, time_after
 from operators.core.discovery import ServedResource
 from operators.core.models import parse_or_skip
 from operators.core.names import is_dns_subdomain, label_value_of
@@ -402,7 +402,7 @@ class TaintRules:
         rules = self.api
         if rules is None:
             return
-        plan = taint_plan(rules, device, reason, policy_name, datetime.now(UTC) + duration)
+        plan = taint_plan(rules, device, reason, policy_name, time_after(datetime.now(UTC), duration))
         try:
             await execute(plan, self.writer)
         except ApiError as err:

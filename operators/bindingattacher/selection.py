@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from operators.core.conditions import time_after
+
 from .identity import DeviceKey
 from .models import (
     AllocatedDeviceStatus,
@@ -287,7 +289,7 @@ def single_node(selector: NodeSelector | None) -> str | None:
 def node_wait_deadline(
     waiting_since: datetime, node_wait_timeout: timedelta, attach_deadline: datetime
 ) -> datetime:
-    return min(waiting_since + node_wait_timeout, attach_deadline)
+    return min(time_after(waiting_since, node_wait_timeout), attach_deadline)
 
 
 def wait_or_fail(message: str, now: datetime, wait_deadline: datetime) -> NodeResolution:

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from operators.core.backoff import Backoff
+from operators.core.conditions import time_after
 from operators.dra.durations import format_seconds
 
 from .models import (
@@ -80,11 +81,11 @@ JITTER = 0.2
 def attach_deadline(
     allocation_timestamp: datetime, binding_timeout: timedelta, safety_margin: timedelta
 ) -> datetime:
-    return allocation_timestamp + binding_timeout - safety_margin
+    return time_after(allocation_timestamp, binding_timeout - safety_margin)
 
 
 def scheduler_deadline(allocation_timestamp: datetime, binding_timeout: timedelta) -> datetime:
-    return allocation_timestamp + binding_timeout
+    return time_after(allocation_timestamp, binding_timeout)
 
 
 def remaining(deadline: datetime, now: datetime) -> timedelta:

@@ -7,7 +7,7 @@ reason, message and observedGeneration are updated in place.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import Field
@@ -17,6 +17,9 @@ from .models import KubeModel
 TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
+
+LATEST_TIME = datetime.max.replace(tzinfo=UTC)
+"""The last moment a datetime holds: where :func:`time_after` saturates."""
 
 
 def now_rfc3339() -> str:
@@ -55,6 +58,22 @@ def parse_time_or_none(value: object) -> datetime | None:
     except ValueError:
         return None
     return None if moment.year == 1 else moment
+
+
+def time_after(moment: datetime, duration: timedelta | float) -> datetime:
+    """``moment`` plus ``duration`` (a timedelta or seconds), saturating where a datetime ends:
+    :data:`LATEST_TIME` for a sum past year 9999.
+
+    Times and durations read from objects are as large as their writers like (a ``timeAdded`` in
+    year 9999, a ``tolerationSeconds`` near 2**63, a duration of a billion hours): a deadline past
+    year 9999 means "later than anything", never an OverflowError that fails the sync.
+    """
+    seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+    try:
+        step = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
+        return moment + step
+    except OverflowError:
+        return LATEST_TIME if seconds > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 class Condition(KubeModel):

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from operators.core.conditions import FALSE, format_time, reported
+from operators.core.conditions import FALSE, format_time, reported, time_after
 from operators.core.discovery import ServedResource
 from operators.core.events import NORMAL, WARNING, ObjectRef
 from operators.core.plan import Create, Delete, Patch, Plan, RecordEvent, Step, Together, Write, status_apply
@@ -167,7 +167,7 @@ def _act(
         quiet = new_tracks[device].quiet_since
         if quiet is None or spec.clear_after is None:
             continue
-        end = quiet + timedelta(seconds=spec.clear_after)
+        end = time_after(quiet, spec.clear_after)
         if now >= end:
             cleared.append(device)
         else:
@@ -180,7 +180,7 @@ def _act(
     for device, state in new_tracks.items():
         if state.since is None or device in owned:
             continue
-        ready_at = held_from(state.since) + timedelta(seconds=spec.after)
+        ready_at = time_after(held_from(state.since), spec.after)
         if now < ready_at:
             deadlines.append(ready_at)
         elif view.rule_controllers.get(owned_rule_name(policy.metadata.name, device), uid) != uid:
@@ -375,4 +375,4 @@ def held_from(since: datetime) -> datetime:
     """The moment ``after`` counts from: the whole second after ``since``. A slice taint's
     ``timeAdded`` is truncated to the second, so the signal may have begun up to a second after it
     says; counting from the next second makes ``after`` never fire early, at most a second late."""
-    return since.replace(microsecond=0) + timedelta(seconds=1)
+    return time_after(since.replace(microsecond=0), 1)

@@ -17,9 +17,10 @@ paces the policy's evictions by it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from operators.core.conditions import time_after
 from operators.dra import taintrules
 from operators.dra.taints import EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE
 
@@ -60,12 +61,12 @@ def effect_now(spec: ValidSpec, rule: DeviceTaintRule | None, now: datetime) -> 
     if spec.effect != EFFECT_NO_EXECUTE or not window:
         return EffectNow(spec.effect)
     if rule is None:
-        return EffectNow(EFFECT_NO_SCHEDULE, now + timedelta(seconds=window))
+        return EffectNow(EFFECT_NO_SCHEDULE, time_after(now, window))
     if rule.spec.taint.effect == EFFECT_NO_EXECUTE:
         return EffectNow(EFFECT_NO_EXECUTE)
     # A rule not yet seen with its timeAdded waits a whole window from now rather than evicting early.
     start = rule.spec.taint.time_added or now
-    end = start + timedelta(seconds=window)
+    end = time_after(start, window)
     return EffectNow(EFFECT_NO_EXECUTE) if now >= end else EffectNow(EFFECT_NO_SCHEDULE, end)
 
 

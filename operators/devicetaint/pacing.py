@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from operators.core import PROJECT_GROUP
 from operators.core.ratelimit import TokenBucket
+from operators.core.texts import ELLIPSIS, truncate_chars
 from operators.dra.taintrules import EVICTIONS_PER_MINUTE
 
 from .models import DeviceTaintRule
@@ -35,7 +36,13 @@ from .models import DeviceTaintRule
 BURST = 1
 REASON_INVALID_PACING = "InvalidEvictionPacing"
 
+MAX_PER_MINUTE = 2**63 - 1
+"""The largest integer a Kubernetes object holds (the policy's ``evictionsPerMinute`` is an int64).
+A larger value is malformed, not "unlimited": it fits no float rate, and past 4300 digits Python
+refuses to read it at all."""
+
 _DIGITS = re.compile(r"[0-9]+")
+_SHOWN_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -50,18 +57,23 @@ def parse_per_minute(value: str | None) -> int | None:
     """The annotation's positive integer, or None when absent or malformed (:func:`malformed`)."""
     if value is None or not _DIGITS.fullmatch(value):
         return None
-    number = int(value)
-    return number if number > 0 else None
+    significant = value.lstrip("0")
+    if len(significant) > len(str(MAX_PER_MINUTE)):
+        return None
+    number = int(significant or "0")
+    return number if 0 < number <= MAX_PER_MINUTE else None
 
 
 def malformed(value: str | None) -> bool:
-    """Whether the annotation is set to something other than a positive integer."""
+    """Whether the annotation is set to something other than a positive integer up to
+    :data:`MAX_PER_MINUTE`."""
     return value is not None and parse_per_minute(value) is None
 
 
 def malformed_text(value: str) -> str:
     return (
-        f"annotation {EVICTIONS_PER_MINUTE}: {value!r} is not a positive integer; "
+        f"annotation {EVICTIONS_PER_MINUTE}: {truncate_chars(value, _SHOWN_CHARS, ELLIPSIS)!r} "
+        f"is not a positive integer of at most {MAX_PER_MINUTE}; "
         "the evictions of this rule are not paced"
     )
 

@@ -36,7 +36,10 @@ def parse_go_duration(text: str) -> timedelta:
     seconds = _go_seconds(text)
     if seconds is None:
         raise ValueError(f"{text!r} is not a duration such as 30s, 5m or 1h30m")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError as err:  # the pattern bounds the digits, not the value: a billion days
+        raise ValueError(f"{text!r} is longer than any duration can be") from err
 
 
 def duration_seconds(value: Any) -> float:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
+from operators.core.conditions import time_after
 from operators.core.models import KubeModel
 
 EFFECT_NONE = "None"
@@ -32,9 +33,6 @@ EFFECT_NO_EXECUTE = "NoExecute"
 
 OPERATOR_EXISTS = "Exists"
 OPERATOR_EQUAL = "Equal"
-
-# A tolerationSeconds near 2**63 does not fit a datetime; such a deadline is "later than anything".
-LATEST_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 class DeviceTaint(KubeModel):
@@ -134,10 +132,7 @@ def taint_eviction_time(tolerations: Iterable[DeviceToleration], taint: DeviceTa
         shortest = seconds if shortest is None else min(shortest, seconds)
     if shortest is None:
         return taint.time_added
-    try:
-        return taint.time_added + timedelta(seconds=shortest)
-    except OverflowError:
-        return LATEST_TIME
+    return time_after(taint.time_added, shortest)
 
 
 Reason = TypeVar("Reason", bound=Hashable)

@@ -486,9 +486,16 @@ class PoolStatusController:
         for entry in list(self.cache.requests.values()):
             if entry.surface not in self.served:
                 continue
-            decision = ttl_action(entry.request, now, completed_ttl, pending_ttl)
-            if decision.delete:
-                await self._delete_expired(entry, decision.state)
+            # One request the sweep cannot handle must not keep every other from expiring.
+            try:
+                decision = ttl_action(entry.request, now, completed_ttl, pending_ttl)
+                if decision.delete:
+                    await self._delete_expired(entry, decision.state)
+            except Exception as err:
+                group, name = entry.surface.group, entry.request.metadata.name
+                log.warning(
+                    "TTL check of %s %s failed, skipped: %r", group, name, err, extra={"object": name}
+                )
         m.cleanup_duration.observe(time.perf_counter() - started)
 
     async def _delete_expired(self, entry: RequestEntry, state: str) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from operators.core.conditions import parse_time_or_none
+from operators.core.conditions import parse_time_or_none, time_after
 
 from .models import ResourcePoolStatusRequest
 from .status import CONDITION_COMPLETE, CONDITION_FAILED
@@ -60,5 +60,5 @@ def ttl_action(
     ttl_seconds = math.floor(ttl.total_seconds())
     if age_seconds > ttl_seconds:
         return TtlDecision(delete=True, state=state, requeue_after=None)
-    expires_at = since + timedelta(seconds=ttl_seconds + 1)
+    expires_at = time_after(since, ttl_seconds + 1)
     return TtlDecision(delete=False, state=state, requeue_after=(expires_at - now).total_seconds())
