@@ -89,6 +89,28 @@ def test_shareable_pool_with_tainted_devices() -> None:
     ]
 
 
+def test_a_capacity_too_large_to_write_out_has_no_utilisation_bar() -> None:
+    # A driver may publish 1e2147483647; poolstatus writes it as Go does, and reading it back must
+    # not expand the power of ten.
+    huge = "10e2147483646"
+    pool = {
+        "driver": "nic.example.com",
+        "poolName": "nics",
+        "generation": 1,
+        "resourceSliceCount": 1,
+        "totalDevices": 1,
+        "allocatedDevices": 0,
+        "availableDevices": 1,
+        "unavailableDevices": 0,
+        "shareableSummary": {
+            "fullyAvailableDevices": 1,
+            "partiallyAvailableDevices": 0,
+            "capacity": [{"name": "mem", "total": huge, "consumed": "0", "available": huge}],
+        },
+    }
+    assert render_pool(pool)[-1].split() == ["mem", huge, "0", huge, "-"]
+
+
 def test_incomplete_pool_shows_only_its_error() -> None:
     pool = {
         "driver": GPU,

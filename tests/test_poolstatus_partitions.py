@@ -356,3 +356,48 @@ def test_over_cap_partition_types() -> None:
 def test_exactly_32_partition_types_fit() -> None:
     devices = [gpu(f"d{i:02}", f"T{i:02}", "1Gi") for i in range(32)]
     assert len(partitions(only_pool(fixture_g_slices(devices=devices)))) == 32
+
+
+# Counters a driver publishes far beyond exact arithmetic ---------------------------------------
+
+HUGE = "1e2147483647"
+"""A counter value the API accepts (any parsed quantity is valid); Go expands ``10**2147483647``."""
+
+COUNTER_OUT_OF_RANGE = (
+    'PartitionCounterOutOfRange: counter "memory" of counter set "gpu-0" in pool gpu.example.com/pool-1 '
+    "cannot be computed exactly: its quantities are more than 4096 digits apart"
+)
+
+
+def halves(memory: str, count: int = 2) -> list[dict[str, Any]]:
+    return [gpu(f"half-{i}", "Half", memory) for i in range(count)]
+
+
+@pytest.mark.parametrize("counters", [HUGE, "1e5000", "1e40000", "1e80000"])
+def test_a_counter_beyond_exact_digits_is_a_validation_error(counters: str) -> None:
+    # Returning at all is the time budget: the old code expanded the power of ten one digit at a
+    # time (1e80000 took seconds, HUGE never ended) or, past 4300 digits, raised ValueError.
+    pool = only_pool(fixture_g_slices(devices=halves("1"), counters=counters))
+    assert pool["validationError"] == COUNTER_OUT_OF_RANGE
+    assert "partitionSummary" not in pool
+    assert counts(pool) == (2, 0, 2, 0)
+
+
+def test_an_allocated_device_charging_a_huge_counter_is_a_validation_error() -> None:
+    pool = only_pool(fixture_g_slices(devices=halves("1"), counters=HUGE), claims_on("half-0"))
+    assert pool["validationError"] == COUNTER_OUT_OF_RANGE
+    assert counts(pool) == (2, 1, 1, 0)
+
+
+def test_huge_counters_that_need_no_arithmetic_are_compared_exactly() -> None:
+    # Nothing is subtracted: the device does not fit, or consumes as much as there is.
+    assert partitions(only_pool(fixture_g_slices(devices=halves(HUGE), counters="1"))) == [(A, "Half", 2, 0)]
+    pool = only_pool(fixture_g_slices(devices=halves(HUGE, count=1), counters=HUGE))
+    assert partitions(pool) == [(A, "Half", 1, 1)]
+
+
+def test_counters_within_exact_digits_stay_exact() -> None:
+    pool = only_pool(fixture_g_slices(devices=halves("1", count=3), counters="1e4000"))
+    assert partitions(pool) == [(A, "Half", 3, 3)]
+    pool = only_pool(fixture_g_slices(devices=halves("1e4000", count=3), counters="2e4000"))
+    assert partitions(pool) == [(A, "Half", 3, 2)]

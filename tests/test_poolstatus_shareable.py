@@ -203,3 +203,53 @@ def test_shareable_error_hides_partition_summary() -> None:
     assert pool["validationError"].startswith("ShareableSummaryOverCap:")
     assert "partitionSummary" not in pool
     assert "shareableSummary" not in pool
+
+
+# Capacities a driver publishes far beyond exact arithmetic --------------------------------------
+
+HUGE = "1e2147483647"
+"""A capacity the API accepts (any parsed quantity is valid); Go expands ``10**2147483647``."""
+
+CAPACITY_OUT_OF_RANGE = (
+    'ShareableCapacityOutOfRange: capacity "mem" in pool net.example.com/pool-1 cannot be summed '
+    "exactly: its quantities are more than 4096 digits apart"
+)
+
+
+def test_a_huge_capacity_alone_is_written_as_go_writes_it() -> None:
+    pool = net_pool([nic("nic-0", mem=HUGE)])
+    assert pool["shareableSummary"] == summary(1, 0, ("mem", "10e2147483646", "0", "10e2147483646"))
+
+
+def test_a_capacity_of_more_than_4300_digits_is_written_exactly() -> None:
+    digits = "1" + "0" * 4999 + "1"
+    pool = net_pool([nic("nic-0", mem=digits)], [uses("nic-0", {"mem": digits})])
+    assert pool["shareableSummary"] == summary(0, 0, ("mem", digits, digits, "0"))
+
+
+@pytest.mark.parametrize(
+    ("devices", "claims"),
+    [
+        ([nic("nic-0", mem=HUGE)], [uses("nic-0", {"mem": "1"})]),
+        ([nic("nic-0", mem=HUGE), nic("nic-1", mem="1")], []),
+        ([nic("nic-0", mem="1e5000"), nic("nic-1", mem="1")], []),
+        ([nic("nic-0", mem="1e80000")], [uses("nic-0", {"mem": "1"})]),
+        ([nic("nic-0", mem="2")], [uses("nic-0", {"mem": HUGE}, 0), uses("nic-0", {"mem": "1"}, 1)]),
+    ],
+    ids=["consumed", "summed", "5000-digits", "80000-digits", "consumption-summed"],
+)
+def test_a_capacity_sum_beyond_exact_digits_is_a_validation_error(
+    devices: list[dict[str, Any]], claims: list[ResourceClaim]
+) -> None:
+    # Returning at all is the time budget: the old code expanded the power of ten one digit at a
+    # time (1e80000 took seconds, HUGE never ended) or, past 4300 digits, raised ValueError.
+    pool = net_pool(devices, claims)
+    assert pool["validationError"] == CAPACITY_OUT_OF_RANGE
+    assert "shareableSummary" not in pool
+    assert pool["totalDevices"] == len(devices)
+
+
+def test_consumption_of_a_name_the_device_lacks_is_never_summed() -> None:
+    claims = [uses("nic-0", {"other": HUGE, "mem": "1"}, 0), uses("nic-0", {"other": "1"}, 1)]
+    pool = net_pool([nic("nic-0", mem="2")], claims)
+    assert pool["shareableSummary"] == summary(0, 1, ("mem", "2", "1", "1"))

@@ -4,6 +4,7 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 
 - ``test_quantity_round_trips_through_its_canonical_text``: 300
 - ``test_quantity_arithmetic_is_exact``: 200
+- ``test_quantity_arithmetic_is_quick_or_refused_at_any_exponent``: 200
 - ``test_go_durations_parse_to_their_value``: 300
 - ``test_eviction_never_precedes_the_taint``: 300
 - ``test_earliest_eviction_is_the_minimum``: 150
@@ -14,12 +15,14 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 
 from __future__ import annotations
 
+import decimal
 import math
+import operator
 from datetime import timedelta
 from decimal import Decimal
 from random import Random
 
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from strategies import (
     Body,
@@ -38,7 +41,7 @@ from operators.devicetaint.models import Pod as EvictionPod
 from operators.dra import pools
 from operators.dra.durations import duration_seconds, format_seconds, parse_go_duration
 from operators.dra.pods import pod_may_use_claims
-from operators.dra.quantity import parse_quantity
+from operators.dra.quantity import MAX_EXACT_DIGITS, QuantityRangeError, parse_quantity
 from operators.dra.slices import ResourceSlice, SliceDevice
 from operators.dra.taints import (
     EFFECT_NO_EXECUTE,
@@ -74,6 +77,47 @@ def test_quantity_arithmetic_is_exact(left_text: str, right_text: str) -> None:
     assert (left - right).as_fraction() == left.as_fraction() - right.as_fraction()
     assert (left < right) == (left.as_fraction() < right.as_fraction())
     assert (left - right).non_negative().sign() >= 0
+
+
+_EXPONENTS = st.one_of(
+    st.integers(-9, 40),
+    st.integers(MAX_EXACT_DIGITS - 20, MAX_EXACT_DIGITS + 20),
+    st.integers(2**31 - 20, 2**31 - 1),
+    st.integers(-9, 2**31 - 1),
+)
+# Wide enough for every exact result, and any exponent: decimal never expands a power of ten.
+_WIDE = decimal.Context(prec=MAX_EXACT_DIGITS + 64, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _exponent_texts() -> st.SearchStrategy[str]:
+    coefficients = st.one_of(st.integers(-(10**12), 10**12), st.sampled_from((1, -1, 0)))
+    return st.builds(lambda c, e: f"{c}e{e}", coefficients, _EXPONENTS)
+
+
+@settings(examples(200), deadline=timedelta(milliseconds=250))
+@given(_exponent_texts(), _exponent_texts())
+@example("1e2147483647", "1")
+@example("1e5000", "1")
+@example("1e4095", "-1")
+def test_quantity_arithmetic_is_quick_or_refused_at_any_exponent(left_text: str, right_text: str) -> None:
+    """quantity.py: a driver may publish any exponent up to 2**31 - 1. Comparing and printing are
+    exact; a sum or difference is exact, or, when it needs far more than MAX_EXACT_DIGITS digits,
+    refused with QuantityRangeError. Each example has a deadline: nothing expands ``10**exponent``."""
+    left, right = parse_quantity(left_text), parse_quantity(right_text)
+    exact_left, exact_right = Decimal(left_text), Decimal(right_text)
+    assert (left < right) == (exact_left < exact_right)
+    assert Decimal(str(left)) == exact_left
+    for operation, exact in ((operator.add, _WIDE.add), (operator.sub, _WIDE.subtract)):
+        _WIDE.clear_flags()
+        expected = exact(exact_left, exact_right)
+        try:
+            computed = operation(left, right)
+        except QuantityRangeError:
+            # Refused only when the exact result has more digits than the bound.
+            assert _WIDE.flags[decimal.Inexact] or len(expected.as_tuple().digits) >= MAX_EXACT_DIGITS
+        else:
+            assert not _WIDE.flags[decimal.Inexact]
+            assert Decimal(str(computed)) == expected
 
 
 @examples(300)

@@ -11,16 +11,21 @@ Examples per property (the ``unit`` profile; ``thorough`` runs ten times as many
 - ``test_the_status_does_not_depend_on_input_order``: 50
 - ``test_one_set_partitions_fit_by_division``: 150
 - ``test_the_cache_answers_as_a_fresh_computation``: 60
+- ``test_quantities_far_apart_make_a_pool_error_at_once``: 50
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from random import Random
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from poolstatus_builders import claim as claim_on
+from poolstatus_builders import device, request_spec
+from poolstatus_builders import resource_slice as slice_of
+from poolstatus_builders import result as allocated_to
 from strategies import (
     Body,
     claim_bodies,
@@ -34,12 +39,13 @@ from strategies import (
 from operators.core.keys import CLAIM, Key
 from operators.core.models import parse
 from operators.dra.pools import current_slices
-from operators.dra.quantity import parse_quantity
+from operators.dra.quantity import MAX_EXACT_DIGITS, parse_quantity
 from operators.poolstatus.cache import ClusterCache
 from operators.poolstatus.models import DeviceTaintRule, RequestSpec, ResourceClaim, ResourceSlice
 from operators.poolstatus.status import Completed, Deferred, compute_pools, decide
 
 WRITTEN_AT = datetime(2026, 9, 1, 10, 0, 0, tzinfo=UTC)
+PROFILE = "gpu.example.com/profile"
 
 
 @dataclass
@@ -238,3 +244,33 @@ def test_the_cache_answers_as_a_fresh_computation(world: World, later: World, da
                 spec, slices.values(), claims.values(), rules.values() if with_rules else ()
             )
             assert [r.status for r in cache.pool_results(spec, with_rules)] == [r.status for r in fresh]
+
+
+@settings(examples(50), deadline=timedelta(milliseconds=250))
+@given(st.integers(MAX_EXACT_DIGITS + 1, 2**31 - 1), st.integers(1, 3), st.booleans())
+@example(2**31 - 1, 2, False)
+@example(5000, 2, False)
+def test_quantities_far_apart_make_a_pool_error_at_once(exponent: int, count: int, allocated: bool) -> None:
+    """Sections 9, 11 and 12: a driver may publish a counter or a capacity of ``1e<exponent>`` (any
+    exponent up to 2**31 - 1 parses) beside amounts of 1. Each example has a deadline: the pools get
+    the view's validationError with their counts, and nothing expands ``10**exponent``."""
+    huge = f"1e{exponent}"
+    parts = [
+        device(f"part-{i}", attributes={"profile": "p"}, consumes=[("set", {"c": "1"})]) for i in range(count)
+    ]
+    nics = [device(f"nic-{i}", shareable=True, capacity={"c": "1"}) for i in range(count)]
+    nics.append(device("nic-huge", shareable=True, capacity={"c": huge}))
+    slices = [
+        slice_of("a", parts, pool="a", partition_attribute=PROFILE, shared_counters={"set": {"c": huge}}),
+        slice_of("b", nics, pool="b"),
+    ]
+    claims = [
+        claim_on("c-a", allocated_to("part-0", pool="a")),
+        claim_on("c-b", allocated_to("nic-huge", pool="b", consumed={"c": "1"})),
+    ]
+    pool_a, pool_b = (r.status for r in compute_pools(request_spec(), slices, claims if allocated else []))
+    assert pool_a["validationError"].startswith('PartitionCounterOutOfRange: counter "c" of counter set')
+    assert pool_b["validationError"].startswith('ShareableCapacityOutOfRange: capacity "c"')
+    assert "partitionSummary" not in pool_a
+    assert "shareableSummary" not in pool_b
+    assert pool_a["allocatedDevices"] == pool_b["allocatedDevices"] == int(allocated)

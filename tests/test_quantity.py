@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from operators.dra.quantity import Format, Quantity, QuantityError, parse_quantity
+from operators.dra.quantity import (
+    MAX_EXACT_DIGITS,
+    Format,
+    Quantity,
+    QuantityError,
+    QuantityRangeError,
+    parse_quantity,
+)
 
 
 def q(text: str) -> Quantity:
@@ -137,6 +144,70 @@ def test_huge_exponents_stay_cheap() -> None:
     assert str(q("1e-2000000000")) == "1e-9"  # rounded away from zero to one nano unit
     assert q("1e2000000000") > q("9Ei")
     assert q("-1e2000000000") < q("1")
+
+
+HUGE = "1e2147483647"
+"""The largest exponent the API accepts: a driver may publish it as a capacity or a counter."""
+
+
+def test_huge_exponents_print_compare_and_hash_without_expansion() -> None:
+    # The canonical text is Go's: the exponent moves down to a multiple of 3.
+    assert str(q(HUGE)) == "10e2147483646"
+    assert q(HUGE) == q("10e2147483646")
+    assert q("0.01e2147483647") == q("1000e2147483642")
+    assert hash(q(HUGE)) == hash(q("10e2147483646"))
+    assert q(HUGE) > q("9e2147483646") > q("1e5000")
+    assert q("-" + HUGE) < q("-1e5000") < q("1")
+
+
+@pytest.mark.parametrize(("left", "right"), [(HUGE, "1"), ("1", HUGE), ("1e5000", "1"), ("1e4096", "1")])
+def test_sums_that_would_expand_beyond_the_bound_raise_range_error(left: str, right: str) -> None:
+    # Returning at all is the time budget: 10**2147483647 was built one digit at a time.
+    with pytest.raises(QuantityRangeError):
+        q(left) + q(right)
+    with pytest.raises(QuantityRangeError):
+        q(left) - q(right)
+
+
+def test_sums_within_the_bound_are_exact() -> None:
+    widest = q(f"1e{MAX_EXACT_DIGITS - 1}") + q("1")
+    assert str(widest) == "1" + "0" * (MAX_EXACT_DIGITS - 2) + "1"
+    assert str(widest - q("1")) == f"1e{MAX_EXACT_DIGITS - 1}"
+    assert str(q(HUGE) + q(HUGE)) == "20e2147483646"
+    assert str(q(HUGE) - q("9e2147483646")) == "1e2147483646"
+
+
+def test_a_zero_operand_never_aligns() -> None:
+    # Zero's exponent is 0: aligning on it would expand the other operand's power of ten.
+    assert str(Quantity() + q(HUGE)) == str(q(HUGE) + Quantity()) == "10e2147483646"
+    assert str(Quantity() - q(HUGE)) == "-10e2147483646"
+    assert (Quantity() + q(HUGE)).format is Format.DECIMAL_EXPONENT
+    assert (q("0Gi") + q(HUGE) - q(HUGE)).format is Format.DECIMAL_EXPONENT
+
+
+def test_more_than_4300_digits_parse_print_and_add() -> None:
+    # Python's int/str conversions refuse more than 4300 digits by default.
+    digits = "1" + "0" * 4999 + "1"
+    value = q(digits)
+    assert str(value) == digits
+    assert q("1e5000") < value < q("2e5000")
+    assert str(value + value) == "2" + "0" * 4999 + "2"
+    assert (value - value).is_zero()
+    assert str(q(f"{digits}Ki")) == "9223372036854775807"  # capped as every binary quantity
+    assert str(q("0." + "0" * 4999 + "1")) == "1n"
+    assert str(q("1" + "0" * 6000)) == "1e6000"
+
+
+def test_binary_values_of_huge_magnitude_print_without_expansion() -> None:
+    assert str(Quantity(3, 60, Format.BINARY_SI)) == f"{3 * 5**60}Ei"
+    assert str(Quantity(3, 64, Format.BINARY_SI)) == f"{3 * 5**60}0000Ei"
+    assert str(Quantity(3, 4, Format.BINARY_SI)) == "30000"
+
+
+def test_as_fraction_refuses_a_huge_power_of_ten() -> None:
+    with pytest.raises(QuantityRangeError):
+        q(HUGE).as_fraction()
+    assert q("1e4096").as_fraction() == 10**4096
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from operators.dra.pools import PoolId
-from operators.dra.quantity import Quantity, QuantityError
+from operators.dra.quantity import Quantity, QuantityError, QuantityRangeError
 
 from .devicetaints import PlacedTaint
 from .tables import ALLOCATED, FREE, UNAVAILABLE, bar, percent, table
@@ -121,7 +121,8 @@ def _partitions(summary: Sequence[Mapping[str, Any]]) -> list[str]:
 def _fraction(text: str) -> Fraction | None:
     try:
         return Quantity.parse(text).as_fraction()
-    except QuantityError:
+    except (QuantityError, QuantityRangeError):
+        # A value too large to write out exactly (``10e2147483646``) shows no utilisation bar.
         return None
 
 

@@ -1,7 +1,8 @@
 """The exact texts the operator writes: ``validationError`` values and condition messages.
 
-Every ``validationError`` starts with one of six stable prefixes (spec section 8) so that
-scripts can match on them; the rest of each text is fixed too, because users compare it.
+Every ``validationError`` starts with one of the stable prefixes of spec section 8, or one
+of the two this project adds for quantities too far apart to compute exactly (docs/spec-notes.md),
+so that scripts can match on them; the rest of each text is fixed too, because users compare it.
 Names inside texts are quoted like Go's ``%q`` so that the same pool reads the same way
 whether upstream or this operator wrote it.
 
@@ -16,18 +17,23 @@ import unicodedata
 from collections.abc import Sequence
 
 from operators.core.texts import truncate_utf8
+from operators.dra.quantity import MAX_EXACT_DIGITS
 
 PREFIX_POOL_INCOMPLETE = "PoolIncomplete:"
 PREFIX_PARTITION_TYPE_MISSING = "PartitionTypeMissing:"
 PREFIX_PARTITION_COST_MISMATCH = "PartitionCostMismatch:"
 PREFIX_PARTITION_SUMMARY_OVER_CAP = "PartitionSummaryOverCap:"
 PREFIX_SHAREABLE_SUMMARY_OVER_CAP = "ShareableSummaryOverCap:"
+PREFIX_PARTITION_COUNTER_OUT_OF_RANGE = "PartitionCounterOutOfRange:"
+PREFIX_SHAREABLE_CAPACITY_OUT_OF_RANGE = "ShareableCapacityOutOfRange:"
 VALIDATION_PREFIXES = (
     PREFIX_POOL_INCOMPLETE,
     PREFIX_PARTITION_TYPE_MISSING,
     PREFIX_PARTITION_COST_MISMATCH,
     PREFIX_PARTITION_SUMMARY_OVER_CAP,
     PREFIX_SHAREABLE_SUMMARY_OVER_CAP,
+    PREFIX_PARTITION_COUNTER_OUT_OF_RANGE,
+    PREFIX_SHAREABLE_CAPACITY_OUT_OF_RANGE,
 )
 
 REQUEST_KIND = "ResourcePoolStatusRequest"
@@ -114,6 +120,21 @@ def partition_cost_mismatch(driver: str, pool: str, partition_type: str) -> str:
     return validation_error(
         f"{PREFIX_PARTITION_COST_MISMATCH} devices of partition type {go_quote(partition_type)} "
         f"in pool {driver}/{pool} consume different counters"
+    )
+
+
+def partition_counter_out_of_range(driver: str, pool: str, counter_set: str, counter: str) -> str:
+    return validation_error(
+        f"{PREFIX_PARTITION_COUNTER_OUT_OF_RANGE} counter {go_quote(counter)} of counter set "
+        f"{go_quote(counter_set)} in pool {driver}/{pool} cannot be computed exactly: "
+        f"its quantities are more than {MAX_EXACT_DIGITS} digits apart"
+    )
+
+
+def shareable_capacity_out_of_range(driver: str, pool: str, capacity: str) -> str:
+    return validation_error(
+        f"{PREFIX_SHAREABLE_CAPACITY_OUT_OF_RANGE} capacity {go_quote(capacity)} in pool {driver}/{pool} "
+        f"cannot be summed exactly: its quantities are more than {MAX_EXACT_DIGITS} digits apart"
     )
 
 

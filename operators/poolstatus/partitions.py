@@ -18,6 +18,11 @@ Decisions that differ from upstream (spec section 18):
 
 The fit is greedy in canonical order: with one set and no groups it equals
 ``min(fresh devices, floor(available / cost))``.
+
+A counter whose remaining amount cannot be computed exactly (a driver published quantities
+more than :data:`~operators.dra.quantity.MAX_EXACT_DIGITS` digits apart, such as a counter of
+``1e2147483647`` that devices consume ``1`` of) makes the view an error, as the other
+problems of a pool's data do; Go would spend hours expanding the power of ten.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from operators.core.models import camel_fields
-from operators.dra.quantity import Quantity
+from operators.dra.quantity import Quantity, QuantityRangeError
 
 from . import messages
 from .compatibility import EMPTY, CompatibilityState
@@ -94,6 +99,22 @@ class _Group:
     """Indexes into pool.devices."""
 
 
+class _CounterOutOfRange(Exception):
+    """A counter's remaining amount needs more digits than exact arithmetic allows."""
+
+    def __init__(self, counter_set: str, counter: str) -> None:
+        super().__init__(counter_set, counter)
+        self.counter_set = counter_set
+        self.counter = counter
+
+
+def _remaining(counter_set: str, counter: str, have: Quantity, cost: Quantity) -> Quantity:
+    try:
+        return have - cost
+    except QuantityRangeError as error:
+        raise _CounterOutOfRange(counter_set, counter) from error
+
+
 @dataclass
 class _Headroom:
     """Remaining counters and compatibility state per counter set, during one walk."""
@@ -118,7 +139,7 @@ class _Headroom:
                 continue
             for name, cost in entry.counters.items():
                 if name in counters:
-                    counters[name] = counters[name] - cost.value
+                    counters[name] = _remaining(entry.counter_set, name, counters[name], cost.value)
             state = self.compatibility[entry.counter_set]
             self.compatibility[entry.counter_set] = state.fold(entry.compatibility_groups)
 
@@ -136,7 +157,7 @@ class _Headroom:
                 have = counters.get(name)
                 if have is None or have < cost.value:
                     return False
-                counters[name] = have - cost.value
+                counters[name] = _remaining(set_name, name, have, cost.value)
             state = touched_states.get(set_name, self.compatibility[set_name])
             if not state.admits(entry.compatibility_groups):
                 return False
@@ -178,6 +199,20 @@ def partition_view(
     if len(groups) > messages.MAX_SUMMARY_ENTRIES:
         return PartitionView(error=messages.partition_summary_over_cap(pool.driver, pool.name, len(groups)))
 
+    try:
+        entries = _fit(pool, availability, groups)
+    except _CounterOutOfRange as error:
+        return PartitionView(
+            error=messages.partition_counter_out_of_range(
+                pool.driver, pool.name, error.counter_set, error.counter
+            )
+        )
+    return PartitionView(summary=entries)
+
+
+def _fit(
+    pool: Pool, availability: Sequence[DeviceAvailability], groups: Mapping[tuple[str, str], _Group]
+) -> tuple[PartitionEntry, ...]:
     baseline = _Headroom.fresh(pool.shared_counters)
     for index, published in enumerate(pool.devices):
         if availability[index] is DeviceAvailability.ALLOCATED:
@@ -193,4 +228,4 @@ def partition_view(
             if available and headroom.try_place(pool.devices[index].device):
                 allocatable += 1
         entries.append(PartitionEntry(attribute, value, len(group.members), allocatable))
-    return PartitionView(summary=tuple(entries))
+    return tuple(entries)

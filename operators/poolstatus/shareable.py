@@ -13,18 +13,23 @@ Capacity names are compared after qualifying bare names with the driver's domain
 drivers and the scheduler spell the same capacity both ways (``bandwidth`` and
 ``net.example.com/bandwidth``). The name reported is the first spelling in canonical
 device order. Only results that name published devices count (decision D6).
+
+A capacity whose sums cannot be computed exactly (a driver published quantities more than
+:data:`~operators.dra.quantity.MAX_EXACT_DIGITS` digits apart, such as ``1e2147483647`` and
+``1``) makes the view an error, as too many capacity names does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from operators.dra.quantity import Quantity
+from operators.dra.quantity import Quantity, QuantityRangeError
 
 from . import messages
 from .counts import PoolUsage
 from .models import Device
-from .pools import Pool
+from .pools import Pool, PublishedDevice
 
 _ZERO = Quantity()
 
@@ -81,56 +86,94 @@ def _device_capacity(driver: str, device: Device) -> dict[str, tuple[str, Quanti
     return capacity
 
 
-def _consumption_by_device(driver: str, usage: PoolUsage) -> dict[str, dict[str, Quantity]]:
-    """Device name -> qualified capacity name -> amount consumed by all results."""
-    consumed: dict[str, dict[str, Quantity]] = {}
+def _consumption_by_device(driver: str, usage: PoolUsage) -> dict[str, dict[str, list[Quantity]]]:
+    """Device name -> qualified capacity name -> the amounts results consumed, in claim order."""
+    consumed: dict[str, dict[str, list[Quantity]]] = {}
     for result in usage.results:
         for spelling, amount in (result.consumed_capacity or {}).items():
             per_device = consumed.setdefault(result.device, {})
-            key = qualified_capacity_name(driver, spelling)
-            per_device[key] = per_device.get(key, _ZERO) + amount
+            per_device.setdefault(qualified_capacity_name(driver, spelling), []).append(amount)
     return consumed
+
+
+class _CapacityOutOfRange(Exception):
+    """A capacity's sum needs more digits than exact arithmetic allows."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _sum(key: str, *terms: Quantity) -> Quantity:
+    """The sum from zero (so it takes the format of its first non-zero term)."""
+    total = _ZERO
+    try:
+        for term in terms:
+            total = total + term
+    except QuantityRangeError as error:
+        raise _CapacityOutOfRange(key) from error
+    return total
 
 
 def shareable_view(pool: Pool, usage: PoolUsage) -> ShareableView:
     """Spec section 11."""
-    shareable = [p for p in pool.devices if p.device.allow_multiple_allocations]
+    shareable = [
+        (published, _device_capacity(pool.driver, published.device))
+        for published in pool.devices
+        if published.device.allow_multiple_allocations
+    ]
     if not shareable:
         return ShareableView()
-
-    consumption = _consumption_by_device(pool.driver, usage)
-    fully = partially = 0
     spellings: dict[str, str] = {}
+    for _, capacity in shareable:
+        for key, (spelling, _) in capacity.items():
+            spellings.setdefault(key, spelling)
+    if len(spellings) > messages.MAX_SUMMARY_ENTRIES:
+        return ShareableView(
+            error=messages.shareable_summary_over_cap(pool.driver, pool.name, len(spellings))
+        )
+    try:
+        summary = _summary(shareable, usage, _consumption_by_device(pool.driver, usage), spellings)
+    except _CapacityOutOfRange as error:
+        return ShareableView(
+            error=messages.shareable_capacity_out_of_range(pool.driver, pool.name, spellings[error.key])
+        )
+    return ShareableView(summary=summary)
+
+
+def _summary(
+    shareable: Sequence[tuple[PublishedDevice, dict[str, tuple[str, Quantity]]]],
+    usage: PoolUsage,
+    consumption: Mapping[str, Mapping[str, Sequence[Quantity]]],
+    spellings: Mapping[str, str],
+) -> ShareableSummary:
+    fully = partially = 0
     totals: dict[str, Quantity] = {}
     consumed_totals: dict[str, Quantity] = {}
-    for published in shareable:
-        capacity = _device_capacity(pool.driver, published.device)
-        consumed = consumption.get(published.name, {})
+    for published, capacity in shareable:
+        amounts = consumption.get(published.name, {})
+        # Only the device's own capacity names count: a result's other names are ignored.
+        consumed = {key: _sum(key, *amounts.get(key, ())) for key in capacity}
         if published.name not in usage.in_use:
             fully += 1
         else:
-            exhausted = bool(capacity) and all(
-                consumed.get(key, _ZERO) >= value for key, (_, value) in capacity.items()
-            )
+            exhausted = bool(capacity) and all(consumed[key] >= value for key, (_, value) in capacity.items())
             if not exhausted:
                 partially += 1
-        for key, (spelling, value) in capacity.items():
-            spellings.setdefault(key, spelling)
-            totals[key] = totals.get(key, _ZERO) + value
-            consumed_totals[key] = consumed_totals.get(key, _ZERO) + consumed.get(key, _ZERO)
+        for key, (_, value) in capacity.items():
+            totals[key] = _sum(key, totals.get(key, _ZERO), value)
+            consumed_totals[key] = _sum(key, consumed_totals.get(key, _ZERO), consumed[key])
 
-    if len(totals) > messages.MAX_SUMMARY_ENTRIES:
-        return ShareableView(error=messages.shareable_summary_over_cap(pool.driver, pool.name, len(totals)))
     entries = sorted(
         (
             CapacityEntry(
                 name=spellings[key],
                 total=totals[key],
                 consumed=consumed_totals[key],
-                available=(totals[key] - consumed_totals[key]).non_negative(),
+                available=_sum(key, totals[key], -consumed_totals[key]).non_negative(),
             )
             for key in totals
         ),
         key=lambda entry: entry.name,
     )
-    return ShareableView(summary=ShareableSummary(fully, partially, tuple(entries)))
+    return ShareableSummary(fully, partially, tuple(entries))

@@ -17,9 +17,10 @@ selector has to model that storage too:
 The printing format (DecimalSI, BinarySI...) is not modelled: no CEL function in the DRA environment
 can observe it.
 
-One deliberate limit: exact arithmetic between quantities whose decimal exponents differ by more
-than :data:`MAX_EXPONENT_GAP` fails with an error instead of expanding a power of ten with billions
-of digits (``quantity("1e2000000000").add(1)``); Go would try and exhaust memory.
+One deliberate limit, the core's: exact arithmetic between quantities whose decimal exponents differ
+by more than :data:`~operators.dra.quantity.MAX_EXACT_DIGITS` fails with an error instead of
+expanding a power of ten with billions of digits (``quantity("1e2000000000").add(1)``); Go would try
+and exhaust memory.
 """
 
 from __future__ import annotations
@@ -32,16 +33,15 @@ from typing import Any
 
 from celpy import celtypes
 
-from operators.dra.quantity import Quantity
+from operators.dra.quantity import MAX_EXACT_DIGITS, Quantity
 
 from .errors import FunctionError, cel_function, no_overload, ordering_functions
 
-__all__ = ["FUNCTIONS", "MAX_EXPONENT_GAP", "CelQuantity", "GoAmount", "parse_go_quantity"]
+__all__ = ["FUNCTIONS", "CelQuantity", "GoAmount", "parse_go_quantity"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _NANO = -9
-MAX_EXPONENT_GAP = 4096
 
 _FORMAT_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 _SUFFIX_ERROR = "unable to parse quantity's suffix"
@@ -194,7 +194,7 @@ def _parse_big(positive: bool, whole: str, fraction: str, base: int, exponent: i
     if mantissa == 0:
         # Checked first so that a huge exponent on a zero is never expanded.
         return GoAmount(0, exponent - len(fraction) if base == 10 else -len(fraction), big=True)
-    if base == 10 and exponent > MAX_EXPONENT_GAP:
+    if base == 10 and exponent > MAX_EXACT_DIGITS:
         raise FunctionError("quantity exponent is too large to evaluate")
     if base == 10 and exponent + len(whole) < _NANO - 1:
         # Far below one nano unit: the result is the smallest unit, without expanding 10**-exponent.
@@ -224,7 +224,7 @@ def _combine(left: GoAmount, right: GoAmount, sign: int) -> GoAmount:
             if _fits_int64(a) and _fits_int64(b) and _fits_int64(a + b):
                 return GoAmount(a + b, low)
     low = min(left.exponent, right.exponent)
-    if max(left.exponent, right.exponent) - low > MAX_EXPONENT_GAP:
+    if max(left.exponent, right.exponent) - low > MAX_EXACT_DIGITS:
         raise FunctionError("quantity arithmetic between such different magnitudes is not supported")
     total = left.unscaled * 10 ** (left.exponent - low) + sign * right.unscaled * 10 ** (right.exponent - low)
     return GoAmount(total, low, big=True)
