@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from devicehealth_builders import gpu, rule_body
 
+from operators.kubectl_dra.errors import PluginError
 from operators.kubectl_dra.explain import ExplainQuery, document, render
 from operators.kubectl_dra.explainmodel import Finding, Snapshot, explain_claim, explain_pod
 
@@ -377,3 +378,11 @@ def test_a_warning_is_marked_in_the_text_and_in_the_document() -> None:
         {"text": "fine.", "source": "here"},
         {"text": "bad.", "source": "there", "warning": True},
     ]
+
+
+def test_counters_too_far_apart_to_subtract_are_named_instead_of_guessed() -> None:
+    devices = slice_body(device("gpu-3", counters=1), device("gpu-4", counters=1))
+    devices["spec"]["sharedCounters"] = [{"name": "gpu-0", "counters": {"memory": {"value": "1e2147483647"}}}]
+    taken = claim("other", allocated=["gpu-3"])
+    with pytest.raises(PluginError, match="counter memory of counter set gpu-0 in pool node-1 of driver"):
+        explain_claim(snapshot(claim("big"), taken, slices=[devices]), NS, "big")

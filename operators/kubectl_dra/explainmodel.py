@@ -37,7 +37,7 @@ from operators.dra import claims, health, slices
 from operators.dra.cel import CelError, PreparedDevice, compile_expression
 from operators.dra.pods import TERMINAL_PHASES
 from operators.dra.pools import DeviceId, current_slices_by_pool, visible_devices
-from operators.dra.quantity import Quantity
+from operators.dra.quantity import Quantity, QuantityRangeError
 from operators.dra.selectable import SelectableDevice
 from operators.dra.slices import CounterSet, DeviceCounterConsumption
 from operators.dra.taintrules import DeviceTaintRule
@@ -50,6 +50,7 @@ from operators.dra.taints import (
 )
 
 from .devicetaints import PlacedTaint, parse_rules, rule_taints, slice_taints
+from .errors import PluginError
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
@@ -296,7 +297,15 @@ def _charge(remaining: dict[CounterKey, dict[str, Quantity]], device: _Device) -
             continue
         for name, cost in entry.counters.items():
             if name in values:
-                values[name] = values[name] - cost.value
+                try:
+                    values[name] = values[name] - cost.value
+                except QuantityRangeError:
+                    # The devices' fit would be a guess; say which data makes it one instead.
+                    raise PluginError(
+                        f"cannot explain: counter {name} of counter set {entry.counter_set} in pool "
+                        f"{device.pool} of driver {device.driver} holds quantities too far apart to "
+                        "subtract exactly"
+                    ) from None
 
 
 def _fits(remaining: Mapping[CounterKey, Mapping[str, Quantity]], device: _Device) -> bool:
