@@ -12,73 +12,51 @@ from operators.core.names import (
     label_value_of,
 )
 
+# Each value against every format: (DNS label, DNS subdomain, qualified name, label value).
+FORMATS = [
+    ("gpu", True, True, True, True),
+    ("gpu-0", True, True, True, True),
+    ("0gpu", True, True, True, True),
+    ("gpu.example.com", False, True, True, True),
+    ("a" * 63, True, True, True, True),
+    ("a" * 64, False, True, False, False),
+    (".".join(["a" * 63] * 4), False, False, False, False),  # 255 characters
+    ("-gpu", False, False, False, False),
+    ("gpu-", False, False, False, False),
+    ("Gpu", False, False, True, True),
+    ("gpu..example", False, False, True, True),
+    ("gpu\n", False, False, False, False),
+    # A label value may be empty; a name may not.
+    ("", False, False, False, True),
+    ("gpu.fabric.example.com/attached", False, False, True, False),
+    ("Attached_2.x", False, False, True, True),
+    ("/attached", False, False, False, False),
+    ("Upper.Example/attached", False, False, False, False),
+    ("x/" + "a" * 64, False, False, False, False),
+    ("a/b/c", False, False, False, False),
+    ("v1.2-rc_3", False, False, True, True),
+    ("a_", False, False, False, False),
+    ("a.", False, False, False, False),
+    ("Vendor:Timeout", False, False, False, False),
+    ("a,b", False, False, False, False),
+    ("a b", False, False, False, False),
+    ("é", False, False, False, False),
+]
 
-@pytest.mark.parametrize(
-    ("value", "label", "subdomain"),
-    [
-        ("gpu", True, True),
-        ("gpu-0", True, True),
-        ("0gpu", True, True),
-        ("gpu.example.com", False, True),
-        ("a" * 63, True, True),
-        ("a" * 64, False, True),
-        (".".join(["a" * 63] * 4), False, False),  # 255 characters
-        ("-gpu", False, False),
-        ("gpu-", False, False),
-        ("Gpu", False, False),
-        ("gpu..example", False, False),
-        ("gpu\n", False, False),
-        ("", False, False),
-    ],
-)
-def test_dns_label_and_subdomain(value: str, label: bool, subdomain: bool) -> None:
+
+@pytest.mark.parametrize(("value", "label", "subdomain", "qualified", "label_value"), FORMATS)
+def test_each_name_format(
+    value: str, label: bool, subdomain: bool, qualified: bool, label_value: bool
+) -> None:
     assert is_dns_label(value) is label
     assert is_dns_subdomain(value) is subdomain
+    assert is_qualified_name(value) is qualified
+    assert is_label_value(value) is label_value
 
 
 def test_a_subdomain_can_be_held_to_a_shorter_limit() -> None:
     assert is_dns_subdomain("gpu.example.com", 15)
     assert not is_dns_subdomain("gpu.example.com", 14)
-
-
-@pytest.mark.parametrize(
-    ("value", "qualified"),
-    [
-        ("attached", True),
-        ("gpu.fabric.example.com/attached", True),
-        ("Attached_2.x", True),
-        ("/attached", False),
-        ("Upper.Example/attached", False),
-        ("x/" + "a" * 64, False),
-        ("a/b/c", False),
-        ("", False),
-    ],
-)
-def test_qualified_names(value: str, qualified: bool) -> None:
-    assert is_qualified_name(value) is qualified
-
-
-@pytest.mark.parametrize(
-    ("value", "valid"),
-    [
-        ("", True),
-        ("Unhealthy", True),
-        ("my_value", True),
-        ("v1.2-rc_3", True),
-        ("a" * 63, True),
-        ("a" * 64, False),
-        ("-a", False),
-        ("a_", False),
-        ("a.", False),
-        ("Vendor:Timeout", False),
-        ("a,b", False),
-        ("a b", False),
-        ("gpu\n", False),
-        ("é", False),
-    ],
-)
-def test_label_values(value: str, valid: bool) -> None:
-    assert is_label_value(value) is valid
 
 
 @pytest.mark.parametrize(

@@ -469,17 +469,16 @@ async def test_malformed_objects_are_skipped(client: FakeClient) -> None:
 # -- TTL -----------------------------------------------------------------------------------------
 
 
+def completed_at(moment: str) -> dict[str, Any]:
+    """The status of a request answered (``Complete``) at ``moment``."""
+    return {"conditions": [{"type": "Complete", "lastTransitionTime": moment}], "poolCount": 0}
+
+
 async def test_ttl_sweep(client: FakeClient) -> None:
     """Vector 16: expired requests are deleted with their uid; 404 and 409 are not errors."""
     controller, runtime = await prepared(client, completed_ttl=60, pending_ttl=120)
-    old: dict[str, Any] = {
-        "conditions": [{"type": "Complete", "lastTransitionTime": "2026-09-01T10:00:00Z"}],
-        "poolCount": 0,
-    }
-    recent: dict[str, Any] = {
-        "conditions": [{"type": "Complete", "lastTransitionTime": "2999-01-01T00:00:00Z"}],
-        "poolCount": 0,
-    }
+    old = completed_at("2026-09-01T10:00:00Z")
+    recent = completed_at("2999-01-01T00:00:00Z")
     controller.upsert_request(PROJECT, request_body("done-old", **old))
     controller.upsert_request(PROJECT, request_body("done-new", **recent))
     controller.upsert_request(PROJECT, request_body("pending-old"))
@@ -512,10 +511,7 @@ async def test_ttl_sweep(client: FakeClient) -> None:
     assert runtime.queue.waiting == 1
 
 
-EXPIRED: dict[str, Any] = {
-    "conditions": [{"type": "Complete", "lastTransitionTime": "2026-09-01T10:00:00Z"}],
-    "poolCount": 0,
-}
+EXPIRED = completed_at("2026-09-01T10:00:00Z")
 
 
 def swept(client: FakeClient) -> set[str]:
@@ -526,10 +522,7 @@ async def test_a_request_completed_in_year_9999_is_kept_and_the_others_still_exp
     client: FakeClient,
 ) -> None:
     controller, _ = await prepared(client, completed_ttl=60, pending_ttl=120)
-    far: dict[str, Any] = {
-        "conditions": [{"type": "Complete", "lastTransitionTime": "9999-12-31T23:59:59Z"}],
-        "poolCount": 0,
-    }
+    far = completed_at("9999-12-31T23:59:59Z")
     controller.upsert_request(PROJECT, request_body("year-9999", **far))
     controller.upsert_request(PROJECT, request_body("done-old", **EXPIRED))
     controller.upsert_request(BUILTIN, request_body("pending-old"))

@@ -124,17 +124,19 @@ def partition_cost_mismatch(driver: str, pool: str, partition_type: str) -> str:
 
 
 def partition_counter_out_of_range(driver: str, pool: str, counter_set: str, counter: str) -> str:
-    return validation_error(
-        f"{PREFIX_PARTITION_COUNTER_OUT_OF_RANGE} counter {go_quote(counter)} of counter set "
-        f"{go_quote(counter_set)} in pool {driver}/{pool} cannot be computed exactly: "
-        f"its quantities are more than {MAX_EXACT_DIGITS} digits apart"
-    )
+    what = f"counter {go_quote(counter)} of counter set {go_quote(counter_set)}"
+    return _out_of_range(PREFIX_PARTITION_COUNTER_OUT_OF_RANGE, what, driver, pool, "computed")
 
 
 def shareable_capacity_out_of_range(driver: str, pool: str, capacity: str) -> str:
+    what = f"capacity {go_quote(capacity)}"
+    return _out_of_range(PREFIX_SHAREABLE_CAPACITY_OUT_OF_RANGE, what, driver, pool, "summed")
+
+
+def _out_of_range(prefix: str, what: str, driver: str, pool: str, done: str) -> str:
     return validation_error(
-        f"{PREFIX_SHAREABLE_CAPACITY_OUT_OF_RANGE} capacity {go_quote(capacity)} in pool {driver}/{pool} "
-        f"cannot be summed exactly: its quantities are more than {MAX_EXACT_DIGITS} digits apart"
+        f"{prefix} {what} in pool {driver}/{pool} cannot be {done} exactly: "
+        f"its quantities are more than {MAX_EXACT_DIGITS} digits apart"
     )
 
 
