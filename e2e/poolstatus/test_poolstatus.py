@@ -33,6 +33,7 @@ from e2e.poolstatus.support import (
     fixture_g,
     metric,
     nic_slice,
+    partition_device,
     plain_devices,
     results,
     slice_body,
@@ -453,3 +454,67 @@ def test_builtin_api_off_leaves_the_builtin_surface_alone(
         assert metric(text, f"{M}api_surface_enabled", group=PROJECT.group) == 1
         assert metric(text, f"{M}pending_requests", group=BUILTIN.group) == 0  # not known: not served
     assert api.get(BUILTIN.path(name))["spec"]["driver"] == "absent.example.com"
+
+
+def test_counters_too_far_apart_make_the_pool_an_error_and_block_nothing(
+    api: Kube,
+    objects: Tracker,
+    operator: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    driver_name: str,
+    requests: RequestTracker,
+) -> None:
+    """A driver may publish any quantity the API server parses: a shared counter of
+    ``1e2147483647`` that devices consume ``1`` of is accepted. Computing what remains exactly
+    would expand a power of ten of two billion digits (Go's does, for hours), so the pool gets a
+    validationError and the operator, one event loop, goes on answering other requests."""
+    far, plain = f"far-{driver_name}", f"plain-{driver_name}"
+    node = unique_name("node")
+    objects.node(node)
+    counters = slice_body(
+        unique_name("counters"),
+        far,
+        "pool-1",
+        node=node,
+        count=2,
+        sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "1e2147483647"}}}],
+    )
+    devices = slice_body(
+        unique_name("devices"),
+        far,
+        "pool-1",
+        [partition_device("half-0", "Half", "1"), partition_device("half-1", "Half", "1")],
+        node=node,
+        count=2,
+        partitionTypeAttribute=f"{far}/profile",
+    )
+    for body in (counters, devices):
+        objects.create(SLICES, body)
+    published = api.get(f"{SLICES}/{counters['metadata']['name']}")
+    assert published["spec"]["sharedCounters"][0]["counters"]["memory"]["value"] == "10e2147483646"
+    objects.create(SLICES, slice_body(unique_name("plain"), plain, "pool-1", plain_devices(2)))
+
+    with operator("poolstatus") as op:
+        far_request, plain_request = unique_name("far"), unique_name("plain")
+        for surface in SURFACES:
+            requests.create(surface, far_request, far)
+        requests.create(PROJECT, plain_request, plain)
+        statuses = {s: wait_done(api, s, far_request)["status"] for s in SURFACES}
+        assert wait_done(api, PROJECT, plain_request)["status"]["pools"][0]["totalDevices"] == 2
+        errors = metric(
+            op.metrics(),
+            f"{M}pool_validation_errors_total",
+            group=PROJECT.group,
+            prefix="PartitionCounterOutOfRange:",
+        )
+
+    for status in statuses.values():
+        assert [c["type"] for c in status["conditions"]] == ["Complete"]
+        [pool] = status["pools"]
+        assert pool["validationError"] == (
+            f'PartitionCounterOutOfRange: counter "memory" of counter set "gpu-0" in pool {far}/pool-1 '
+            "cannot be computed exactly: its quantities are more than 4096 digits apart"
+        )
+        assert "partitionSummary" not in pool
+    assert without_times(statuses[BUILTIN]) == without_times(statuses[PROJECT])
+    assert errors == 1
