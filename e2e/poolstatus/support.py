@@ -156,30 +156,39 @@ def partition_device(name: str, profile: str, memory: str, counter_set: str = "g
     }
 
 
-def fixture_g(driver: str, node: str, prefix: str) -> list[dict[str, Any]]:
-    """Spec fixture G: one GPU of 80Gi published as Full or two Halves, on ``node``."""
+def partitioned_pool(
+    driver: str, node: str, prefix: str, memory: str, partitions: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Pool ``pool-1`` on ``node`` in two slices: one GPU's shared counter of ``memory``, and the
+    ``partitions`` (:func:`partition_device`) that draw on it."""
     counters = slice_body(
         f"{prefix}-counters",
         driver,
         "pool-1",
         node=node,
         count=2,
-        sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+        sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": memory}}}],
     )
     devices = slice_body(
         f"{prefix}-devices",
         driver,
         "pool-1",
-        [
-            partition_device("full-0", "Full", "80Gi"),
-            partition_device("half-0", "Half", "40Gi"),
-            partition_device("half-1", "Half", "40Gi"),
-        ],
+        partitions,
         node=node,
         count=2,
         partitionTypeAttribute=f"{driver}/profile",
     )
     return [counters, devices]
+
+
+def fixture_g(driver: str, node: str, prefix: str) -> list[dict[str, Any]]:
+    """Spec fixture G: one GPU of 80Gi published as Full or two Halves, on ``node``."""
+    partitions = [
+        partition_device("full-0", "Full", "80Gi"),
+        partition_device("half-0", "Half", "40Gi"),
+        partition_device("half-1", "Half", "40Gi"),
+    ]
+    return partitioned_pool(driver, node, prefix, "80Gi", partitions)
 
 
 def nic_slice(driver: str, node: str, name: str, devices: int) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from e2e.poolstatus.support import (
     metric,
     nic_slice,
     partition_device,
+    partitioned_pool,
     plain_devices,
     results,
     slice_body,
@@ -471,23 +472,8 @@ def test_counters_too_far_apart_make_the_pool_an_error_and_block_nothing(
     far, plain = f"far-{driver_name}", f"plain-{driver_name}"
     node = unique_name("node")
     objects.node(node)
-    counters = slice_body(
-        unique_name("counters"),
-        far,
-        "pool-1",
-        node=node,
-        count=2,
-        sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "1e2147483647"}}}],
-    )
-    devices = slice_body(
-        unique_name("devices"),
-        far,
-        "pool-1",
-        [partition_device("half-0", "Half", "1"), partition_device("half-1", "Half", "1")],
-        node=node,
-        count=2,
-        partitionTypeAttribute=f"{far}/profile",
-    )
+    half = [partition_device("half-0", "Half", "1"), partition_device("half-1", "Half", "1")]
+    counters, devices = partitioned_pool(far, node, unique_name("g"), "1e2147483647", half)
     for body in (counters, devices):
         objects.create(SLICES, body)
     published = api.get(f"{SLICES}/{counters['metadata']['name']}")
