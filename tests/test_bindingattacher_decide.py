@@ -4,11 +4,12 @@ import pytest
 
 from operators.bindingattacher.decide import FailureStreaks
 from operators.bindingattacher.identity import DeviceKey
+from operators.dra.pools import DeviceId
 
 pytestmark = pytest.mark.unit
 
-D0 = DeviceKey("fabric.example.com", "pool", "d0")
-D1 = DeviceKey("fabric.example.com", "pool", "d1")
+D0 = DeviceKey(DeviceId("fabric.example.com", "pool", "d0"))
+D1 = DeviceKey(DeviceId("fabric.example.com", "pool", "d1"))
 
 
 def test_a_streak_is_reported_every_third_round() -> None:

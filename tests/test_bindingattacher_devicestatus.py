@@ -49,6 +49,7 @@ from operators.bindingattacher.models import (
     Reported,
     WaitingFor,
 )
+from operators.dra.pools import DeviceId
 
 SETTINGS = ConditionSettings(policy_name="fabric")
 NOW = T0 + timedelta(seconds=3)
@@ -252,7 +253,8 @@ def test_two_drivers_keep_their_own_entries() -> None:
 
 def test_dropped_entries_disappear_only_for_our_driver() -> None:
     current = [entry("f0", [condition(ATTACHED, "False")]), entry("n0", [], driver=NIC, pool="node-a")]
-    merged = merged_devices(current, FABRIC, [], previously_applied=[DeviceKey(FABRIC, "fabric-pool", "f0")])
+    dropped = DeviceKey(DeviceId(FABRIC, "fabric-pool", "f0"))
+    merged = merged_devices(current, FABRIC, [], previously_applied=[dropped])
     assert [e["device"] for e in merged] == ["n0"]
 
 

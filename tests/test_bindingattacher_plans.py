@@ -12,7 +12,6 @@ from bindingattacher_builders import FABRIC, Writes, claim, record, result
 from operators.bindingattacher import ledger, policy
 from operators.bindingattacher.decide import event_plan, refusal_events
 from operators.bindingattacher.devicestatus import WriteError, apply_body, status_plan
-from operators.bindingattacher.identity import DeviceKey
 from operators.bindingattacher.kube import (
     EXPIRES_ANNOTATION,
     LedgerWriter,
@@ -31,6 +30,7 @@ from operators.core.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from operators.core.plan import Apply, Create, Delete, Patch, Plan, RecordEvent, Replace
 from operators.core.reconcile import Done, Requeue
 from operators.dra.attachments import RECORD_FINALIZER
+from operators.dra.pools import DeviceId
 
 RECORDS = "/apis/dra-operators.io/v1alpha1/namespaces/dra-operators/deviceattachments"
 CONFLICT = ApiError(409, "Conflict", "the object has been modified")
@@ -196,7 +196,7 @@ RULES = ServedResource("resource.k8s.io", "v1", "devicetaintrules", namespaced=F
 
 
 def test_a_failure_taint_is_created_once() -> None:
-    device = DeviceKey(FABRIC, "pool-a", "f0", "")
+    device = DeviceId(FABRIC, "pool-a", "f0")
     expires = datetime(2026, 1, 1, tzinfo=UTC)
     (create,) = taint_plan(RULES, device, "AttachFailed", "fabric", expires).steps
     assert create == Create(

@@ -11,7 +11,7 @@ from bindingattacher_builders import ATTACH_FAILED, ATTACHED, FABRIC, NIC, claim
 from pydantic import ValidationError
 
 from operators.bindingattacher.decide import event_type, expected_reported, message, targets
-from operators.bindingattacher.identity import DeviceKey, taint_rule_name
+from operators.bindingattacher.identity import taint_rule_name
 from operators.bindingattacher.kube import EXPIRES_ANNOTATION, expired, rule_body, write_kind
 from operators.bindingattacher.models import (
     AttachFailure,
@@ -25,6 +25,7 @@ from operators.bindingattacher.policysync import _capped, own_inventory
 from operators.bindingattacher.settings import Settings
 from operators.bindingattacher.statemachine import Event
 from operators.core.names import is_label_value
+from operators.dra.pools import DeviceId
 
 
 def _with(phase: Phase, **status: object) -> DeviceAttachmentStatus:
@@ -56,7 +57,7 @@ def test_write_kind_distinguishes_failure_ready_and_progress() -> None:
 
 
 def test_taint_rule_shape_and_expiry() -> None:
-    device = DeviceKey(FABRIC, "fabric-pool", "f0")
+    device = DeviceId(FABRIC, "fabric-pool", "f0")
     now = datetime(2026, 8, 1, tzinfo=UTC)
     body = rule_body("resource.k8s.io/v1beta2", device, "AttachFailed", "fabric", now + timedelta(minutes=10))
     assert body["apiVersion"] == "resource.k8s.io/v1beta2"
@@ -92,7 +93,7 @@ def test_taint_rule_shape_and_expiry() -> None:
 def test_the_taint_value_of_any_configured_reason_is_a_label_value(reason: str, value: str) -> None:
     """A condition reason may hold ':' and ',' and end in '_'; the API server refuses such a taint value
     (a label value), and with it the rule."""
-    device = DeviceKey(FABRIC, "fabric-pool", "f0")
+    device = DeviceId(FABRIC, "fabric-pool", "f0")
     body = rule_body("resource.k8s.io/v1", device, reason, "fabric", datetime(2026, 8, 1, tzinfo=UTC))
     assert body["spec"]["taint"]["value"] == value
     assert is_label_value(value)

@@ -23,7 +23,6 @@ from operators.bindingattacher.identity import (
     DeviceKey,
     attachment_key,
     record_key,
-    taint_rule_name,
 )
 from operators.bindingattacher.models import DeviceAttachmentStatus, Phase
 from operators.bindingattacher.selection import (
@@ -37,6 +36,7 @@ from operators.bindingattacher.selection import (
 )
 from operators.bindingattacher.statemachine import IdentityState
 from operators.dra.attachments import RECORD_FINALIZER
+from operators.dra.pools import DeviceId
 
 RULES = {FABRIC: SelectionRules(driver=FABRIC, ready=True), NIC: SelectionRules(driver=NIC, ready=True)}
 
@@ -140,27 +140,21 @@ def test_the_scheduler_reads_the_first_entry_of_a_device_whatever_its_share() ->
 
 def test_attachment_key_is_stable_and_distinguishes_allocations() -> None:
     identity = AllocationIdentity.of(CLAIM_UID, T0)
-    key = attachment_key(identity, DeviceKey(FABRIC, "fabric-pool", "f0"))
+    f0 = DeviceKey(DeviceId(FABRIC, "fabric-pool", "f0"))
+    key = attachment_key(identity, f0)
     assert key.startswith("da-")
     assert len(key) == 43
-    same = attachment_key(
-        AllocationIdentity.of(CLAIM_UID, T0.replace(microsecond=500)), DeviceKey(FABRIC, "fabric-pool", "f0")
-    )
+    same = attachment_key(AllocationIdentity.of(CLAIM_UID, T0.replace(microsecond=500)), f0)
     assert same == key  # the key uses the one-second serialized form
-    later = attachment_key(
-        AllocationIdentity.of(CLAIM_UID, T0 + timedelta(seconds=1)), DeviceKey(FABRIC, "fabric-pool", "f0")
-    )
+    later = attachment_key(AllocationIdentity.of(CLAIM_UID, T0 + timedelta(seconds=1)), f0)
     assert later != key
-    shared = attachment_key(identity, DeviceKey(FABRIC, "fabric-pool", "f0", "share-1"))
+    shared = attachment_key(identity, DeviceKey(f0.device, "share-1"))
     assert shared != key
     # Pool names with "/" cannot collide with device names thanks to the JSON encoding.
-    assert attachment_key(identity, DeviceKey(FABRIC, "a/b", "c")) != attachment_key(
-        identity, DeviceKey(FABRIC, "a", "b/c")
+    assert attachment_key(identity, DeviceKey(DeviceId(FABRIC, "a/b", "c"))) != attachment_key(
+        identity, DeviceKey(DeviceId(FABRIC, "a", "b/c"))
     )
     assert record_key(record()) == key
-    assert taint_rule_name(DeviceKey(FABRIC, "fabric-pool", "f0", "s")) == taint_rule_name(
-        DeviceKey(FABRIC, "fabric-pool", "f0")
-    )
 
 
 def test_identity_state_of_records() -> None:

@@ -12,11 +12,11 @@ import pytest
 from bindingattacher_builders import attacher
 
 from operators.bindingattacher.controller import BindingAttacherController
-from operators.bindingattacher.identity import DeviceKey
 from operators.bindingattacher.operator import DEFINITION
 from operators.core.client import ApiError
 from operators.core.namespace import Presence
 from operators.dra import taintrules
+from operators.dra.pools import DeviceId
 
 CLAIMS = {"name": "resourceclaims", "kind": "ResourceClaim", "namespaced": True}
 RULES = {"name": "devicetaintrules", "kind": "DeviceTaintRule", "namespaced": False}
@@ -24,7 +24,7 @@ OWN = [
     {"name": "deviceattachpolicies", "kind": "DeviceAttachPolicy", "namespaced": False},
     {"name": "deviceattachments", "kind": "DeviceAttachment", "namespaced": True},
 ]
-DEVICE = DeviceKey("fabric.example.com", "fabric-pool", "f0")
+DEVICE = DeviceId("fabric.example.com", "fabric-pool", "f0")
 
 
 class DiscoveryClient:

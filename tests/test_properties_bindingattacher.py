@@ -19,6 +19,7 @@ from operators.bindingattacher.models import ResourceClaim
 from operators.bindingattacher.selection import SelectionRules, select
 from operators.core.conditions import parse_time
 from operators.core.models import parse
+from operators.dra.pools import DeviceId
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 CONDITIONS = ("dra.example.com/Attached", "dra.example.com/Failed", "Ready")
@@ -93,11 +94,21 @@ def test_keys_and_rule_names_are_valid_and_stable(
     rule name are DNS labels whatever the pool and device are called, and the key is the same for a
     timestamp read back from its stored form."""
     identity = AllocationIdentity.of(claim_uid, parse_time(timestamp))
-    key = DeviceKey(driver, pool, device, share_id or "")
+    key = DeviceKey(DeviceId(driver, pool, device), share_id or "")
     name = attachment_key(identity, key)
     assert len(name) <= 63
     assert _DNS_LABEL.fullmatch(name)
     assert attachment_key(AllocationIdentity(claim_uid, timestamp), key) == name
-    rule = taint_rule_name(key)
+    rule = taint_rule_name(key.device)
     assert len(rule) <= 63
     assert _DNS_LABEL.fullmatch(rule)
+
+
+def test_names_kept_in_the_cluster_do_not_change_between_releases() -> None:
+    """A DeviceAttachment record and a failure DeviceTaintRule are found again by the name these
+    hashes give: a release that computed another name would lose track of every record and taint an
+    older one wrote. The values were computed by the release that introduced them."""
+    identity = AllocationIdentity("6b3a0c1e-0000-4000-8000-000000000001", "2026-08-01T10:00:00Z")
+    share = DeviceKey(DeviceId("fabric.example.com", "pool/a", "f0"), "s1")
+    assert attachment_key(identity, share) == "da-5dffd8bf48b508b765493fcdef02fbdc32f51279"
+    assert taint_rule_name(share.device) == "dra-operators-5583148933ca9a55"

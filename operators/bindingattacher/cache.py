@@ -132,7 +132,7 @@ def _failure_shown(
 ) -> list[AllocatedDeviceStatus]:
     """Another driver's entry reduced to the flag §9 reads: one True failure condition of the
     result, without message or data; nothing when it shows none."""
-    shown = find_entry(claim, DeviceKey.of_result(result))
+    shown = find_entry(claim, DeviceKey.of(result))
     if shown is None:
         return []
     for condition in shown.conditions:

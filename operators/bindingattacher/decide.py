@@ -32,10 +32,9 @@ count starts again, which only delays the report by a few rounds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from operators.core.client import ApiError
 from operators.core.events import NORMAL, WARNING, ObjectRef
@@ -367,7 +366,7 @@ def policy_not_ready_event(
         claim_ref(claim),
         WARNING,
         "AttachPolicyNotReady",
-        f"device {DeviceKey.of_result(result)} is not attached: the DeviceAttachPolicy for driver "
+        f"device {DeviceKey.of(result)} is not attached: the DeviceAttachPolicy for driver "
         f"{rules.driver} is not Ready: {rules.not_ready_message}",
     )
 
@@ -467,7 +466,3 @@ def would_be_name(claim: ResourceClaim, ours: OurResult) -> str:
     assert allocation.allocation_timestamp is not None
     identity = AllocationIdentity.of(claim.metadata.uid, allocation.allocation_timestamp)
     return attachment_key(identity, ours.key)
-
-
-def entry_device(entry: Mapping[str, Any]) -> DeviceKey:
-    return DeviceKey(entry["driver"], entry["pool"], entry["device"], entry.get("shareID") or "")

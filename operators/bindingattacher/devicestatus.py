@@ -315,7 +315,7 @@ def write_precondition(claim: ResourceClaim, record: DeviceAttachment) -> bool:
     ):
         return False
     key = DeviceKey.of_record(record)
-    return any(DeviceKey.of_result(r) == key and r.binding_conditions for r in allocation.devices.results)
+    return any(DeviceKey.of(r) == key and r.binding_conditions for r in allocation.devices.results)
 
 
 _COMPARED = ("status", "reason", "message")
@@ -336,7 +336,7 @@ def _differs(shown: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 def needs_write(claim: ResourceClaim, entries: Sequence[Mapping[str, Any]]) -> bool:
     """Whether applying ``entries`` would change what the claim shows (timestamps aside)."""
     for entry in entries:
-        key = DeviceKey(entry["driver"], entry["pool"], entry["device"], entry.get("shareID") or "")
+        key = DeviceKey.of_entry(entry)
         current = find_entry(claim, key)
         if current is None:
             return True
@@ -390,14 +390,14 @@ def merged_devices(
     """
 
     def key_of(entry: Mapping[str, Any]) -> DeviceKey:
-        return DeviceKey(entry["driver"], entry["pool"], entry["device"], entry.get("shareID") or "")
+        return DeviceKey.of_entry(entry)
 
     applied = {key_of(e): e for e in entries}
     dropped = set(previously_applied) - set(applied)
     result: list[dict[str, Any]] = []
     for entry in current:
         key = key_of(entry)
-        if key.driver != driver or key not in applied:
+        if key.device.driver != driver or key not in applied:
             if key not in dropped:
                 result.append(dict(entry))
             continue

@@ -70,12 +70,12 @@ from operators.core.resources import CONFIG_MAPS, NODES, PODS
 from operators.dra import taintrules
 from operators.dra.api import RESOURCE_CLAIMS, RESOURCE_SLICES
 from operators.dra.attachments import LABEL_POLICY
-from operators.dra.pools import published_device
+from operators.dra.pools import DeviceId, published_device
 
 from . import ledger, metrics
 from .cache import ClusterCache, put_record
 from .devicestatus import WriteError, classify_write_error, status_plan
-from .identity import DeviceKey, taint_rule_name
+from .identity import taint_rule_name
 from .ledger import LedgerIndex
 from .models import (
     ActionDevice,
@@ -339,7 +339,7 @@ EXPIRES_ANNOTATION = "dra-operators.io/expires-at"
 
 
 def rule_body(
-    api_version: str, device: DeviceKey, reason: str, policy_name: str, expires: datetime
+    api_version: str, device: DeviceId, reason: str, policy_name: str, expires: datetime
 ) -> dict[str, Any]:
     """``api_version`` is the discovered one: the selector and taint fields are alike in every version.
 
@@ -372,7 +372,7 @@ def expired(rule: dict[str, Any], now: datetime) -> bool:
 
 
 def taint_plan(
-    rules: ServedResource, device: DeviceKey, reason: str, policy_name: str, expires: datetime
+    rules: ServedResource, device: DeviceId, reason: str, policy_name: str, expires: datetime
 ) -> Plan:
     """Create the device's rule; one that exists (409) already keeps the device from being picked."""
     body = rule_body(rules.api_version, device, reason, policy_name, expires)
@@ -398,7 +398,7 @@ class TaintRules:
         self.writer = writer
         self.api = api
 
-    async def taint(self, device: DeviceKey, reason: str, policy_name: str, duration: timedelta) -> None:
+    async def taint(self, device: DeviceId, reason: str, policy_name: str, duration: timedelta) -> None:
         rules = self.api
         if rules is None:
             return

@@ -79,7 +79,7 @@ def new_record(
     node: NodeResolution | None = None,
 ) -> DeviceAttachment:
     identity = AllocationIdentity.of(claim.metadata.uid, allocation_timestamp)
-    key = attachment_key(identity, DeviceKey.of_result(result))
+    key = attachment_key(identity, DeviceKey.of(result))
     spec = DeviceAttachmentSpec(
         claim=ClaimReference(
             namespace=claim.metadata.namespace, name=claim.metadata.name, uid=claim.metadata.uid
@@ -225,7 +225,7 @@ def identity_state(record: DeviceAttachment, claim: ResourceClaim | None) -> Ide
     ) != AllocationIdentity.of_record(record):
         return IdentityState.REALLOCATED
     key = DeviceKey.of_record(record)
-    if not any(DeviceKey.of_result(r) == key for r in allocation.devices.results):
+    if not any(DeviceKey.of(r) == key for r in allocation.devices.results):
         return IdentityState.DEALLOCATED
     return IdentityState.LIVE
 

@@ -61,7 +61,6 @@ from .collaborators import Collaborators
 from .decide import (
     FailureStreaks,
     RuntimeFacts,
-    entry_device,
     event_plan,
     expected_reported,
     missing_timestamp_event,
@@ -434,7 +433,7 @@ class ClaimPipeline:
                 self._start_call(updated, operation, claim, policy, run.key)
         if Effect.TAINT_DEVICE in step.effects and policy.settings is not None and step.status.failure:
             await self.shared.kube.taints.taint(
-                DeviceKey.of_record(updated),
+                DeviceKey.of_record(updated).device,
                 step.status.failure.reason,
                 policy.name,
                 policy.settings.taint_duration,
@@ -526,7 +525,7 @@ class ClaimPipeline:
                 except StatusWriteError as err:
                     return await self._rejected(claim, driver, err, run)
                 self._allowed(driver)
-            written = {entry_device(e) for e in entries}
+            written = {DeviceKey.of_entry(e) for e in entries}
             for record in records:
                 if DeviceKey.of_record(record) in written and write_precondition(claim, record):
                     expected = expected_reported(record, conditions.spec.report_progress)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from operators.core.conditions import time_after
+from operators.dra.pools import DeviceId
 
 from .identity import DeviceKey
 from .models import (
@@ -87,7 +88,7 @@ class OurResult:
 
     @property
     def key(self) -> DeviceKey:
-        return DeviceKey.of_result(self.result)
+        return DeviceKey.of(self.result)
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def select(claim: ResourceClaim, rules_by_driver: Mapping[str, SelectionRules]) 
 
 def find_entry(claim: ResourceClaim, key: DeviceKey) -> AllocatedDeviceStatus | None:
     for entry in claim.status.devices:
-        if DeviceKey(entry.driver, entry.pool, entry.device, entry.share_id or "") == key:
+        if DeviceKey.of(entry) == key:
             return entry
     return None
 
@@ -198,7 +199,7 @@ def foreign_failure(claim: ResourceClaim, ours: Iterable[OurResult]) -> bool:
     for result in allocation.devices.results:
         if not result.binding_conditions:
             continue
-        key = DeviceKey.of_result(result)
+        key = DeviceKey.of(result)
         true = _true_types(find_entry(claim, key))
         own = managed.get(key, frozenset())
         if any(t in true and t not in own for t in result.binding_failure_conditions):
@@ -213,7 +214,7 @@ def scheduler_entry(claim: ResourceClaim, key: DeviceKey) -> AllocatedDeviceStat
     the first entry answers for all of them.
     """
     for entry in claim.status.devices:
-        if (entry.driver, entry.pool, entry.device) == (key.driver, key.pool, key.device):
+        if DeviceId(entry.driver, entry.pool, entry.device) == key.device:
             return entry
     return None
 
