@@ -8,6 +8,7 @@ when it serves an object as JSON.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -120,6 +121,17 @@ def test_a_strict_read_refuses_what_no_write_could_carry(text: str, named: str) 
         wirejson.loads_strict(text)
     with pytest.raises(ValueError, match="not JSON compliant"):
         wirejson.dumps(json.loads(text))
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_a_strict_read_refuses_an_integer_kube_apiserver_cannot_read(sign: str) -> None:
+    """kube-apiserver validates a device status's data by reading it into Go's ``any``, where an
+    integer is a float64; one beyond its range is refused with 422 (``error parsing data as JSON``).
+    The largest float64, written as an integer, is read."""
+    largest = str(int(sys.float_info.max))
+    assert wirejson.loads_strict(f'{{"x":{sign}{largest}}}') == {"x": int(f"{sign}{largest}")}
+    with pytest.raises(wirejson.NotJSONNumber, match="out of the range of a 64-bit float"):
+        wirejson.loads_strict(f'{{"x":{sign}1{"0" * 400}}}')
 
 
 def test_a_strict_read_is_an_ordinary_read_otherwise() -> None:

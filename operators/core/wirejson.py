@@ -112,16 +112,25 @@ def _finite_float(literal: str) -> float:
     return number
 
 
+def _float64_integer(literal: str) -> int:
+    # kube-apiserver checks a RawExtension (a device status's data) by reading it into Go's any,
+    # where every number is a float64: an integer beyond its range is a 422 there.
+    _finite_float(literal)
+    return int(literal)
+
+
 def loads_strict(data: str | bytes | bytearray) -> Any:
     """Parse JSON from a third party (an action's response) that may be written on to kube-apiserver.
     Python reads ``NaN``, ``Infinity`` and ``-Infinity``, and reads a number too large for a 64-bit
     float (``1e400``) as infinity; RFC 8259 and Go have none of these, so :func:`dumps` refuses them
-    and a write carrying one could never be sent. Here they are a :class:`ValueError` at once, as
-    other malformed JSON is. Floats are read as plain floats: no server holds these bytes, so there
-    is no literal to write back, and keeping one would put every later :func:`dumps` on its slow
-    path."""
+    and a write carrying one could never be sent. An integer of that size (400 digits) Python reads
+    exactly, and kube-apiserver refuses it. Here each is a :class:`ValueError` at once, as other
+    malformed JSON is. Floats are read as plain floats: no server holds these bytes, so there is no
+    literal to write back, and keeping one would put every later :func:`dumps` on its slow path."""
     try:
-        return json.loads(data, parse_float=_finite_float, parse_constant=_refuse_constant)
+        return json.loads(
+            data, parse_float=_finite_float, parse_int=_float64_integer, parse_constant=_refuse_constant
+        )
     except RecursionError:
         raise TooDeep(f"JSON nested deeper than this process reads ({sys.getrecursionlimit()})") from None
 
