@@ -312,3 +312,29 @@ async def test_no_failure_ends_the_watch(serve: Any) -> None:
     await _run_until_idle(informer, peer)
     assert seen.failures == []
     assert seen.items[-1] == ("Pod", "c", False), "the watch went on after both failures"
+
+
+async def test_a_relist_that_fails_part_way_forgets_nothing_it_handed_over(serve: Any) -> None:
+    """A re-list that fails after some pages has handed their objects over: one of them deleted
+    before the next re-list succeeds is still handed over as a deletion."""
+
+    class FailingPage(Peer):
+        def _list(self, request: web.Request) -> web.Response:
+            if request.query.get("continue") == "2" and self.list_rv == "20":
+                # x, created during the gap and handed over on the first page, is deleted meanwhile.
+                self.objects, self.list_rv = [pod("a", "1"), pod("y", "4")], "30"
+                return web.json_response(
+                    {"kind": "Status", "code": 500, "reason": "InternalError", "message": "x"}, status=500
+                )
+            return super()._list(request)
+
+    peer = FailingPage([pod("a", "1")], "10", [[gone()], 410])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, backoff_initial=0.01)
+    await informer.list()
+    peer.objects, peer.list_rv = [pod("a", "1"), pod("x", "3"), pod("y", "4")], "20"
+    await _run_until_idle(informer, peer)
+    assert ("Pod", "x", False) in seen.items
+    assert seen.items[-1] == ("Pod", "x", True), "x was handed over, then deleted"
+    assert peer.watches == ["10", "10", "30"]
+    assert informer.relists == 2

@@ -127,6 +127,9 @@ class Informer:
                     identity = _identity(item)
                     if identity is not None:
                         listed[identity[0]] = identity[1]
+                        # Known at once, not only once the listing completes: should a later page
+                        # fail, the next listing still finds this object's deletion.
+                        self._known[identity[0]] = identity[1]
                     self._deliver(item, False)
         except ApiError as err:
             if err.not_found:
