@@ -5,7 +5,9 @@ events, a dropped connection. (The e2e tier runs it against the real kube-apiser
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +59,7 @@ class Peer:
     list_rv: str
     scripts: list[Any]
     watches: list[str] = field(default_factory=list)
+    watched_at: list[float] = field(default_factory=list)
     lists: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -65,6 +68,7 @@ class Peer:
             return self._list(request)
         assert request.query["allowWatchBookmarks"] == "true"
         self.watches.append(request.query["resourceVersion"])
+        self.watched_at.append(time.monotonic())
         if not self.scripts:
             self.done.set()
             await asyncio.sleep(3600)
@@ -338,3 +342,15 @@ async def test_a_relist_that_fails_part_way_forgets_nothing_it_handed_over(serve
     assert seen.items[-1] == ("Pod", "x", True), "x was handed over, then deleted"
     assert peer.watches == ["10", "10", "30"]
     assert informer.relists == 2
+
+
+async def test_a_watch_that_ends_at_once_without_an_event_is_asked_again_after_a_backoff(serve: Any) -> None:
+    """A server or proxy that closes every watch as soon as it opens (an API server shutting
+    down, a proxy's idle limit) must not be asked again and again without a pause."""
+    peer = Peer([], "1", [[], [], []])
+    informer = Informer(await serve(peer), PATH, "pods", Seen(), backoff_initial=0.1)
+    await informer.list()
+    await _run_until_idle(informer, peer)
+    assert peer.watches == ["1", "1", "1", "1"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(peer.watched_at)]
+    assert min(gaps) >= 0.1, f"watches asked again after {gaps} s"

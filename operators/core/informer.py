@@ -16,8 +16,9 @@ controller's callback inline; the controller's projection keeps only what a sync
   known and are missing from the new list are handed over as deletions, each a
   :class:`~.models.Tombstone`, so a deletion during the gap is never lost. For that the informer
   keeps, per object, its UID and ``namespace/name`` (about 200 bytes), nothing else.
-- **A dropped connection or an ERROR event**: resume from the last resourceVersion after a
-  backoff (0.8 s doubling to 30 s, reset by a successful event), as client-go's reflector.
+- **A dropped connection, an ERROR event, or a watch ended within a second without an event**:
+  resume from the last resourceVersion after a backoff (0.8 s doubling to 30 s, reset by a
+  successful event), as client-go's reflector.
 
 One informer per kind and process (the runtime keeps them by kind). Metrics:
 ``dra_operators_watch_events_total{resource,type}`` (shared with kopf's watches),
@@ -45,6 +46,7 @@ PAGE_SIZE = 500
 MIN_WATCH_SECONDS = 300
 BACKOFF_INITIAL = 0.8
 BACKOFF_MAX = 30.0
+SHORT_WATCH_SECONDS = 1.0
 
 Deliver = Callable[[Mapping[str, Any], bool], None]
 """``deliver(object, deleted)``: hand one object to the controller; must not raise."""
@@ -181,17 +183,23 @@ class Informer:
         if version:
             self.resource_version = str(version)
 
-    async def watch_once(self) -> None:
-        """One watch request, from the current resourceVersion, until the server ends it."""
+    async def watch_once(self) -> bool:
+        """One watch request, from the current resourceVersion, until the server ends it. False
+        when it ended within a second without an event, as client-go's reflector counts a "very
+        short watch": a failure, not a watch to resume at once."""
         seconds = int(self._min_watch_seconds * (1 + random.random()))
         params = {"resourceVersion": self.resource_version, "allowWatchBookmarks": "true"}
+        started = time.monotonic()
+        events = 0
         try:
             async for line in self.client.watch_lines(self.path, params, seconds):
                 self._handle(line)
+                events += 1
         except ApiError as err:
             if err.status == 410:
                 raise Gone(err.message) from err
             raise
+        return events > 0 or time.monotonic() - started >= SHORT_WATCH_SECONDS
 
     async def run(self) -> None:
         """Watch until cancelled: resume after the server's timeout, re-list on 410 and on an
@@ -203,9 +211,16 @@ class Informer:
         while True:
             started = time.monotonic()
             try:
-                await self.watch_once()
-                backoff = self._backoff_initial
-                continue
+                if await self.watch_once():
+                    backoff = self._backoff_initial
+                    continue
+                # A server or a proxy that closes every watch as it opens would otherwise be asked
+                # again at once, for ever, spending the reader's request budget.
+                log.warning(
+                    "watch of %s ended at once without an event; resuming from %s",
+                    self.path,
+                    self.resource_version,
+                )
             except Gone as gone:
                 log.info("watch of %s expired (%s); listing again", self.path, gone)
                 if await self._relist("gone"):
