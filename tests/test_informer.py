@@ -50,7 +50,8 @@ def gone() -> dict[str, Any]:
 
 @dataclass
 class Peer:
-    """Lists ``objects`` (at ``list_rv``; bytes are an object's JSON text) two per page; each
+    """Lists ``objects`` (at ``list_rv``; bytes are an object's JSON text) two per page (all in
+    one without a ``limit``); each
     watch request takes the next script: a list of events, then the stream ends; ``"drop"`` in a
     script cuts the connection there; a script ``410`` answers the request itself with 410; bytes
     in a script are sent as they are."""
@@ -92,10 +93,11 @@ class Peer:
     def _list(self, request: web.Request) -> web.Response:
         self.lists += 1
         start = int(request.query.get("continue", "0"))
-        page = self.objects[start : start + 2]
+        size = 2 if "limit" in request.query else len(self.objects)
+        page = self.objects[start : start + size]
         meta: dict[str, Any] = {"resourceVersion": self.list_rv}
-        if start + 2 < len(self.objects):
-            meta["continue"] = str(start + 2)
+        if start + size < len(self.objects):
+            meta["continue"] = str(start + size)
         items = ",".join(item.decode() if isinstance(item, bytes) else json.dumps(item) for item in page)
         head = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": meta})
         return web.Response(text=f'{head[:-1]},"items":[{items}]}}', content_type="application/json")
@@ -354,3 +356,38 @@ async def test_a_watch_that_ends_at_once_without_an_event_is_asked_again_after_a
     assert peer.watches == ["1", "1", "1", "1"]
     gaps = [later - earlier for earlier, later in itertools.pairwise(peer.watched_at)]
     assert min(gaps) >= 0.1, f"watches asked again after {gaps} s"
+
+
+async def test_a_listing_whose_next_page_expired_lists_again_in_one_request(serve: Any) -> None:
+    """A listing slower than etcd keeps its snapshot (minutes: a large cluster, a throttled
+    client) gets 410 for its next page; listing again page by page would expire alike."""
+
+    class Expiring(Peer):
+        full: int = 0
+
+        def _list(self, request: web.Request) -> web.Response:
+            if "limit" not in request.query:
+                self.full += 1
+            if request.query.get("continue") == "2" and self.list_rv == "10":
+                # Meanwhile b was deleted and d created.
+                self.objects, self.list_rv = [pod("a", "1"), pod("c", "3"), pod("d", "4")], "11"
+                return web.json_response(
+                    {"kind": "Status", "code": 410, "reason": "Expired", "message": "continue too old"},
+                    status=410,
+                )
+            return super()._list(request)
+
+    peer = Expiring([pod("a", "1"), pod("b", "2"), pod("c", "3")], "10", [])
+    seen = Seen()
+    informer = Informer(await serve(peer), PATH, "pods", seen, page_size=2)
+    assert await informer.list() == 3
+    assert peer.full == 1
+    assert informer.resource_version == "11"
+    assert seen.items == [
+        ("Pod", "a", False),
+        ("Pod", "b", False),
+        ("Pod", "a", False),
+        ("Pod", "c", False),
+        ("Pod", "d", False),
+        ("Pod", "b", True),
+    ], "b, handed over by the expired listing, is deleted"

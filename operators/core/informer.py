@@ -7,7 +7,8 @@ every pod of the cluster, DRA or not. Here an event is one parsed line handed to
 controller's callback inline; the controller's projection keeps only what a sync reads.
 
 - **List**: paginated, every object handed over as an upsert; the list's resourceVersion is
-  where the watch starts, so nothing between the two is missed.
+  where the watch starts, so nothing between the two is missed. A next page refused with 410
+  (the listing outlived etcd's snapshot) lists again in one request, as client-go's pager.
 - **Watch**: from the last resourceVersion seen, with bookmarks (the server sends the current
   resourceVersion about every minute, so a restarted watch resumes close to now). The server
   ends each watch after ``timeoutSeconds`` (5 to 10 minutes, randomised as client-go does);
@@ -56,6 +57,10 @@ class Gone(Exception):
     """The server no longer has the resourceVersion the watch asked for."""
 
 
+class _ContinueExpired(Exception):
+    """The server no longer has the snapshot a listing's next page was to be read from."""
+
+
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("uid"):
@@ -99,10 +104,15 @@ class Informer:
 
     # -- listing ------------------------------------------------------------------------------
 
-    async def _pages(self) -> AsyncIterator[list[dict[str, Any]]]:
-        params = {"limit": str(self._page_size)}
+    async def _pages(self, limit: int) -> AsyncIterator[list[dict[str, Any]]]:
+        params = {"limit": str(limit)} if limit else {}
         while True:
-            page = await self.client.get(self.path, **params)
+            try:
+                page = await self.client.get(self.path, **params)
+            except ApiError as err:
+                if err.status == 410 and "continue" in params:
+                    raise _ContinueExpired(err.message) from err
+                raise
             self._api_version = str(page.get("apiVersion", ""))
             self._kind = str(page.get("kind", "")).removesuffix("List")
             items: list[dict[str, Any]] = page.get("items") or []
@@ -115,24 +125,36 @@ class Informer:
             if not token:
                 self.resource_version = str(meta.get("resourceVersion", ""))
                 return
-            params = {"limit": str(self._page_size), "continue": token}
+            params = {"limit": str(limit), "continue": token}
+
+    async def _hand_over(self, limit: int, listed: dict[str, str]) -> int:
+        count = 0
+        async for items in self._pages(limit):
+            for item in items:
+                count += 1
+                identity = _identity(item)
+                if identity is not None:
+                    listed[identity[0]] = identity[1]
+                    # Known at once, not only once the listing completes: should a later page
+                    # fail, the next listing still finds this object's deletion.
+                    self._known[identity[0]] = identity[1]
+                self._deliver(item, False)
+        return count
 
     async def list(self) -> int:
         """Hand every object over; returns how many. An unserved kind (a CRD not installed, an
         API the cluster lacks) lists as empty and is not watched."""
         listed: dict[str, str] = {}
-        count = 0
         try:
-            async for items in self._pages():
-                for item in items:
-                    count += 1
-                    identity = _identity(item)
-                    if identity is not None:
-                        listed[identity[0]] = identity[1]
-                        # Known at once, not only once the listing completes: should a later page
-                        # fail, the next listing still finds this object's deletion.
-                        self._known[identity[0]] = identity[1]
-                    self._deliver(item, False)
+            try:
+                count = await self._hand_over(self._page_size, listed)
+            except _ContinueExpired as err:
+                # Listing took longer than etcd keeps the first page's snapshot; page by page
+                # again would expire alike. One request, as client-go's pager falls back to. What
+                # the pages handed over is known, so what this listing lacks of it is deleted.
+                log.warning("listing %s expired part way (%s); listing again in one request", self.path, err)
+                listed.clear()
+                count = await self._hand_over(0, listed)
         except ApiError as err:
             if err.not_found:
                 log.warning("%s is not served; nothing to list or watch", self.path)
