@@ -701,8 +701,10 @@ async def _lead(
     acquired: asyncio.Event,
     lost: asyncio.Event,
 ) -> None:
-    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection import electionconfig
     from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from .election import Elector
 
     async def started() -> None:
         acquired.set()
@@ -722,7 +724,7 @@ async def _lead(
         stopped,
     )
     try:
-        await leaderelection.LeaderElection(config).run()
+        await Elector(config).run()
     except Exception:
         log.exception("leader election failed")
     finally:

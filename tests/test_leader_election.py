@@ -1,0 +1,183 @@
+"""Leader election as the runtime runs it, against a fake Lease API over HTTP: the replica that
+cannot renew stops believing it leads before a standby may take the Lease, whatever the API
+server does with its requests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubeconfigs import local_api_server
+
+from operators.core import runtime
+from operators.core.client import KubeClient
+from operators.core.settings import OperatorSettings
+
+NAMESPACE = "dra-operators"
+LEASE = "dra-operators-leasetest"
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+# The shortest durations the library accepts: renew deadline above 1.2 retry periods.
+LEASE_SECONDS, RENEW_SECONDS, RETRY_SECONDS = 5, 2, 1
+
+
+class LeaseApi:
+    """kube-apiserver's Lease endpoints, with optimistic concurrency on resourceVersion. ``stall``
+    leaves every Lease request unanswered, as a connection to a hung API server does."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        # (holder, loop time) of every accepted write.
+        self.writes: list[tuple[str, float]] = []
+        self.stall = False
+        self.released = asyncio.Event()
+
+    def status(self, code: int, reason: str) -> web.Response:
+        return web.json_response({"kind": "Status", "code": code, "reason": reason}, status=code)
+
+    def store(self, body: dict[str, Any]) -> web.Response:
+        self.version += 1
+        body["metadata"]["resourceVersion"] = str(self.version)
+        self.lease = body
+        self.writes.append((body["spec"]["holderIdentity"], asyncio.get_running_loop().time()))
+        return web.json_response(body)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path == "/version":
+            return web.json_response({"major": "1", "minor": "37"})
+        if not request.path.startswith(LEASES):
+            return self.status(404, "NotFound")
+        if self.stall:
+            await self.released.wait()
+        if request.method == "GET":
+            return web.json_response(self.lease) if self.lease else self.status(404, "NotFound")
+        body = await request.json()
+        if request.method == "POST":
+            return self.status(409, "AlreadyExists") if self.lease else self.store(body)
+        assert self.lease is not None
+        if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+            return self.status(409, "Conflict")
+        return self.store(body)
+
+    def held_by(self, holder: str, renewed: datetime) -> None:
+        time = renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": holder, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": time}
+        self.store(
+            {"metadata": {"name": LEASE, "namespace": NAMESPACE}, "spec": {**spec, "acquireTime": time}}
+        )
+
+
+@pytest.fixture
+async def leases(tmp_path: Path) -> AsyncIterator[tuple[LeaseApi, str]]:
+    api = LeaseApi()
+    async with local_api_server(api.handle, tmp_path) as config:
+        try:
+            yield api, config
+        finally:
+            api.released.set()
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.02)
+
+
+class Candidate:
+    """One replica's leader election, as run() starts it."""
+
+    def __init__(self, config: str, identity: str) -> None:
+        self.settings = OperatorSettings(
+            kubeconfig=config,
+            namespace=NAMESPACE,
+            identity=identity,
+            leader_elect=True,
+            leader_elect_lease_duration=LEASE_SECONDS,
+            leader_elect_renew_deadline=RENEW_SECONDS,
+            leader_elect_retry_period=RETRY_SECONDS,
+        )
+        self.acquired = asyncio.Event()
+        self.lost = asyncio.Event()
+        self.lost_at: float | None = None
+        self.client: KubeClient | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Candidate:
+        self.client = await KubeClient.from_kubeconfig(self.settings.kubeconfig)
+        self.task = asyncio.create_task(
+            runtime._lead(self.settings, self.client.sibling(own_fence=True), LEASE, self.acquired, self.lost)
+        )
+
+        async def note_loss() -> None:
+            await self.lost.wait()
+            self.lost_at = asyncio.get_running_loop().time()
+
+        self._noting = asyncio.create_task(note_loss())
+        return self
+
+    async def close(self) -> None:
+        for task in (self.task, self._noting):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if self.client is not None:
+            await self.client.close()
+
+
+@pytest.fixture
+async def candidates(leases: tuple[LeaseApi, str]) -> AsyncIterator[Callable[[str], Awaitable[Candidate]]]:
+    started: list[Candidate] = []
+
+    async def start(identity: str) -> Candidate:
+        candidate = await Candidate(leases[1], identity).start()
+        started.append(candidate)
+        return candidate
+
+    try:
+        yield start
+    finally:
+        leases[0].released.set()
+        for candidate in started:
+            await candidate.close()
+
+
+async def test_a_leader_whose_lease_requests_hang_stops_leading_before_the_lease_expires(
+    leases: tuple[LeaseApi, str], candidates: Callable[[str], Awaitable[Candidate]]
+) -> None:
+    api, _ = leases
+    leader = await candidates("a")
+    await asyncio.wait_for(leader.acquired.wait(), 5)
+    await until(lambda: len(api.writes) >= 2, 5, "a renewal")
+    api.stall = True
+    last_renewal = api.writes[-1][1]
+    await until(leader.lost.is_set, LEASE_SECONDS + 2, "the leader to give up")
+    assert leader.lost_at is not None
+    # A standby takes the Lease once it has seen no change for a lease duration.
+    assert leader.lost_at - last_renewal < LEASE_SECONDS
+
+
+async def test_a_standby_does_not_take_a_live_lease_whose_holder_clock_is_behind(
+    leases: tuple[LeaseApi, str], candidates: Callable[[str], Awaitable[Candidate]]
+) -> None:
+    """The holder's renewTime is its own clock's: only whether the record changes counts."""
+    api, _ = leases
+    behind = datetime(2020, 1, 1, tzinfo=UTC)
+    api.held_by("a", behind)
+    standby = await candidates("b")
+
+    async def live_holder() -> None:
+        for step in range(2 * (LEASE_SECONDS + 1)):
+            await asyncio.sleep(RETRY_SECONDS / 2)
+            assert api.lease is not None
+            api.held_by("a", behind.replace(second=step))
+
+    await live_holder()
+    assert not standby.acquired.is_set()
+    assert api.lease is not None
+    assert api.lease["spec"]["holderIdentity"] == "a"
