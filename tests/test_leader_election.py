@@ -1,6 +1,7 @@
 """Leader election as the runtime runs it, against a fake Lease API over HTTP: the replica that
 cannot renew stops believing it leads before a standby may take the Lease, whatever the API
-server does with its requests."""
+server does with its requests; a failed or unanswered request is one failed attempt, as in
+client-go."""
 
 from __future__ import annotations
 
@@ -26,15 +27,19 @@ LEASE_SECONDS, RENEW_SECONDS, RETRY_SECONDS = 5, 2, 1
 
 
 class LeaseApi:
-    """kube-apiserver's Lease endpoints, with optimistic concurrency on resourceVersion. ``stall``
-    leaves every Lease request unanswered, as a connection to a hung API server does."""
+    """kube-apiserver's Lease endpoints, with optimistic concurrency on resourceVersion. The next
+    ``stall`` Lease requests get no answer, as on a connection to a hung API server; the next
+    ``drop`` ones have their connection closed without one; the next ``busy`` ones are refused as
+    API Priority and Fairness refuses, in plain text."""
 
     def __init__(self) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         # (holder, loop time) of every accepted write.
         self.writes: list[tuple[str, float]] = []
-        self.stall = False
+        self.stall = 0
+        self.drop = 0
+        self.busy = 0
         self.released = asyncio.Event()
 
     def status(self, code: int, reason: str) -> web.Response:
@@ -53,7 +58,16 @@ class LeaseApi:
         if not request.path.startswith(LEASES):
             return self.status(404, "NotFound")
         if self.stall:
+            self.stall -= 1
             await self.released.wait()
+        if self.drop:
+            self.drop -= 1
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        if self.busy:
+            self.busy -= 1
+            return web.Response(status=429, text="Too many requests, please try again later.")
         if request.method == "GET":
             return web.json_response(self.lease) if self.lease else self.status(404, "NotFound")
         body = await request.json()
@@ -154,12 +168,45 @@ async def test_a_leader_whose_lease_requests_hang_stops_leading_before_the_lease
     leader = await candidates("a")
     await asyncio.wait_for(leader.acquired.wait(), 5)
     await until(lambda: len(api.writes) >= 2, 5, "a renewal")
-    api.stall = True
+    api.stall = 1000
     last_renewal = api.writes[-1][1]
     await until(leader.lost.is_set, LEASE_SECONDS + 2, "the leader to give up")
     assert leader.lost_at is not None
     # A standby takes the Lease once it has seen no change for a lease duration.
     assert leader.lost_at - last_renewal < LEASE_SECONDS
+
+
+async def test_one_dropped_connection_is_one_failed_attempt_not_the_loss_of_the_lease(
+    leases: tuple[LeaseApi, str], candidates: Callable[[str], Awaitable[Candidate]]
+) -> None:
+    api, _ = leases
+    leader = await candidates("a")
+    await asyncio.wait_for(leader.acquired.wait(), 5)
+    api.drop = 2  # aiohttp sends an idempotent request once more, on a new connection
+    renewed = len(api.writes)
+    await until(lambda: len(api.writes) >= renewed + 2 or leader.lost.is_set(), 10, "two more renewals")
+    assert not leader.lost.is_set(), "one dropped connection cost the Lease"
+
+
+async def test_a_request_refused_in_plain_text_is_one_failed_attempt(
+    leases: tuple[LeaseApi, str], candidates: Callable[[str], Awaitable[Candidate]]
+) -> None:
+    api, _ = leases
+    leader = await candidates("a")
+    await asyncio.wait_for(leader.acquired.wait(), 5)
+    api.busy = 1
+    renewed = len(api.writes)
+    await until(lambda: len(api.writes) >= renewed + 2 or leader.lost.is_set(), 10, "two more renewals")
+    assert not leader.lost.is_set(), "one 429 cost the Lease"
+
+
+async def test_an_unanswered_request_does_not_keep_a_standby_from_leading(
+    leases: tuple[LeaseApi, str], candidates: Callable[[str], Awaitable[Candidate]]
+) -> None:
+    api, _ = leases
+    api.stall = 1
+    standby = await candidates("b")
+    await until(standby.acquired.is_set, RENEW_SECONDS + RETRY_SECONDS + 3, "the Lease to be acquired")
 
 
 async def test_a_standby_does_not_take_a_live_lease_whose_holder_clock_is_behind(
