@@ -16,7 +16,8 @@ from aiohttp import web
 from kubeconfigs import local_api_server
 
 from operators.core import runtime
-from operators.core.client import KubeClient
+from operators.core.client import KubeClient, WriteFence
+from operators.core.keys import Key
 from operators.core.settings import OperatorSettings
 
 NAMESPACE = "dra-operators"
@@ -41,6 +42,8 @@ class LeaseApi:
         self.drop = 0
         self.busy = 0
         self.released = asyncio.Event()
+        # The paths of the operator's own writes.
+        self.written: list[str] = []
 
     def status(self, code: int, reason: str) -> web.Response:
         return web.json_response({"kind": "Status", "code": code, "reason": reason}, status=code)
@@ -55,6 +58,11 @@ class LeaseApi:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.path == "/version":
             return web.json_response({"major": "1", "minor": "37"})
+        if request.path == f"/api/v1/namespaces/{NAMESPACE}":
+            return web.json_response({"kind": "Namespace", "status": {"phase": "Active"}})
+        if request.method != "GET" and not request.path.startswith(LEASES):
+            self.written.append(request.path)
+            return web.json_response(await request.json(), status=201)
         if not request.path.startswith(LEASES):
             return self.status(404, "NotFound")
         if self.stall:
@@ -125,7 +133,14 @@ class Candidate:
     async def start(self) -> Candidate:
         self.client = await KubeClient.from_kubeconfig(self.settings.kubeconfig)
         self.task = asyncio.create_task(
-            runtime._lead(self.settings, self.client.sibling(own_fence=True), LEASE, self.acquired, self.lost)
+            runtime._lead(
+                self.settings,
+                self.client.sibling(own_fence=True),
+                LEASE,
+                self.acquired,
+                self.lost,
+                WriteFence(),
+            )
         )
 
         async def note_loss() -> None:
@@ -228,3 +243,95 @@ async def test_a_standby_does_not_take_a_live_lease_whose_holder_clock_is_behind
     assert not standby.acquired.is_set()
     assert api.lease is not None
     assert api.lease["spec"]["holderIdentity"] == "a"
+
+
+# --- the runtime's reaction ------------------------------------------------------------------------
+
+WRITES = "/api/v1/namespaces/default/configmaps"
+
+
+class Operator:
+    """A controller whose prepare() waits for the test, then queues one key; its sync writes once."""
+
+    def __init__(self) -> None:
+        self.runtime: runtime.Runtime | None = None
+        self.preparing = asyncio.Event()
+        self.go = asyncio.Event()
+        self.syncing = asyncio.Event()
+
+    def make(self, rt: runtime.Runtime) -> Operator:
+        self.runtime = rt
+        return self
+
+    async def prepare(self) -> bool:
+        self.preparing.set()
+        await self.go.wait()
+        assert self.runtime is not None
+        self.runtime.queue.add(Key("Thing", "", "one"))
+        return True
+
+    async def sync(self, key: Key) -> None:
+        assert self.runtime is not None
+        self.syncing.set()
+        await self.runtime.client.create(WRITES, {"metadata": {"name": key.name}})
+
+    def definition(self) -> runtime.OperatorDefinition:
+        return runtime.OperatorDefinition(
+            name="leasetest",
+            settings_class=OperatorSettings,
+            default_workers=2,
+            make_controller=self.make,
+            component=LEASE,
+        )
+
+
+def operator_settings(config: str, **values: Any) -> OperatorSettings:
+    return OperatorSettings(
+        kubeconfig=config,
+        namespace=NAMESPACE,
+        identity="a",
+        leader_elect=True,
+        leader_elect_lease_duration=LEASE_SECONDS,
+        leader_elect_renew_deadline=RENEW_SECONDS,
+        leader_elect_retry_period=RETRY_SECONDS,
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
+        metrics_secure=False,
+        **values,
+    )
+
+
+@pytest.fixture
+def losses(monkeypatch: pytest.MonkeyPatch) -> list[asyncio.Event]:
+    """The ``lost`` event of every election run() starts."""
+    seen: list[asyncio.Event] = []
+    lead = runtime._lead
+
+    async def recorded(*args: Any) -> None:
+        seen.append(args[4])
+        await lead(*args)
+
+    monkeypatch.setattr(runtime, "_lead", recorded)
+    return seen
+
+
+async def test_a_lease_lost_while_starting_stops_every_write(
+    leases: tuple[LeaseApi, str], losses: list[asyncio.Event]
+) -> None:
+    api, config = leases
+    operator = Operator()
+    running = asyncio.create_task(
+        runtime.run(
+            operator.definition(), operator_settings(config), stop=asyncio.Event(), configure_logging=False
+        )
+    )
+    try:
+        await asyncio.wait_for(operator.preparing.wait(), 5)
+        api.held_by("b", datetime.now(UTC))  # another replica holds it, e.g. after a partition
+        await until(lambda: losses[0].is_set(), LEASE_SECONDS + 2, "the Lease to be lost")
+        operator.go.set()
+        assert await asyncio.wait_for(running, 10) == runtime.LEASE_LOST
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert api.written == []

@@ -74,7 +74,7 @@ import kopf
 from . import PROJECT_GROUP, logs, metricsauth, serverversion
 from . import health as health_server
 from . import namespace as namespace_check
-from .client import ApiError, KubeClient
+from .client import ApiError, KubeClient, WriteFence
 from .coexistence import Evidence, Guard, InTreeController
 from .discovery import Documents, ServedResource, find_served, served_version_change
 from .events import EventRecorder, ObjectRef
@@ -700,7 +700,12 @@ async def _lead(
     lease_name: str,
     acquired: asyncio.Event,
     lost: asyncio.Event,
+    fence: WriteFence,
 ) -> None:
+    """Compete for the Lease: ``acquired`` is set once it is held, ``lost`` once the election has
+    ended, and ``fence`` (the controller's writes) is closed just before. The run hears of the loss
+    only when it next waits for it, and may still be starting, its workers about to take their
+    first keys: none of their writes may reach the API server once a standby can lead."""
     from kubernetes_asyncio.leaderelection import electionconfig
     from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -710,8 +715,13 @@ async def _lead(
         acquired.set()
         await asyncio.Event().wait()
 
-    async def stopped() -> None:
+    def stop_leading() -> None:
+        if not fence.reason:  # the coexistence guard's reason, when it closed the fence, stays
+            fence.close("the Lease is lost")
         lost.set()
+
+    async def stopped() -> None:
+        stop_leading()
 
     lock = LeaseLock(lease_name, settings.namespace, settings.identity, client.api)
     # The library writes leaseDurationSeconds with int(str(value)): whole seconds only.
@@ -728,7 +738,7 @@ async def _lead(
     except Exception:
         log.exception("leader election failed")
     finally:
-        lost.set()
+        stop_leading()
 
 
 async def run(
@@ -843,7 +853,14 @@ async def run(
         if settings.leader_elect:
             acquired = asyncio.Event()
             lead_task = asyncio.create_task(
-                _lead(settings, client.sibling(own_fence=True), definition.component_name, acquired, lost)
+                _lead(
+                    settings,
+                    client.sibling(own_fence=True),
+                    definition.component_name,
+                    acquired,
+                    lost,
+                    client.fence,
+                )
             )
             tasks.append(lead_task)
             await _first(acquired.wait(), stop.wait(), lost.wait())
