@@ -125,6 +125,37 @@ async def test_shutdown_releases_every_idle_worker() -> None:
     assert all(isinstance(result, asyncio.CancelledError) for result in results)
 
 
+async def test_a_worker_woken_for_a_key_takes_none_once_shutting_down() -> None:
+    """shutdown() waits for the syncs running when it is called; no other may start after it."""
+    queue = _queue()
+    started: list[str] = []
+
+    async def sync(key: str) -> None:
+        started.append(key)
+
+    async with _running(queue, 1, sync):
+        await _settle()
+        queue.add("a")  # wakes the idle worker, which has not run yet
+        assert await queue.shutdown(TICK)
+        await _settle()
+    assert started == []
+
+
+async def test_shutdown_says_whether_the_running_syncs_finished_in_time() -> None:
+    queue = _queue()
+    running, finish = asyncio.Event(), asyncio.Event()
+
+    async def sync(key: str) -> None:
+        running.set()
+        await finish.wait()
+
+    async with _running(queue, 1, sync):
+        queue.add("a")
+        await asyncio.wait_for(running.wait(), TICK)
+        assert not await queue.shutdown(0.01)
+        finish.set()
+
+
 async def test_add_after_keeps_the_earliest_due_time() -> None:
     queue = _queue()
     queue.add_after("a", 0.05)

@@ -177,9 +177,13 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         await self._open.wait()
-        while not self._queue:
+        while True:
+            # Checked before the queue too: a worker woken for a key may run only after shutdown()
+            # has counted the running syncs, and then it must not start another.
             if self._shutting_down:
                 raise asyncio.CancelledError
+            if self._queue:
+                break
             wakeup = asyncio.get_running_loop().create_future()
             self._idle.append(wakeup)
             try:
@@ -265,8 +269,9 @@ class WorkQueue(Generic[K]):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def shutdown(self, grace: float) -> None:
-        """Stop handing out keys and give running syncs up to ``grace`` seconds to finish."""
+    async def shutdown(self, grace: float) -> bool:
+        """Stop handing out keys and give running syncs up to ``grace`` seconds to finish; whether
+        they all did."""
         self._shutting_down = True
         while self._idle:
             self._wake_one()
@@ -274,6 +279,7 @@ class WorkQueue(Generic[K]):
             self._drained.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), grace)
+        return not self._processing
 
     async def _worker(self, sync: Callable[[K], Awaitable[Result | None]]) -> None:
         while not self._shutting_down:
