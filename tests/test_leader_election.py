@@ -251,13 +251,15 @@ WRITES = "/api/v1/namespaces/default/configmaps"
 
 
 class Operator:
-    """A controller whose prepare() waits for the test, then queues one key; its sync writes once."""
+    """A controller whose prepare() waits for the test, then queues one key; its sync writes once,
+    or waits for ``finish`` first (a slow action call) when asked to."""
 
     def __init__(self) -> None:
         self.runtime: runtime.Runtime | None = None
         self.preparing = asyncio.Event()
         self.go = asyncio.Event()
         self.syncing = asyncio.Event()
+        self.finish: asyncio.Event | None = None
 
     def make(self, rt: runtime.Runtime) -> Operator:
         self.runtime = rt
@@ -273,6 +275,8 @@ class Operator:
     async def sync(self, key: Key) -> None:
         assert self.runtime is not None
         self.syncing.set()
+        if self.finish is not None:
+            await self.finish.wait()
         await self.runtime.client.create(WRITES, {"metadata": {"name": key.name}})
 
     def definition(self) -> runtime.OperatorDefinition:
@@ -335,3 +339,50 @@ async def test_a_lease_lost_while_starting_stops_every_write(
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
     assert api.written == []
+
+
+async def test_a_lease_is_not_released_while_a_sync_still_runs(
+    leases: tuple[LeaseApi, str],
+) -> None:
+    api, config = leases
+    operator = Operator()
+    operator.go.set()
+    operator.finish = asyncio.Event()
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        runtime.run(
+            operator.definition(),
+            operator_settings(config, shutdown_grace_period=0.1),
+            stop=stop,
+            configure_logging=False,
+        )
+    )
+    try:
+        await asyncio.wait_for(operator.syncing.wait(), 5)
+        stop.set()
+        assert await asyncio.wait_for(running, 20) == 0
+    finally:
+        operator.finish.set()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert api.lease is not None
+    assert api.lease["spec"]["holderIdentity"] == "a", "released while a sync was still running"
+
+
+async def test_a_lease_is_released_once_every_sync_has_finished(leases: tuple[LeaseApi, str]) -> None:
+    api, config = leases
+    operator = Operator()
+    operator.go.set()
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        runtime.run(operator.definition(), operator_settings(config), stop=stop, configure_logging=False)
+    )
+    try:
+        await until(lambda: bool(api.written), 5, "the sync's write")
+        stop.set()
+        assert await asyncio.wait_for(running, 20) == 0
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert api.lease is not None
+    assert api.lease["spec"]["holderIdentity"] is None

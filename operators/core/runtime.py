@@ -939,7 +939,7 @@ async def run(
         else:
             exit_code = runtime.exit_code
         client.stop_waiting()
-        await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
+        finished = await queue.shutdown(0 if exit_code else settings.shutdown_grace_period)
         # kopf, stopping, waits up to 5 s for every task started after it and then cancels them:
         # ours end first, so kopf stops at once and closes its sessions itself.
         await _stop_task(forget)
@@ -953,7 +953,16 @@ async def run(
                 log.warning("kopf did not stop within %d s; cancelled", KOPF_STOP_SECONDS)
             except (Exception, asyncio.CancelledError):
                 pass
-        if is_leader and not lost.is_set():
+        if is_leader and not lost.is_set() and not finished:
+            # A sync past the grace period may still act (an attach call, a request in flight): the
+            # Lease is renewed until the end and then expires, so that no standby acts beside it.
+            log.warning(
+                "syncs still running after the grace period; the Lease %s/%s expires instead of being "
+                "released",
+                settings.namespace,
+                definition.component_name,
+            )
+        elif is_leader and not lost.is_set():
             # Nothing of ours writes any more: the standby may take over now, not in 15 s.
             await _stop_task(lead_task)
             # The main client refuses new requests once stopping; this one has a bucket of its own.
