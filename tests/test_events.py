@@ -5,21 +5,37 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from operators.core.client import KubeClient
-from operators.core.events import COMBINED_PREFIX, SIMILAR_LIMIT, EventRecorder, ObjectRef, event_name
+from operators.core.client import ApiError, KubeClient
+from operators.core.events import (
+    COMBINED_PREFIX,
+    SIMILAR_LIMIT,
+    EventRecorder,
+    ObjectRef,
+    event_name,
+)
 
 
 class Recording:
+    """Records the bodies sent; ``refusals[verb]`` are raised, in turn, after the request was
+    recorded (an answer lost on the way back looks the same to the sender)."""
+
     def __init__(self) -> None:
         self.creates: list[dict[str, Any]] = []
         self.patches: list[dict[str, Any]] = []
+        self.patched: list[str] = []
+        self.refusals: dict[str, list[ApiError]] = {"create": [], "patch": []}
 
     async def create(self, path: str, body: dict[str, Any]) -> Any:
         self.creates.append(body)
+        if self.refusals["create"]:
+            raise self.refusals["create"].pop(0)
         return body
 
     async def patch(self, path: str, body: dict[str, Any], content_type: str = "") -> Any:
         self.patches.append(body)
+        self.patched.append(path)
+        if self.refusals["patch"]:
+            raise self.refusals["patch"].pop(0)
         return body
 
 
@@ -109,3 +125,16 @@ async def test_a_combined_message_is_cut_with_its_prefix() -> None:
     combined = client.creates[-1]["message"]
     assert combined.startswith(COMBINED_PREFIX + f"{SIMILAR_LIMIT:02d}xxx")
     assert len(combined.encode()) <= 1024
+
+
+async def test_an_event_gone_from_the_server_is_created_again_by_the_occurrence_that_finds_it_gone() -> None:
+    """kube-apiserver deletes an Event an hour (``--event-ttl``) after it last changed."""
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    await recorder.emit(POD, "Warning", "Failed", "template missing")
+    client.refusals["patch"].append(ApiError(404, "NotFound", 'events "p.x" not found'))
+    await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert len(client.creates) == 2, "the occurrence that found the Event gone is posted"
+    await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert client.patched[-1].endswith("/" + client.creates[1]["metadata"]["name"])
+    assert client.patches[-1]["count"] == 2

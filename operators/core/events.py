@@ -152,46 +152,57 @@ class EventRecorder:
         message = self._aggregate(obj, type_, reason, _note(message))
         # All combined messages of one (object, type, reason) share one Event.
         key = (obj.uid, type_, reason, COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
-        now = now_rfc3339()
-        namespace = obj.namespace or "default"
         try:
-            posted = self._posted.get(key)
-            if posted is not None:
-                posted.count += 1
-                patch: dict[str, object] = {"count": posted.count, "lastTimestamp": now}
-                if key[3] == COMBINED_PREFIX:
-                    patch["message"] = message
+            await self._write(key, obj, type_, reason, message)
+        except ApiError as err:
+            log.warning("could not post Event %s %s on %s: %s", type_, reason, obj, err)
+
+    async def _write(
+        self, key: tuple[str, str, str, str], obj: ObjectRef, type_: str, reason: str, message: str
+    ) -> None:
+        now = now_rfc3339()
+        posted = self._posted.get(key)
+        if posted is not None:
+            posted.count += 1
+            patch: dict[str, object] = {"count": posted.count, "lastTimestamp": now}
+            if key[3] == COMBINED_PREFIX:
+                patch["message"] = message
+            try:
                 await self.client.patch(
                     EVENTS.path(posted.name, namespace=posted.namespace),
                     patch,
                     content_type=MERGE_PATCH,
                 )
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+                # The Event expired (kube-apiserver's --event-ttl, an hour after it last changed) or
+                # was deleted: this occurrence starts a new one, as client-go's recorder does, rather
+                # than being lost.
+                del self._posted[key]
+            else:
                 self._posted.move_to_end(key)
                 return
-            name = event_name(obj.name)
-            await self.client.create(
-                EVENTS.path(namespace=namespace),
-                {
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "involvedObject": obj.to_dict(),
-                    "type": type_,
-                    "reason": reason,
-                    "message": message,
-                    "count": 1,
-                    "firstTimestamp": now,
-                    "lastTimestamp": now,
-                    "source": {"component": self.component},
-                    "reportingComponent": self.component,
-                    "reportingInstance": self.instance or self.component,
-                },
-            )
-            self._posted[key] = _Posted(namespace, name, 1)
-            while len(self._posted) > REMEMBERED_EVENTS:
-                self._posted.popitem(last=False)
-        except ApiError as err:
-            if err.not_found:
-                # The Event expired (TTL) or was deleted: start a new one next time.
-                self._posted.pop(key, None)
-            log.warning("could not post Event %s %s on %s: %s", type_, reason, obj, err)
+        namespace = obj.namespace or "default"
+        name = event_name(obj.name)
+        await self.client.create(
+            EVENTS.path(namespace=namespace),
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": obj.to_dict(),
+                "type": type_,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "source": {"component": self.component},
+                "reportingComponent": self.component,
+                "reportingInstance": self.instance or self.component,
+            },
+        )
+        self._posted[key] = _Posted(namespace, name, 1)
+        while len(self._posted) > REMEMBERED_EVENTS:
+            self._posted.popitem(last=False)
