@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
+import pytest
+
+from operators.core.backoff import Backoff
 from operators.core.client import ApiError, KubeClient
 from operators.core.events import (
     COMBINED_PREFIX,
@@ -138,3 +141,36 @@ async def test_an_event_gone_from_the_server_is_created_again_by_the_occurrence_
     await recorder.emit(POD, "Warning", "Failed", "template missing")
     assert client.patched[-1].endswith("/" + client.creates[1]["metadata"]["name"])
     assert client.patches[-1]["count"] == 2
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("operators.core.events.SEND_RETRY", Backoff(0.001))
+
+
+@pytest.mark.usefixtures("quick_retries")
+async def test_an_event_the_api_server_did_not_answer_is_sent_again_under_the_same_name() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    # Created, but the answer was lost: the second attempt finds its own Event.
+    client.refusals["create"] += [ApiError(0, "", "connection reset"), ApiError(409, "AlreadyExists", "")]
+    recorder.record(POD, "Warning", "Failed", "template missing")
+    await recorder.drain(5)
+    first, again = client.creates
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    client.refusals["patch"].append(ApiError(503, "ServiceUnavailable", "etcd"))
+    recorder.record(POD, "Warning", "Failed", "template missing")
+    await recorder.drain(5)
+    assert [p["count"] for p in client.patches] == [2, 2], "a patch sent again counts the occurrence once"
+    assert {path.rsplit("/", 1)[1] for path in client.patched} == {first["metadata"]["name"]}
+
+
+@pytest.mark.usefixtures("quick_retries")
+async def test_an_event_the_server_refuses_is_not_sent_again() -> None:
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    terminating = {"details": {"causes": [{"reason": "NamespaceTerminating"}]}}
+    client.refusals["create"].append(ApiError(403, "Forbidden", "being terminated", None, terminating))
+    recorder.record(POD, "Warning", "Failed", "template missing")
+    await recorder.drain(5)
+    assert len(client.creates) == 1

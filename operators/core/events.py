@@ -19,6 +19,8 @@ Posting an Event never fails the caller: Events are diagnostics, and a lost one 
 or retry the reconciliation that emitted it. :meth:`EventRecorder.record` does not even make
 the caller wait: like client-go's broadcaster it hands the Event to one background sender
 (bounded backlog; overflow is dropped with a log line), so Events cost no latency on a hot path.
+That sender sends an Event again while the API server does not answer (:data:`SEND_TRIES`), so
+that a restart of the API server costs no Events; an Event it refuses is dropped.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .client import MERGE_PATCH, ApiError, KubeClient
+from .backoff import Backoff
+from .client import MERGE_PATCH, Answer, ApiError, KubeClient
 from .conditions import now_rfc3339
 from .resources import EVENTS
 from .texts import ELLIPSIS, truncate_utf8
@@ -49,6 +52,12 @@ SIMILAR_WINDOW = 600.0
 COMBINED_PREFIX = "(combined from similar events): "
 # client-go's broadcaster queues up to 1000 Events before it drops them.
 BACKLOG_LIMIT = 1000
+SEND_TRIES = 12
+"""How often one Event is sent while the API server does not answer (client-go's
+``maxTriesPerEvent``); an answer that refuses it is not sent again."""
+SEND_RETRY = Backoff(1.0, maximum=10.0, jitter=0.2)
+"""The pause before each try after the first: about a minute and a half in all, as client-go's ten
+seconds between tries bound its wait to two minutes."""
 NOTE_LENGTH_LIMIT = 1024
 """kube-apiserver's limit on an Event's message (``NoteLengthLimit``), in bytes: Go's ``len``."""
 
@@ -152,18 +161,41 @@ class EventRecorder:
         message = self._aggregate(obj, type_, reason, _note(message))
         # All combined messages of one (object, type, reason) share one Event.
         key = (obj.uid, type_, reason, COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
-        try:
-            await self._write(key, obj, type_, reason, message)
-        except ApiError as err:
-            log.warning("could not post Event %s %s on %s: %s", type_, reason, obj, err)
-
-    async def _write(
-        self, key: tuple[str, str, str, str], obj: ObjectRef, type_: str, reason: str, message: str
-    ) -> None:
-        now = now_rfc3339()
         posted = self._posted.get(key)
         if posted is not None:
+            # Counted once, here: a PATCH sent again after an unanswered one carries the same count.
             posted.count += 1
+            self._posted.move_to_end(key)
+        now = now_rfc3339()
+        # Chosen once: a create sent again after an unanswered one finds its own Event, not a twin.
+        name = event_name(obj.name)
+        for attempt in range(SEND_TRIES):
+            try:
+                await self._write(key, obj, type_, reason, message, now, name)
+                return
+            except ApiError as err:
+                if err.answer is not Answer.TRANSIENT or attempt == SEND_TRIES - 1:
+                    log.warning("could not post Event %s %s on %s: %s", type_, reason, obj, err)
+                    return
+                delay = SEND_RETRY.delay(attempt)
+                log.info(
+                    "could not post Event %s %s on %s: %s; again in %.1fs", type_, reason, obj, err, delay
+                )
+            # The Events behind this one wait too, as in client-go: the API server is what is missing.
+            await asyncio.sleep(delay)
+
+    async def _write(
+        self,
+        key: tuple[str, str, str, str],
+        obj: ObjectRef,
+        type_: str,
+        reason: str,
+        message: str,
+        now: str,
+        name: str,
+    ) -> None:
+        posted = self._posted.get(key)
+        if posted is not None:
             patch: dict[str, object] = {"count": posted.count, "lastTimestamp": now}
             if key[3] == COMBINED_PREFIX:
                 patch["message"] = message
@@ -181,28 +213,31 @@ class EventRecorder:
                 # than being lost.
                 del self._posted[key]
             else:
-                self._posted.move_to_end(key)
                 return
         namespace = obj.namespace or "default"
-        name = event_name(obj.name)
-        await self.client.create(
-            EVENTS.path(namespace=namespace),
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": obj.to_dict(),
-                "type": type_,
-                "reason": reason,
-                "message": message,
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "source": {"component": self.component},
-                "reportingComponent": self.component,
-                "reportingInstance": self.instance or self.component,
-            },
-        )
+        try:
+            await self.client.create(
+                EVENTS.path(namespace=namespace),
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "involvedObject": obj.to_dict(),
+                    "type": type_,
+                    "reason": reason,
+                    "message": message,
+                    "count": 1,
+                    "firstTimestamp": now,
+                    "lastTimestamp": now,
+                    "source": {"component": self.component},
+                    "reportingComponent": self.component,
+                    "reportingInstance": self.instance or self.component,
+                },
+            )
+        except ApiError as err:
+            # The name is this occurrence's own: only an earlier attempt whose answer was lost made it.
+            if not err.conflict:
+                raise
         self._posted[key] = _Posted(namespace, name, 1)
         while len(self._posted) > REMEMBERED_EVENTS:
             self._posted.popitem(last=False)
