@@ -12,6 +12,7 @@ from operators.core.client import ApiError, KubeClient
 from operators.core.events import (
     COMBINED_PREFIX,
     SIMILAR_LIMIT,
+    SPAM_BURST,
     EventRecorder,
     ObjectRef,
     event_name,
@@ -174,3 +175,22 @@ async def test_an_event_the_server_refuses_is_not_sent_again() -> None:
     recorder.record(POD, "Warning", "Failed", "template missing")
     await recorder.drain(5)
     assert len(client.creates) == 1
+
+
+async def test_one_object_gets_a_burst_of_writes_then_one_per_five_minutes_carrying_the_count() -> None:
+    """A tenant that makes a pod fail many times a second costs Event writes at client-go's pace."""
+    client = Recording()
+    recorder = EventRecorder(cast(KubeClient, client), "dra-operators-test")
+    now = [1000.0]
+    recorder.clock = lambda: now[0]
+    for _ in range(SPAM_BURST + 20):
+        await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert len(client.creates) + len(client.patches) == SPAM_BURST
+    other = ObjectRef("v1", "Pod", "q", "ns", "uid-q")
+    await recorder.emit(other, "Warning", "Failed", "template missing")
+    assert len(client.creates) == 2, "another object has a budget of its own"
+    now[0] += 300
+    await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert client.patches[-1]["count"] == SPAM_BURST + 21, "the occurrences not written are counted"
+    await recorder.emit(POD, "Warning", "Failed", "template missing")
+    assert client.patches[-1]["count"] == SPAM_BURST + 21

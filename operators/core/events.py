@@ -5,7 +5,9 @@ again: the existing one gets its ``count`` incremented and ``lastTimestamp`` set
 client-go's recorder does. Like client-go's correlator, *similar* Events (same object, type
 and reason, different messages, e.g. API errors that name a random generated object) are
 aggregated after ``SIMILAR_LIMIT`` distinct messages within ``SIMILAR_WINDOW`` seconds: the rest
-go into one Event whose message starts with ``(combined from similar events): ``.
+go into one Event whose message starts with ``(combined from similar events): ``. And like its
+spam filter, each object's Events are written at most :data:`SPAM_BURST` at once, then one every
+five minutes.
 The recorder remembers the Events it created in a bounded LRU; after
 a restart the first repetition creates a new Event, like a restarted kube-controller-manager.
 
@@ -39,6 +41,7 @@ from typing import Any
 from .backoff import Backoff
 from .client import MERGE_PATCH, Answer, ApiError, KubeClient
 from .conditions import now_rfc3339
+from .ratelimit import TokenBucket
 from .resources import EVENTS
 from .texts import ELLIPSIS, truncate_utf8
 
@@ -52,6 +55,13 @@ SIMILAR_WINDOW = 600.0
 COMBINED_PREFIX = "(combined from similar events): "
 # client-go's broadcaster queues up to 1000 Events before it drops them.
 BACKLOG_LIMIT = 1000
+SPAM_BURST = 25
+SPAM_QPS = 1 / 300
+"""client-go's spam filter: the Events written about one object (and type) come from a bucket of
+their own, so that an object that fails many times a second (a tenant's pod updated in a loop, each
+update a sync that reports the same failure) costs a burst of writes, then one every five minutes,
+and neither takes the Event budget of the others nor the API server's. An occurrence not written
+is still counted, in the next write of its Event."""
 SEND_TRIES = 12
 """How often one Event is sent while the API server does not answer (client-go's
 ``maxTriesPerEvent``); an answer that refuses it is not sent again."""
@@ -116,6 +126,8 @@ class EventRecorder:
         self._similar: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
         self._backlog: deque[tuple[ObjectRef, str, str, str]] = deque()
         self._sender: asyncio.Task[None] | None = None
+        self._budgets: OrderedDict[tuple[ObjectRef, str], TokenBucket] = OrderedDict()
+        self.clock: Callable[[], float] = time.monotonic
         # An operator's metric of dropped Events, if it has one.
         self.on_dropped: Callable[[], None] | None = None
 
@@ -146,7 +158,7 @@ class EventRecorder:
 
     def _aggregate(self, obj: ObjectRef, type_: str, reason: str, message: str) -> str:
         """The message to post: itself, or the combined form once similar ones pile up."""
-        now = time.monotonic()
+        now = self.clock()
         seen = self._similar.setdefault((obj.uid, type_, reason), [])
         seen[:] = [t for t in seen if now - t < SIMILAR_WINDOW]
         if (obj.uid, type_, reason, message) not in self._posted:
@@ -166,6 +178,9 @@ class EventRecorder:
             # Counted once, here: a PATCH sent again after an unanswered one carries the same count.
             posted.count += 1
             self._posted.move_to_end(key)
+        if not self._within_budget(obj, type_):
+            log.debug("Event %s %s on %s not written: its object's Event budget is spent", type_, reason, obj)
+            return
         now = now_rfc3339()
         # Chosen once: a create sent again after an unanswered one finds its own Event, not a twin.
         name = event_name(obj.name)
@@ -183,6 +198,16 @@ class EventRecorder:
                 )
             # The Events behind this one wait too, as in client-go: the API server is what is missing.
             await asyncio.sleep(delay)
+
+    def _within_budget(self, obj: ObjectRef, type_: str) -> bool:
+        now = self.clock()
+        bucket = self._budgets.get((obj, type_))
+        if bucket is None:
+            bucket = self._budgets[(obj, type_)] = TokenBucket(SPAM_QPS, SPAM_BURST, now)
+        self._budgets.move_to_end((obj, type_))
+        while len(self._budgets) > REMEMBERED_EVENTS:
+            self._budgets.popitem(last=False)
+        return bucket.try_take(now) == 0.0
 
     async def _write(
         self,
