@@ -17,6 +17,7 @@ from kubeconfigs import local_api_server
 
 from operators.core import runtime
 from operators.core.client import KubeClient, WriteFence
+from operators.core.events import NORMAL, ObjectRef
 from operators.core.keys import Key
 from operators.core.settings import OperatorSettings
 
@@ -252,7 +253,8 @@ WRITES = "/api/v1/namespaces/default/configmaps"
 
 class Operator:
     """A controller whose prepare() waits for the test, then queues one key; its sync writes once,
-    or waits for ``finish`` first (a slow action call) when asked to."""
+    or waits for ``finish`` first (a slow action call) when asked to, and then records an Event
+    when ``report`` says so."""
 
     def __init__(self) -> None:
         self.runtime: runtime.Runtime | None = None
@@ -260,6 +262,7 @@ class Operator:
         self.go = asyncio.Event()
         self.syncing = asyncio.Event()
         self.finish: asyncio.Event | None = None
+        self.report = False
 
     def make(self, rt: runtime.Runtime) -> Operator:
         self.runtime = rt
@@ -277,6 +280,9 @@ class Operator:
         self.syncing.set()
         if self.finish is not None:
             await self.finish.wait()
+        if self.report:
+            thing = ObjectRef("v1", "ConfigMap", key.name, "default", "uid-1")
+            self.runtime.events.record(thing, NORMAL, "Finishing", "finished while stopping")
         await self.runtime.client.create(WRITES, {"metadata": {"name": key.name}})
 
     def definition(self) -> runtime.OperatorDefinition:
@@ -367,6 +373,33 @@ async def test_a_lease_is_not_released_while_a_sync_still_runs(
         await asyncio.gather(running, return_exceptions=True)
     assert api.lease is not None
     assert api.lease["spec"]["holderIdentity"] == "a", "released while a sync was still running"
+
+
+async def test_an_event_recorded_while_stopping_is_posted(leases: tuple[LeaseApi, str]) -> None:
+    """Once stopping, the controller's client sends nothing new; the Events of the syncs that finish
+    in the grace period are still posted before the process exits."""
+    api, config = leases
+    operator = Operator()
+    operator.go.set()
+    operator.finish = asyncio.Event()
+    operator.report = True
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        runtime.run(operator.definition(), operator_settings(config), stop=stop, configure_logging=False)
+    )
+    try:
+        await asyncio.wait_for(operator.syncing.wait(), 5)
+        assert operator.runtime is not None
+        stopping = operator.runtime.client._stopping
+        stop.set()
+        await until(stopping.is_set, 5, "the operator to stop")
+        operator.finish.set()
+        await asyncio.wait_for(running, 20)
+    finally:
+        operator.finish.set()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert "/api/v1/namespaces/default/events" in api.written
 
 
 async def test_a_lease_is_released_once_every_sync_has_finished(leases: tuple[LeaseApi, str]) -> None:

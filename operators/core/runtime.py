@@ -798,8 +798,12 @@ async def run(
         settings=settings,
         client=client,
         reader=client.sibling(),
-        # Events and the Lease go on when the coexistence guard stops the controller's writes.
-        events=EventRecorder(client.sibling(own_fence=True), definition.component_name, settings.identity),
+        # Events and the Lease go on when the coexistence guard stops the controller's writes; and
+        # Events go on once stopping, so that the Events of the syncs that end in the grace period
+        # are posted, and the recorder's drain at exit has a client that sends.
+        events=EventRecorder(
+            client.sibling(outlives_stop=True, own_fence=True), definition.component_name, settings.identity
+        ),
         health=health,
         queue=queue,
         field_manager=definition.component_name,
