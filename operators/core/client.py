@@ -366,9 +366,7 @@ class KubeClient:
         accept: str,
         want_reply: bool = True,
     ) -> Any:
-        if self.fence.reason and method in WRITES:
-            write_refused(method)
-            raise ApiError(0, "WriteRefused", f"{method} {path} not sent: {self.fence.reason}")
+        self._check_fence(method, path)
         if await self._stopped_within(self.bucket.reserve()):
             raise ApiError(0, "ShuttingDown", f"{method} {path} not sent: the operator is stopping")
         self.requests_total += 1
@@ -377,6 +375,9 @@ class KubeClient:
         # sent as is, because ApiClient would re-serialise it through its model classes, and
         # written as Go writes JSON, because kube-apiserver compares raw parameters byte for byte.
         await self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        # Again, just before sending: the Lease may have been lost while this write waited for its
+        # token or its credentials.
+        self._check_fence(method, path)
         data = None if body is None else body if isinstance(body, (bytes, str)) else wirejson.dumps(body)
         try:
             async with self._send(
@@ -399,6 +400,11 @@ class KubeClient:
         if succeeded:
             return parsed
         raise _api_error(status, raw, parsed, retry_after)
+
+    def _check_fence(self, method: str, path: str) -> None:
+        if self.fence.reason and method in WRITES:
+            write_refused(method)
+            raise ApiError(0, "WriteRefused", f"{method} {path} not sent: {self.fence.reason}")
 
     async def watch_lines(
         self, path: str, params: Mapping[str, str], timeout_seconds: int
