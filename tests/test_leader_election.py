@@ -24,8 +24,10 @@ from operators.core.settings import OperatorSettings
 NAMESPACE = "dra-operators"
 LEASE = "dra-operators-leasetest"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
-# The shortest durations the library accepts: renew deadline above 1.2 retry periods.
-LEASE_SECONDS, RENEW_SECONDS, RETRY_SECONDS = 5, 2, 1
+# Short, as the library accepts (a renew deadline above 1.2 retry periods), with the 3 s that
+# kube-controller-manager's 15, 10 and 2 leave between a leader giving up (a retry period and a renew
+# deadline after its last renewal) and a standby taking over: the margin a loaded machine runs on.
+LEASE_SECONDS, RENEW_SECONDS, RETRY_SECONDS = 6, 2, 1
 
 
 class LeaseApi:

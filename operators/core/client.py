@@ -297,8 +297,9 @@ class KubeClient:
         return twin
 
     def stop_waiting(self) -> None:
-        """On shutdown: requests waiting for a token or a Retry-After fail at once, so the running
-        syncs end within the grace period instead of sleeping through it."""
+        """On shutdown: no new request is sent, and those waiting for a token or a Retry-After fail
+        at once, so the running syncs end within the grace period instead of sleeping through it. A
+        sibling made with ``outlives_stop`` (Events, the Lease) goes on."""
         self._stopping.set()
 
     async def _stopped_within(self, delay: float) -> bool:
