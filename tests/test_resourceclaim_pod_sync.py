@@ -19,6 +19,7 @@ from resourceclaim_builders import (
     Ok,
     PutClaimStatus,
     cache_with,
+    claim_body,
     make_claim,
     make_pod,
     make_template,
@@ -648,3 +649,64 @@ def test_a_refused_create_is_reported_on_its_entry_by_the_next_pass() -> None:
     assert plan.result == Retry(
         "pod demo/my-pod, PodResourceClaim gpu: create ResourceClaim : quota exceeded", 3
     )
+
+
+# A recorded claim the claim cache does not hold yet (upstream's claimExists).
+
+
+def pod_naming_an_unseen_claim() -> ClusterCache:
+    """The pod's status names its generated claim, which the claim watch has not delivered: another
+    process created it (a leader hand-over), and the pod watch was faster than the claim watch."""
+    pod = make_pod(claims=GPU, statuses=[{"name": "gpu", "resourceClaimName": "my-pod-gpu-zzzzz"}])
+    return cache_with(pods=[pod], templates=[make_template()])
+
+
+def test_a_recorded_claim_missing_from_the_cache_is_looked_up_before_it_is_re_created() -> None:
+    api = FakeApi()
+    api.fail(GetClaim, Ok(claim_body("my-pod-gpu-zzzzz", "C1", owner=("my-pod", "U"), entry="gpu")))
+    outcome = run_pod_sync(pod_naming_an_unseen_claim(), api)
+    assert api.actions == [GetClaim("demo", "my-pod-gpu-zzzzz")]
+    assert outcome == Done("kube-scheduler makes the reservations")
+
+
+def test_a_recorded_claim_gone_or_no_longer_owned_on_the_live_read_is_re_created() -> None:
+    for reply in (
+        Failed(404, 'resourceclaims.resource.k8s.io "my-pod-gpu-zzzzz" not found'),
+        Ok(claim_body("my-pod-gpu-zzzzz", "C1", entry="gpu")),
+    ):
+        api = FakeApi()
+        api.fail(GetClaim, reply)
+        run_pod_sync(pod_naming_an_unseen_claim(), api)
+        assert len(api.of_type(CreateClaim)) == 1
+        assert applied_statuses(api) == GENERATED_GPU_STATUS
+
+
+def test_a_failed_live_read_of_a_recorded_claim_is_reported_and_retried() -> None:
+    api = FakeApi()
+    api.fail(GetClaim, Failed(503, "the server is currently unable to handle the request", 2))
+    outcome = run_pod_sync(pod_naming_an_unseen_claim(), api)
+    message = "checking claim existence: the server is currently unable to handle the request"
+    assert api.of_type(CreateClaim) == []
+    assert api.of_type(EmitEvent) == [
+        EmitEvent(
+            "demo",
+            "my-pod",
+            "U",
+            "Warning",
+            "FailedResourceClaimCreation",
+            f"PodResourceClaim gpu: {message}",
+        )
+    ]
+    assert outcome == Retry(f"pod demo/my-pod, PodResourceClaim gpu: {message}", 2)
+
+
+def test_a_claim_the_cache_holds_needs_no_live_read() -> None:
+    claim = make_claim("my-pod-gpu-bcdfg", "C1", owner=("my-pod", "U"), entry="gpu")
+    cache = cache_with(
+        pods=[make_pod(claims=GPU, statuses=GENERATED_GPU_STATUS)],
+        claims=[claim],
+        templates=[make_template()],
+    )
+    api = FakeApi()
+    run_pod_sync(cache, api)
+    assert api.actions == []

@@ -15,10 +15,13 @@ from resourceclaim_builders import (
     EmitEvent,
     Failed,
     FakeApi,
+    GetClaim,
     GetPodGroup,
+    Ok,
     PutClaim,
     PutClaimStatus,
     cache_with,
+    claim_body,
     make_claim,
     make_pod,
     make_pod_group,
@@ -168,6 +171,16 @@ def test_a_status_naming_a_claim_the_watch_has_not_delivered_yet_needs_no_write(
     cache.record_created(group_claim("pg-gpu-bcdfg", uid="N"))
     assert decide_pod_group(cache, "demo", "pg", POD_GROUPS, {}) == Plan()
     assert cache.apply_pod_group_event("MODIFIED", group) == [], "the group's own events need no sync"
+
+
+def test_a_recorded_claim_the_watch_has_not_delivered_is_read_before_it_is_re_created() -> None:
+    """Another process created and recorded it; upstream's ``claimExists`` reads it too."""
+    group = make_pod_group(claims=[GPU], statuses=[named_entry("gpu", "pg-gpu-zzzzz")])
+    cache = cache_with(templates=[make_template()], pod_groups=[group], workload_claims=True)
+    api = FakeApi()
+    api.fail(GetClaim, Ok(claim_body("pg-gpu-zzzzz", "C1", owner_ref=pod_group_owner(), entry="gpu")))
+    assert api.run(sync_pod_group(cache, "demo", "pg", api, POD_GROUPS)) == Done()
+    assert api.actions == [GetClaim("demo", "pg-gpu-zzzzz")]
 
 
 def test_a_re_created_claim_keeps_the_other_entries_in_the_status() -> None:

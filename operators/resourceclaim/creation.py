@@ -13,11 +13,12 @@ so a retry that comes before the claim watch event finds it instead of creating 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operators.core.client import ApiError
+from operators.core.client import ApiError, KubeClient
+from operators.core.models import UnparsableObject, parse
 from operators.core.plan import Apply, Create, Plan, Write, Writer, execute
 from operators.core.reconcile import Done, GiveUp, Requeue, Result, Retry
 from operators.dra.api import RESOURCE_CLAIMS
@@ -28,7 +29,7 @@ from .cache import ClusterCache
 from .constants import POD_CLAIM_NAME_ANNOTATION
 from .metric_labels import claim_admin_access_label
 from .models import ResourceClaim, ResourceClaimSpec
-from .resolution import admin_access_label
+from .resolution import Resolution, Resolved, admin_access_label
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,65 @@ class EntryFailure:
         if self.retryable:
             return Retry(error, self.retry_after)
         return GiveUp(error)
+
+
+LiveClaims = Mapping[str, ResourceClaim | EntryFailure | None]
+"""What live GETs found for recorded claims missing from the cache: claim name -> the claim, None
+(404), or why it could not be read."""
+
+
+def unseen_recorded_claims(
+    cache: ClusterCache, namespace: str, resolutions: Iterable[Resolution]
+) -> list[str]:
+    """The generated claims a status records that neither the watch nor this process has shown us.
+
+    Another writer made them (an old leader during a hand-over) and the claim watch lags behind
+    the pod or PodGroup watch: creating a replacement at once would give the owner a second claim
+    and re-point its status away from one kube-scheduler may already have allocated. Upstream's
+    ``claimExists`` reads the API server before re-creating for the same reason.
+    """
+    names = (
+        resolution.claim_name
+        for resolution in resolutions
+        if resolution.outcome is Resolved.NAMED and resolution.check_owner
+    )
+    return [name for name in dict.fromkeys(names) if cache.claim_or_created(namespace, name) is None]
+
+
+async def read_claims(
+    client: KubeClient, namespace: str, names: Iterable[str]
+) -> dict[str, ResourceClaim | EntryFailure | None]:
+    """Live GETs of :func:`unseen_recorded_claims`; the first failure ends them, as its entry ends
+    the sync."""
+    found: dict[str, ResourceClaim | EntryFailure | None] = {}
+    for name in names:
+        try:
+            body = await client.get(RESOURCE_CLAIMS.path(name, namespace=namespace))
+            found[name] = parse(ResourceClaim, body or {}, ResourceClaim.from_body)
+        except ApiError as err:
+            if err.status == 404:
+                found[name] = None
+                continue
+            found[name] = EntryFailure(claim_check_error(err.message), retry_after=err.retry_after)
+            break
+        except UnparsableObject as error:
+            found[name] = EntryFailure(claim_check_error(error.problem))
+            break
+    return found
+
+
+def recorded_claim(
+    cache: ClusterCache, namespace: str, resolution: Resolution, live: LiveClaims
+) -> ResourceClaim | EntryFailure | None:
+    """The claim a ``NAMED`` resolution stands for: from the cache, else from the live GET."""
+    claim = cache.claim_or_created(namespace, resolution.claim_name)
+    if claim is not None:
+        return claim
+    return live.get(resolution.claim_name)
+
+
+def claim_check_error(message: str) -> str:
+    return f"checking claim existence: {message}"
 
 
 def template_missing_error(template_name: str) -> str:

@@ -36,7 +36,17 @@ from operators.dra.podgroups import PodGroup, PodGroupResourceClaim, pod_group_o
 from .bodies import pod_group_status_apply
 from .cache import ClusterCache
 from .constants import FAILED_CREATION_REASON
-from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
+from .creation import (
+    EntryFailure,
+    LiveClaims,
+    Refused,
+    claim_of_entry,
+    decide_and_execute,
+    read_claims,
+    recorded_claim,
+    status_apply,
+    unseen_recorded_claims,
+)
 from .models import ResourceClaim
 from .resolution import (
     Resolution,
@@ -57,9 +67,18 @@ async def sync_pod_group(
     pod_groups: ApiResource,
     created: Callable[[ResourceClaim], None] = lambda _: None,
 ) -> Result:
-    """:func:`decide_pod_group`'s passes, executed; ``pod_groups`` is the served resource."""
+    """:func:`decide_pod_group`'s passes, executed after the live reads of the claims its status
+    records that the cache does not hold; ``pod_groups`` is the served resource."""
+    group = cache.pod_group(namespace, name)
+    unseen: list[str] = []
+    if group is not None and group.metadata.deletion_timestamp is None:
+        unseen = unseen_recorded_claims(cache, namespace, (r for _, r in resolve_group_entries(group)))
+    live = await read_claims(writer.client, namespace, unseen)
     return await decide_and_execute(
-        lambda refused: decide_pod_group(cache, namespace, name, pod_groups, refused), cache, writer, created
+        lambda refused: decide_pod_group(cache, namespace, name, pod_groups, refused, live),
+        cache,
+        writer,
+        created,
     )
 
 
@@ -68,10 +87,16 @@ def event_message(entry: PodGroupResourceClaim, failure: EntryFailure) -> str:
 
 
 def decide_pod_group(
-    cache: ClusterCache, namespace: str, name: str, pod_groups: ApiResource, refused: Refused
+    cache: ClusterCache,
+    namespace: str,
+    name: str,
+    pod_groups: ApiResource,
+    refused: Refused,
+    live: LiveClaims | None = None,
 ) -> Plan:
     """One pass: the create of the first entry's claim still missing, or the failed entry's Event,
-    or the status apply. ``refused``: the creates this sync's earlier passes had refused."""
+    or the status apply. ``refused``: the creates this sync's earlier passes had refused; ``live``:
+    the recorded claims read from the API server because the cache lacks them."""
     group = cache.pod_group(namespace, name)
     if group is None:
         return Plan(result=Done("PodGroup is gone"))
@@ -80,7 +105,7 @@ def decide_pod_group(
 
     new_mappings: dict[str, str] = {}
     for entry, resolution in resolve_group_entries(group):
-        handled = _handle_entry(cache, group, entry, resolution, new_mappings, refused)
+        handled = _handle_entry(cache, group, entry, resolution, new_mappings, refused, live or {})
         if handled is None:
             continue
         if isinstance(handled, Plan):
@@ -104,6 +129,7 @@ def _handle_entry(
     resolution: Resolution,
     new_mappings: dict[str, str],
     refused: Refused,
+    live: LiveClaims,
 ) -> EntryFailure | Plan | None:
     if resolution.outcome is Resolved.SKIPPED:
         return None
@@ -112,7 +138,9 @@ def _handle_entry(
         return EntryFailure(text, retryable=False)
     not_owned: ResourceClaim | None = None
     if resolution.outcome is Resolved.NAMED:
-        claim = cache.claim_or_created(group.namespace, resolution.claim_name)
+        claim = recorded_claim(cache, group.namespace, resolution, live)
+        if isinstance(claim, EntryFailure):
+            return claim
         if claim is not None:
             if not resolution.check_owner or is_controlled_by_group(claim, group):
                 return None

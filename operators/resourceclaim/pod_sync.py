@@ -33,7 +33,17 @@ from .bodies import pod_owner, pod_status_apply, reserved_for
 from .cache import ClusterCache
 from .claim_sync import resend_as_protobuf
 from .constants import FAILED_CREATION_REASON
-from .creation import EntryFailure, Refused, claim_of_entry, decide_and_execute, status_apply
+from .creation import (
+    EntryFailure,
+    LiveClaims,
+    Refused,
+    claim_of_entry,
+    decide_and_execute,
+    read_claims,
+    recorded_claim,
+    status_apply,
+    unseen_recorded_claims,
+)
 from .models import Pod, ResourceClaim
 from .resolution import (
     Resolution,
@@ -57,10 +67,21 @@ async def sync_pod(
     writer: Writer,
     created: Callable[[ResourceClaim], None] = lambda _: None,
 ) -> Result:
-    """Section 7, steps 1-5: :func:`decide_pod`'s passes, executed."""
+    """Section 7, steps 1-5: :func:`decide_pod`'s passes, executed, after the live reads of
+    :func:`claims_to_read`."""
+    live = await read_claims(writer.client, namespace, claims_to_read(cache, namespace, name))
     return await decide_and_execute(
-        lambda refused: decide_pod(cache, namespace, name, refused), cache, writer, created
+        lambda refused: decide_pod(cache, namespace, name, refused, live), cache, writer, created
     )
+
+
+def claims_to_read(cache: ClusterCache, namespace: str, name: str) -> list[str]:
+    """The claims the pod's status records that the cache does not hold, for a pod that may get
+    claims (:func:`~.creation.unseen_recorded_claims`)."""
+    pod = cache.pod(namespace, name)
+    if pod is None or pod.metadata.deletion_timestamp is not None or pod.status.phase in TERMINAL_PHASES:
+        return []
+    return unseen_recorded_claims(cache, namespace, (resolution for _, resolution in resolve_entries(pod)))
 
 
 def unsupported_error(pod: Pod, entry: PodResourceClaim) -> str:
@@ -86,10 +107,12 @@ def event_message(entry: PodResourceClaim, failure: EntryFailure) -> str:
     return f"PodResourceClaim {entry.name}: {failure.text}"
 
 
-def decide_pod(cache: ClusterCache, namespace: str, name: str, refused: Refused) -> Plan:
+def decide_pod(
+    cache: ClusterCache, namespace: str, name: str, refused: Refused, live: LiveClaims | None = None
+) -> Plan:
     """One pass of section 7, steps 1-5: the create of the first entry's claim still missing, or
     the failed entry's Event, or the status apply and the reservations. ``refused``: the creates
-    this sync's earlier passes had refused."""
+    this sync's earlier passes had refused; ``live``: what :func:`claims_to_read` found."""
     pod = cache.pod(namespace, name)
     if pod is None:
         return Plan(result=Done("pod is gone"))
@@ -107,7 +130,7 @@ def decide_pod(cache: ClusterCache, namespace: str, name: str, refused: Refused)
 
     new_mappings: dict[str, str] = {}
     for entry, resolution in resolve_entries(pod):
-        handled = _handle_entry(cache, pod, group, entry, resolution, new_mappings, refused)
+        handled = _handle_entry(cache, pod, group, entry, resolution, new_mappings, refused, live or {})
         if handled is None:
             continue
         if isinstance(handled, Plan):
@@ -137,6 +160,7 @@ def _handle_entry(
     resolution: Resolution,
     new_mappings: dict[str, str],
     refused: Refused,
+    live: LiveClaims,
 ) -> EntryFailure | Plan | None:
     """Section 7.1: None when the entry needs nothing more (a new mapping is added to
     ``new_mappings``), the pass that creates its claim, or why it fails. ``group`` is the pod's
@@ -148,7 +172,9 @@ def _handle_entry(
 
     not_owned: ResourceClaim | None = None
     if resolution.outcome is Resolved.NAMED:
-        claim = cache.claim_or_created(pod.namespace, resolution.claim_name)
+        claim = recorded_claim(cache, pod.namespace, resolution, live)
+        if isinstance(claim, EntryFailure):
+            return claim
         if claim is not None:
             if not resolution.check_owner or is_for_pod(claim, pod, group):
                 return None
