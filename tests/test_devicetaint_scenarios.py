@@ -6,6 +6,7 @@ successful) and rule items (recording every write), so a scenario reads as a tim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
@@ -18,6 +19,7 @@ from devicetaint_builders import (
     TAINTED,
     T,
     claim,
+    delays_of,
     enqueued,
     fixture_f,
     pod,
@@ -30,8 +32,14 @@ from devicetaint_builders import (
 
 from operators.core.conditions import Condition
 from operators.core.keys import POD, Key
-from operators.devicetaint.cache import ClusterCache
-from operators.devicetaint.messages import RuleDecision, RuleRequeue, RuleUnchanged, RuleWrite
+from operators.devicetaint.cache import ClusterCache, Effects
+from operators.devicetaint.messages import (
+    RULE_STATUS_PERIOD,
+    RuleDecision,
+    RuleRequeue,
+    RuleUnchanged,
+    RuleWrite,
+)
 from operators.devicetaint.models import RULE, pod_key
 from operators.devicetaint.podeviction import EvictionResult, PodDecision, PodDone, PodEvict, PodNotYet
 
@@ -318,6 +326,29 @@ def test_17_singular_pending() -> None:
         "PodsPendingEviction",
         "1 pod needs to be evicted in 1 namespace.",
     )
+
+
+@pytest.mark.parametrize(
+    "goes",
+    [
+        pytest.param(
+            lambda state, now: state.apply_claim(claim(tolerations=[tolerating(600)], reserved_for=[]), now),
+            id="reservation-removed",
+        ),
+        pytest.param(lambda state, now: state.delete_pod(pod()), id="pod-deleted"),
+    ],
+)
+def test_17_a_pod_that_goes_within_its_toleration_window_is_no_longer_pending(
+    goes: Callable[[ClusterCache, datetime], Effects],
+) -> None:
+    """Nothing else of the rule's changes: its status pass must be queued by the pod's going, or
+    the rule goes on saying that the pod needs to be evicted."""
+    state = fixture_f(tolerations=[tolerating(600)])
+    state.apply_rule(rule(selector={"driver": DRIVER, "pool": "node-1"}), T)
+    assert summary(run_rule(state, T))[1] == "PodsPendingEviction"
+    effects = goes(state, T + seconds(30))
+    assert delays_of(effects, R1) == [RULE_STATUS_PERIOD.total_seconds()]
+    assert summary(run_rule(state, T + seconds(40))) == ("False", "NotStarted", "")
 
 
 def test_18_not_started() -> None:

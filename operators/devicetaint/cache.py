@@ -189,8 +189,9 @@ class ClusterCache:
         if cached is not None and cached.metadata.uid == pod.metadata.uid:
             del self._pods[pod.key]
             self._leave_group(cached)
-        self._scheduled.pop(pod_key(pod), None)
-        return Effects()
+        effects = Effects()
+        self._unschedule(pod_key(pod), effects)
+        return effects
 
     # --- Claims --------------------------------------------------------------------------------------
 
@@ -439,7 +440,7 @@ class ClusterCache:
         item = pod_key(pod)
         eviction = pod_eviction(pod, self._claims, self.workload_claims)
         if eviction is None:
-            if self._scheduled.pop(item, None) is not None:
+            if self._unschedule(item, effects):
                 effects.cancelled.append(item)
             return
         if item.uid not in self._evicted_uids:
@@ -449,6 +450,18 @@ class ClusterCache:
             effects.enqueue.append(Enqueue(item, delay))
         for reason in rule_reasons(eviction):
             effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+
+    def _unschedule(self, item: Key, effects: Effects) -> bool:
+        """Drop the pod's scheduled eviction, if it has one. Its rules count it as pending until
+        their next status pass, which nothing else would queue when the pod goes before its
+        toleration window ends (deleted, finished, no longer reserved): a rule went on saying "1 pod
+        needs to be evicted" until some later event of its own."""
+        eviction = self._scheduled.pop(item, None)
+        for reason in rule_reasons(eviction):
+            rule = self._rules.get(reason.rule_name)
+            if rule is not None and rule.metadata.uid == reason.rule_uid:
+                effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+        return eviction is not None
 
     def _consumers(self) -> Consumers:
         return Consumers(self._pods, self._members, self.workload_claims)
