@@ -460,7 +460,9 @@ class ClusterCache:
         for reason in rule_reasons(eviction):
             rule = self._rules.get(reason.rule_name)
             if rule is not None and rule.metadata.uid == reason.rule_uid:
-                effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+                effects.enqueue.append(
+                    Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY)
+                )
         return eviction is not None
 
     def _consumers(self) -> Consumers:
