@@ -713,3 +713,34 @@ async def test_a_request_tombstone_leaves_the_request_that_took_its_name(
     await controller.sync(key(surface, "r"))
     [(path, _)] = client.writes()
     assert path == surface.path("r", subresource="status")
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [ApiError(409, "Conflict", "changed"), ApiError(422, "Invalid", "no")],
+    ids=lambda e: str(e.status),
+)
+async def test_a_request_deleted_while_it_is_read_back_stays_deleted(
+    client: FakeClient, refusal: ApiError
+) -> None:
+    """After a refused write the request is read back; its deletion can reach the watch while
+    that read is on the way, with the copy read before it. The copy must not bring back what
+    the watch removed: the request would stay pending in the cache for the life of the process,
+    written to (404) and, after its pending TTL, deleted again at every sweep."""
+    controller, _ = await prepared(client)
+    controller.upsert_request(PROJECT, request_body("r"))
+    client.patch_errors.append(refusal)
+    read_before_deletion = request_body("r")
+
+    async def get(path: str, **_: str) -> Any:
+        client.calls.append(("get", path, None))
+        controller.delete_request(PROJECT, request_body("r"))
+        return read_before_deletion
+
+    client.get = get  # type: ignore[method-assign]
+    await controller.sync(key(PROJECT, "r"))
+    assert controller.pending_counts()["dra-operators.io"] == 0
+    assert (PROJECT.group, "r") not in controller.cache.requests
+    writes = len(client.writes())
+    await controller.sync(key(PROJECT, "r"))
+    assert len(client.writes()) == writes

@@ -393,7 +393,10 @@ class PoolStatusController:
         """The request as it is now, after a refused write; None where nothing is left to write:
         it is gone, or another writer answered it."""
         current = await self._read(entry)
-        if current is None:
+        cached = self.cache.requests.get(entry.key)
+        if current is None or cached is None or cached.uid != entry.uid:
+            # A deletion the watch delivered while the read was on its way is newer than the
+            # copy read: putting that copy back in the cache would keep the request for good.
             self._forget(entry.uid)
             return None
         if current.get("status"):
