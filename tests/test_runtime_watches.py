@@ -257,3 +257,43 @@ def test_no_operator_asks_discovery_itself() -> None:
         and re.search(r"\b(find_served|resources_of|served_version_change)\b", path.read_text())
     ]
     assert askers == []
+
+
+class UnavailableClient(DiscoveryClient):
+    """A group version whose APIService does not answer: kube-apiserver's 503, as for an aggregated
+    API whose backend is down, or a restarting API server behind a load balancer."""
+
+    def __init__(self, served: dict[str, list[str]], unavailable: set[str]) -> None:
+        super().__init__(served)
+        self.unavailable = unavailable
+
+    async def get(self, path: str, **params: str) -> Any:
+        if path.rsplit("/", 1)[-1] in self.unavailable:
+            self.asked += 1
+            if self.asked > 10:
+                self.asked_often.set()
+            raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+        return await super().get(path, **params)
+
+
+async def test_an_unavailable_group_version_is_not_taken_for_unserved() -> None:
+    """A 503 says nothing about what is served: the older version must not be chosen instead."""
+    made = make_runtime(
+        UnavailableClient({"v2": ["widgets"], "v1": ["widgets"]}, {"v2"}), Widgets(serve_gadgets=False)
+    )
+    with pytest.raises(ApiError):
+        await made.discover()
+
+
+async def test_an_unavailable_group_version_never_stops_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "REDISCOVERY_SECONDS", 0.0)
+    client = UnavailableClient({"v2": ["widgets"], "v1": ["widgets"]}, set())
+    made = make_runtime(client, Widgets(serve_gadgets=False))
+    await made.discover()
+    client.unavailable.add("v2")
+    follow = asyncio.ensure_future(runtime.follow_served_version(made, WATCHES[0]))
+    asked = asyncio.ensure_future(client.asked_often.wait())
+    await asyncio.wait_for(asyncio.wait((follow, asked), return_when=asyncio.FIRST_COMPLETED), 5)
+    follow.cancel()
+    asked.cancel()
+    assert not made._stop.is_set(), "a version that does not answer is still the one served"

@@ -34,12 +34,17 @@ Documents = dict[tuple[str, str], dict[str, ServedResource]]
 
 
 async def resources_of(client: KubeClient, group: str, version: str) -> dict[str, ServedResource]:
-    """The resources of one group version, or an empty mapping when it is not served."""
+    """The resources of one group version, or an empty mapping when it is not served; raises
+    :class:`~.client.ApiError` when the server cannot tell."""
     path = f"/apis/{group}/{version}" if group else f"/api/{version}"
     try:
         doc = await client.get(path)
     except ApiError as err:
-        if err.status in (404, 503):
+        # Only a 404 says the group version is not served. A 503 (an APIService whose backend is
+        # down, an API server starting or stopping) says nothing about it, as client-go counts it
+        # a failed group version and not a missing one: taken as unserved, it made a follower
+        # restart the process onto an older version, and back once the answer came.
+        if err.not_found:
             return {}
         raise
     served: dict[str, ServedResource] = {}
