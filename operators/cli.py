@@ -16,6 +16,7 @@ import importlib
 import sys
 import typing
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from . import OPERATOR_NAMES, __version__
 from .core import settings as settings_mod
@@ -149,10 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc_tuning.tune()
     wirejson.read_what_the_server_reads()
     first = True
+    started = datetime.now(UTC)
     try:
         while True:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                code = runner.run(run(definition, settings, configure_logging=first))
+                code = runner.run(run(definition, settings, configure_logging=first, started=started))
             if code != LEASE_LOST:
                 return code
             first = False

@@ -30,7 +30,26 @@ def test_a_lost_lease_starts_a_new_run_in_the_same_process(monkeypatch: pytest.M
     monkeypatch.setattr(runtime, "run", fake_run)
     assert cli.main(["run", "resourceclaim"]) == 0
     # Logging is set up once; each later run starts from nothing but the settings.
-    assert runs == [{"configure_logging": True}, {"configure_logging": False}, {"configure_logging": False}]
+    assert [run["configure_logging"] for run in runs] == [True, False, False]
+
+
+def test_every_run_counts_the_in_tree_controller_since_the_process_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The coexistence guard's verdict lasts until the process restarts: a run after a lost Lease
+    must still count the in-tree controller's writes made before it began."""
+    answers = [runtime.LEASE_LOST, 0]
+    runs: list[dict[str, Any]] = []
+
+    async def fake_run(definition: Any, settings: Any, **options: Any) -> int:
+        runs.append(options)
+        return answers[len(runs) - 1]
+
+    monkeypatch.setattr(runtime, "run", fake_run)
+    assert cli.main(["run", "resourceclaim"]) == 0
+    started = [run.get("started") for run in runs]
+    assert started[0] is not None, "the first run is told when the process started"
+    assert started == [started[0]] * len(runs), "each later run counts from the same start"
 
 
 def test_any_other_answer_ends_the_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -747,11 +747,13 @@ async def run(
     *,
     stop: asyncio.Event | None = None,
     configure_logging: bool = True,
+    started: datetime | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT or ``stop`` (exit 0), or loss of the Lease (:data:`LEASE_LOST`).
 
     ``stop`` and ``configure_logging=False`` serve in-process runs (tests), where the caller
-    owns logging and signals.
+    owns logging and signals. ``started`` is when the process started (default: now), for the
+    coexistence guard.
     """
     if configure_logging:
         logs.setup(settings.log_level, settings.log_format)
@@ -814,7 +816,10 @@ async def run(
         in_tree_controller(definition.in_tree.name, False)
         runtime.guard = Guard(
             definition.in_tree,
-            datetime.now(UTC),
+            # The process's start, not this run's: after a lost Lease the next run must still
+            # count what the in-tree controller wrote before, or its verdict would be forgotten
+            # and the fence reopened without the restart the verdict asks for.
+            started or datetime.now(UTC),
             lambda evidence: _in_tree_controller_acts(runtime, evidence),
         )
     tasks: list[asyncio.Task[Any]] = []
