@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -12,11 +13,11 @@ from kubernetes_asyncio import client as k8s_client
 from prometheus_client import REGISTRY
 
 from operators.core.client import ApiError, KubeClient
-from operators.core.coexistence import Evidence, Guard, InTreeController, find_evidence
+from operators.core.coexistence import ASK_AGAIN_SECONDS, Evidence, Guard, InTreeController, find_evidence
 from operators.core.events import EventRecorder
 from operators.core.health import Health
 from operators.core.keys import POD, Key
-from operators.core.runtime import Runtime, _in_tree_controller_acts
+from operators.core.runtime import OperatorDefinition, Runtime, _ask_again, _in_tree_controller_acts
 from operators.core.settings import InTreeReplacementSettings
 from operators.core.workqueue import WorkQueue
 from operators.devicetaint.operator import IN_TREE as DEVICETAINT
@@ -235,14 +236,64 @@ def test_odd_objects_are_no_evidence_and_raise_nothing(body: dict[str, Any]) -> 
 
 def test_the_guard_reports_the_first_evidence_once() -> None:
     reported: list[Evidence] = []
-    guard = Guard(RESOURCECLAIM, STARTED.replace(microsecond=123), reported.append)
-    (_, _, pod) = IN_TREE_WRITES[0]
-    guard.observe("resourcetemplates", pod)
+    guard = Guard(DEVICETAINT, STARTED.replace(microsecond=123), reported.append)
+    (_, _, rule) = IN_TREE_WRITES[1]
+    guard.observe("resourcetemplates", rule)
     assert reported == [], "only the kinds of its signatures are looked at"
-    guard.observe("pods", pod)
-    guard.observe("pods", pod)
-    assert [e.kind for e in reported] == ["Pod"]
+    guard.observe("devicetaintrules", rule)
+    guard.observe("devicetaintrules", rule)
+    assert [e.kind for e in reported] == ["DeviceTaintRule"]
     assert guard.evidence is reported[0]
+
+
+FORGEABLE = [(c, p, b) for c, p, b in IN_TREE_WRITES if p in ("pods", "podgroups")]
+
+
+@pytest.mark.parametrize(("controller", "plural", "body"), FORGEABLE)
+def test_a_signature_a_tenant_can_write_is_a_question_not_a_verdict(
+    controller: InTreeController, plural: str, body: dict[str, Any]
+) -> None:
+    """kube-apiserver keeps the managedFields a client sends with a pod or PodGroup of its own,
+    entry and time included: any tenant could stop the operator with one pod. The operator asks its
+    own question instead, at most once a minute however many such objects come."""
+    reported: list[Evidence] = []
+    asked: list[Evidence] = []
+    now = [0.0]
+    guard = Guard(controller, STARTED, reported.append, suspect=asked.append, clock=lambda: now[0])
+    guard.observe(plural, body)
+    guard.observe(plural, body)
+    assert (reported, [e.kind for e in asked]) == ([], [body["kind"]])
+    now[0] = ASK_AGAIN_SECONDS
+    guard.observe(plural, body)
+    assert len(asked) == 2
+    guard.found(asked[-1])
+    assert reported == [asked[-1]], "the answer to the question is the verdict"
+
+
+@pytest.mark.parametrize(("controller", "plural", "body"), FORGEABLE)
+def test_without_a_question_to_ask_a_forgeable_signature_is_only_logged(
+    controller: InTreeController, plural: str, body: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    reported: list[Evidence] = []
+    guard = Guard(controller, STARTED, reported.append)
+    guard.observe(plural, body)
+    assert reported == []
+    assert guard.evidence is None
+    assert "which any client may write on this kind; not taken as evidence" in caplog.text
+
+
+def test_only_the_kinds_tenants_write_are_forgeable() -> None:
+    forgeable = {
+        (controller.name, signature.plural)
+        for controller in (RESOURCECLAIM, DEVICETAINT, POOLSTATUS)
+        for signature in controller.signatures
+        if signature.forgeable
+    }
+    assert forgeable == {
+        ("resourceclaim-controller", "pods"),
+        ("resourceclaim-controller", "podgroups"),
+        ("device-taint-eviction-controller", "pods"),
+    }
 
 
 def test_a_guard_without_an_in_tree_counterpart_never_reports() -> None:
@@ -346,4 +397,43 @@ async def test_allowed_evidence_is_reported_and_the_operator_acts(offline_client
     assert not await _refused(client, "POST")
     await runtime.sync(Key(POD, "ns", "x"))
     assert runtime.controller.synced == [Key(POD, "ns", "x")]
+    await runtime.events.drain(5)
+
+
+@pytest.mark.parametrize("answer", [True, False])
+async def test_a_question_asked_again_trips_the_guard_on_its_answer_alone(
+    offline_client: KubeClient, answer: bool
+) -> None:
+    """The runtime's ``suspect``: the operator's probe (in a namespace tenants cannot write) is
+    asked again, and only its evidence is a verdict."""
+    runtime = _runtime(offline_client, allowed=False)
+    (controller, plural, pod) = IN_TREE_WRITES[0]
+    probe_answer = find_evidence(controller, plural, pod, STARTED)
+    asked: list[InTreeController] = []
+
+    async def ask(_runtime: Runtime, in_tree: InTreeController) -> Evidence | None:
+        asked.append(in_tree)
+        return probe_answer if answer else None
+
+    definition = OperatorDefinition(
+        name="resourceclaim",
+        settings_class=InTreeReplacementSettings,
+        default_workers=1,
+        make_controller=lambda _: Controller(),
+        watches=(),
+        in_tree=controller,
+        ask_in_tree=ask,
+    )
+    runtime.guard = Guard(
+        controller,
+        STARTED,
+        lambda evidence: _in_tree_controller_acts(runtime, evidence),
+        suspect=lambda _: _ask_again(runtime, definition),
+    )
+    runtime.guard.observe(plural, pod)
+    assert runtime.health.refused == "", "the pod alone is no verdict"
+    await asyncio.wait_for(asyncio.gather(*runtime._background), 5)
+    assert asked == [controller]
+    assert (runtime.guard.evidence is probe_answer) is answer
+    assert bool(runtime.health.refused) is answer
     await runtime.events.drain(5)

@@ -20,7 +20,10 @@ unless asked to (kubectl's managers are ``kubectl-*``, ours ``dra-operators-*``)
 the operation, subresource and fields of that controller's own write. And the entry must be
 newer than this process: an entry's ``time`` is when that manager last changed its fields, so
 objects written by an in-tree controller that has since been switched off (a migration) carry
-old times and are no evidence.
+old times and are no evidence. A deliberate write can carry such an entry, though: kube-apiserver
+keeps the managedFields a client sends with the object itself. On kinds tenants write
+(:attr:`Signature.forgeable`) the guard therefore only asks the operator's own question again
+(``suspect``, at most once a minute), and trips on its answer alone.
 
 What tripping does is the runtime's (:mod:`.runtime`): not ready, no more writes, a Warning
 Event, the ``dra_operators_in_tree_controller_detected`` gauge, one log line that names the
@@ -31,12 +34,16 @@ controller off and restarting the operator is the way back. ``--allow-in-tree-co
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .conditions import parse_time_or_none
+
+log = logging.getLogger(__name__)
 
 KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
 """The field manager of kube-controller-manager's writes that set none of their own."""
@@ -58,6 +65,11 @@ class Signature:
     wrote: str
     # A further condition on the object itself, where the fields alone are not specific.
     also: Callable[[Mapping[str, Any]], bool] | None = None
+    # The kind is one tenants write (Pods, PodGroups). kube-apiserver keeps the managedFields a
+    # client sends with a write of the object itself, foreign entries and their times included,
+    # so a tenant can put this signature on a pod of their own: found there, it is a reason to
+    # ask (the operator's probe, in a namespace tenants cannot write), never a verdict.
+    forgeable: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,21 +179,33 @@ def find_evidence(
     return None
 
 
+ASK_AGAIN_SECONDS = 60.0
+"""The least time between two questions a forgeable signature raises: a tenant who writes the
+signature onto pod after pod costs one probe a minute, not one a pod."""
+
+
 class Guard:
     """Looks at every watched object for the in-tree controller's signature; calls
-    ``on_evidence`` once, for the first evidence found."""
+    ``on_evidence`` once, for the first evidence found. A forgeable signature calls ``suspect``
+    instead (the operator asks, and calls :meth:`found` with the answer), or, for an operator
+    that cannot ask, is logged and left."""
 
     def __init__(
         self,
         controller: InTreeController | None,
         since: datetime,
         on_evidence: Callable[[Evidence], None],
+        suspect: Callable[[Evidence], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.controller = controller
         # Truncated to the second: managedFields times have no fraction.
         self.since = since.replace(microsecond=0)
         self._plurals = controller.plurals() if controller else frozenset()
         self._on_evidence = on_evidence
+        self._suspect = suspect
+        self._clock = clock
+        self._asked_at: float | None = None
         self.evidence: Evidence | None = None
 
     def observe(self, plural: str, body: Mapping[str, Any]) -> None:
@@ -189,8 +213,29 @@ class Guard:
             return
         assert self.controller is not None
         found = find_evidence(self.controller, plural, body, self.since)
-        if found is not None:
+        if found is None:
+            return
+        if not found.signature.forgeable:
             self.found(found)
+            return
+        now = self._clock()
+        if self._asked_at is not None and now - self._asked_at < ASK_AGAIN_SECONDS:
+            return
+        self._asked_at = now
+        if self._suspect is None:
+            log.warning(
+                "%s carries the signature of kube-controller-manager's %s, which any client may write "
+                "on this kind; not taken as evidence",
+                found.object,
+                self.controller.name,
+            )
+            return
+        log.info(
+            "%s carries the signature of kube-controller-manager's %s; asking whether it runs",
+            found.object,
+            self.controller.name,
+        )
+        self._suspect(found)
 
     def found(self, evidence: Evidence) -> None:
         """Evidence found by other means (the operator's question before its first write)."""

@@ -821,6 +821,7 @@ async def run(
             # and the fence reopened without the restart the verdict asks for.
             started or datetime.now(UTC),
             lambda evidence: _in_tree_controller_acts(runtime, evidence),
+            suspect=None if definition.ask_in_tree is None else lambda _: _ask_again(runtime, definition),
         )
     tasks: list[asyncio.Task[Any]] = []
     exit_code = 0
@@ -986,6 +987,26 @@ async def run(
         await runtime.stop_background()
         await health_server.stop(runners)
         await client.close()
+
+
+def _ask_again(runtime: Runtime, definition: OperatorDefinition) -> None:
+    """A forgeable signature was seen (:attr:`.coexistence.Signature.forgeable`): the operator's own
+    question, asked where tenants cannot write, decides."""
+    in_tree, ask = definition.in_tree, definition.ask_in_tree
+    assert in_tree is not None
+    assert ask is not None
+
+    async def question() -> None:
+        evidence = await ask(runtime, in_tree)
+        if evidence is not None:
+            runtime.guard.found(evidence)
+        else:
+            log.info(
+                "kube-controller-manager's %s did not answer: another client wrote the signature seen",
+                in_tree.name,
+            )
+
+    runtime.spawn(question(), "ask-in-tree-again")
 
 
 def _in_tree_controller_acts(runtime: Runtime, evidence: Evidence) -> None:

@@ -43,6 +43,7 @@ def _applies_claim_statuses(api_group: str, plural: str) -> Signature:
         subresource="status",
         owns=("f:status", "f:resourceClaimStatuses"),
         wrote="applied status.resourceClaimStatuses of",
+        forgeable=True,
     )
 
 
@@ -52,8 +53,9 @@ IN_TREE: Final = InTreeController(
         _applies_claim_statuses("", "pods"),
         # With PodGroup claims, it applies each group's claim statuses the same way. The claims it
         # creates are no evidence: a tenant who may create claims chooses any field manager
-        # (kubectl create --field-manager=kube-controller-manager), while these two writes need
-        # pods/status or podgroups/status, which tenants are not given.
+        # (kubectl create --field-manager=kube-controller-manager). Nor, alone, are these two
+        # writes: a tenant can send their entry with a pod or PodGroup of their own, so they make
+        # the operator ask its probe again (forgeable).
         _applies_claim_statuses(SCHEDULING_GROUP, "podgroups"),
     ),
 )
