@@ -296,8 +296,9 @@ def test_a_tenant_cannot_switch_the_operator_off(
     api: Kube, cluster: harness.Cluster, namespace: str, rc: harness.RunningOperator
 ) -> None:
     """Issue #38: a tenant allowed only to create claims and pods in its namespace writes claims
-    under every field manager of the in-tree controller; the operator stays ready and a pod
-    created afterwards gets its claim."""
+    under every field manager of the in-tree controller, and a pod carrying the in-tree
+    controller's status entry; the operator stays ready and a pod created afterwards gets its
+    claim."""
     tenant = "tenant"
     api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": tenant}})
     rules = [
@@ -331,10 +332,27 @@ def test_a_tenant_cannot_switch_the_operator_off(
                 content_type="application/apply-patch+yaml",
                 params={"fieldManager": manager, "force": "true"},
             )
+        # kube-apiserver keeps the managedFields sent with a pod: the in-tree controller's status
+        # apply, forged, only makes the operator ask its probe again, which nobody answers here.
+        forged = pod_body("forged-status-entry", [])
+        forged["metadata"]["managedFields"] = [
+            {
+                "manager": "ResourceClaimController",
+                "operation": "Apply",
+                "apiVersion": "v1",
+                "subresource": "status",
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60)),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:resourceClaimStatuses": {}}},
+            }
+        ]
+        kept = as_tenant.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=forged)
+        assert "ResourceClaimController" in [e["manager"] for e in kept["metadata"]["managedFields"]]
+        wait_for(lambda: "another client wrote the signature seen" in rc.log(), 30, "the probe's answer")
         create_template(api, namespace, template_body("gpu-tmpl"))
         pod = create_pod(api, namespace, pod_body("after-forgery", [template_entry("gpu", "gpu-tmpl")]))
         wait_generated(api, namespace, pod, "gpu")
-        assert rc.ready(), "forged claims are no evidence of the in-tree controller"
+        assert rc.ready(), "forged claims and status entries are no evidence of the in-tree controller"
         assert harness.in_tree_detected(rc.metrics()) == ()
     finally:
         as_tenant.close()
