@@ -241,7 +241,10 @@ class WriteFence:
         self.reason = ""
 
     def close(self, reason: str) -> None:
-        self.reason = reason
+        """Closed once, for good: the first reason (the guard's verdict, a lost Lease) stays the
+        one every refused write names."""
+        if not self.reason:
+            self.reason = reason
 
 
 class KubeClient:

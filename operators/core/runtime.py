@@ -716,8 +716,7 @@ async def _lead(
         await asyncio.Event().wait()
 
     def stop_leading() -> None:
-        if not fence.reason:  # the coexistence guard's reason, when it closed the fence, stays
-            fence.close("the Lease is lost")
+        fence.close("the Lease is lost")
         lost.set()
 
     async def stopped() -> None:

@@ -343,7 +343,7 @@ class ClusterCache:
             if reason.rule_uid in live_rule_uids:
                 self._evicted_per_rule[reason.rule_uid] = self.evicted_count(reason.rule_uid) + 1
             # Not at once: the cache must first see the pod terminating, or it would still count as pending.
-            effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+            effects.enqueue.append(_status_pass(reason))
         latency = max((now - decision.eviction.when).total_seconds(), 0.0)
         return EvictionFinished(latency, effects)
 
@@ -449,7 +449,7 @@ class ClusterCache:
             delay = max((eviction.when - now).total_seconds(), 0.0)
             effects.enqueue.append(Enqueue(item, delay))
         for reason in rule_reasons(eviction):
-            effects.enqueue.append(Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY))
+            effects.enqueue.append(_status_pass(reason))
 
     def _unschedule(self, item: Key, effects: Effects) -> bool:
         """Drop the pod's scheduled eviction, if it has one. Its rules count it as pending until
@@ -460,9 +460,7 @@ class ClusterCache:
         for reason in rule_reasons(eviction):
             rule = self._rules.get(reason.rule_name)
             if rule is not None and rule.metadata.uid == reason.rule_uid:
-                effects.enqueue.append(
-                    Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY)
-                )
+                effects.enqueue.append(_status_pass(reason))
         return eviction is not None
 
     def _consumers(self) -> Consumers:
@@ -549,6 +547,11 @@ class ClusterCache:
         if warned and not says_unsupported(rule.eviction_condition, meta.generation):
             item = Key(RULE, "", meta.name, meta.uid)
             effects.rule_warnings.append(RuleWarning(item, REASON_UNSUPPORTED_SELECTOR, text))
+
+
+def _status_pass(reason: RuleTaintReason) -> Enqueue:
+    """The rule's status pass a period from now: by then the cache has seen what changed the count."""
+    return Enqueue(Key(RULE, "", reason.rule_name, reason.rule_uid), _STATUS_DELAY)
 
 
 def _evicts(rule: DeviceTaintRule | None) -> bool:

@@ -90,7 +90,7 @@ async def read_claims(
             body = await client.get(RESOURCE_CLAIMS.path(name, namespace=namespace))
             found[name] = parse(ResourceClaim, body or {}, ResourceClaim.from_body)
         except ApiError as err:
-            if err.status == 404:
+            if err.not_found:
                 found[name] = None
                 continue
             found[name] = EntryFailure(claim_check_error(err.message), retry_after=err.retry_after)
@@ -189,14 +189,19 @@ def status_apply(path: str, body: Mapping[str, Any], kind: str, namespaced_name:
 
 
 async def decide_and_execute(
-    decide: Callable[[Refused], Plan],
+    decide: Callable[[Refused, LiveClaims], Plan],
     cache: ClusterCache,
     writer: Writer,
     created: Callable[[ResourceClaim], None] = lambda _: None,
+    *,
+    namespace: str = "",
+    unseen: Iterable[str] = (),
 ) -> Result:
-    """Execute ``decide``'s passes until one ends the sync. Each created claim is recorded in the
-    cache, counted, and handed to ``created``; each refused create is counted and handed to the
-    next pass."""
+    """Read the ``unseen`` claims of ``namespace`` (:func:`unseen_recorded_claims`), then execute
+    ``decide``'s passes until one ends the sync. Each created claim is recorded in the cache,
+    counted, and handed to ``created``; each refused create is counted and handed to the next
+    pass."""
+    live = await read_claims(writer.client, namespace, unseen)
     refused: dict[str, ApiError] = {}
     created_entries: set[str] = set()
 
@@ -218,7 +223,7 @@ async def decide_and_execute(
             refused[_entry(write)] = err
 
     while True:
-        plan = decide(refused)
+        plan = decide(refused, live)
         again = [
             _entry(step)
             for step in plan.steps

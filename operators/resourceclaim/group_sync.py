@@ -42,7 +42,6 @@ from .creation import (
     Refused,
     claim_of_entry,
     decide_and_execute,
-    read_claims,
     recorded_claim,
     status_apply,
     unseen_recorded_claims,
@@ -73,12 +72,13 @@ async def sync_pod_group(
     unseen: list[str] = []
     if group is not None and group.metadata.deletion_timestamp is None:
         unseen = unseen_recorded_claims(cache, namespace, (r for _, r in resolve_group_entries(group)))
-    live = await read_claims(writer.client, namespace, unseen)
     return await decide_and_execute(
-        lambda refused: decide_pod_group(cache, namespace, name, pod_groups, refused, live),
+        lambda refused, live: decide_pod_group(cache, namespace, name, pod_groups, refused, live),
         cache,
         writer,
         created,
+        namespace=namespace,
+        unseen=unseen,
     )
 
 

@@ -39,7 +39,6 @@ from .creation import (
     Refused,
     claim_of_entry,
     decide_and_execute,
-    read_claims,
     recorded_claim,
     status_apply,
     unseen_recorded_claims,
@@ -69,9 +68,13 @@ async def sync_pod(
 ) -> Result:
     """Section 7, steps 1-5: :func:`decide_pod`'s passes, executed, after the live reads of
     :func:`claims_to_read`."""
-    live = await read_claims(writer.client, namespace, claims_to_read(cache, namespace, name))
     return await decide_and_execute(
-        lambda refused: decide_pod(cache, namespace, name, refused, live), cache, writer, created
+        lambda refused, live: decide_pod(cache, namespace, name, refused, live),
+        cache,
+        writer,
+        created,
+        namespace=namespace,
+        unseen=claims_to_read(cache, namespace, name),
     )
 
 
